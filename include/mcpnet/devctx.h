@@ -1,0 +1,55 @@
+/*
+ * devctx.h - an opened RDMA device shared by the comms of this process: the verbs
+ * context, one protection domain and the registration cache of that domain.
+ * Opened by the first comm on a device and closed with the last one, so no file
+ * descriptor of ours outlives the last communicator.
+ */
+#ifndef MCPNET_DEVCTX_H
+#define MCPNET_DEVCTX_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "mcpnet/fabric.h"
+
+struct mcp_mr;
+
+struct mcp_devctx {
+  int dev;                       /* index into the fabric */
+  const struct mcp_net_dev *info;
+  struct ibv_context *ctx;
+  struct ibv_pd *pd;
+  int refs;                      /* under the devctx table lock */
+  pthread_mutex_t mr_lock;
+  struct mcp_mr *mrs;            /* the registration cache */
+  size_t mr_bytes;               /* registered bytes, for memlock diagnostics */
+  int mr_count;
+};
+
+/* A registration: the mhandle NCCL holds. */
+struct mcp_mr {
+  struct mcp_devctx *dc;
+  struct ibv_mr *mr;
+  uintptr_t base;    /* page-aligned range the MR covers */
+  size_t len;
+  int type;          /* NCCL_PTR_HOST or NCCL_PTR_CUDA */
+  int dmabuf;        /* never found by address */
+  int refs;
+  struct mcp_mr *next;
+};
+
+struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev);
+void mcp_devctx_put(struct mcp_devctx *dc);
+
+/* The registration cache (mcp_xfer_mr.c). */
+int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, struct mcp_mr **out);
+int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type,
+                           uint64_t offset, int fd, struct mcp_mr **out);
+void mcp_mr_release(struct mcp_mr *mr);
+/* Registers an internal buffer (rings, records) outside the cache. */
+struct ibv_mr *mcp_mr_internal(struct mcp_devctx *dc, void *data, size_t size, int access);
+
+#endif

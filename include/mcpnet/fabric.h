@@ -1,0 +1,69 @@
+/*
+ * fabric.h - what RDMA hardware this process can use, as plain data.
+ *
+ * Discovery turns verbs and sysfs into an inventory of ports ("net devices" in NCCL's
+ * sense: one per usable port); choosing the GID and filtering are functions of that
+ * data and the configuration, so they are unit-testable. Each entry is filled once
+ * per init and read-only afterwards; strings live as long as the inventory.
+ */
+#ifndef MCPNET_FABRIC_H
+#define MCPNET_FABRIC_H
+
+#include <net/if.h>
+#include <stdint.h>
+
+#define MCP_MAX_NET_DEVS 32
+#define MCP_DEV_NAME_MAX 64
+#define MCP_REASON_MAX 256
+
+enum mcp_gid_type { MCP_GID_TYPE_IB = 0, MCP_GID_TYPE_ROCE_V1 = 1, MCP_GID_TYPE_ROCE_V2 = 2 };
+
+struct mcp_gid_choice {
+  int index;            /* GID table index */
+  uint8_t raw[16];
+  int type;             /* enum mcp_gid_type */
+  int family;           /* 4 for IPv4-mapped, 6 for IPv6, 0 for IB */
+  char netdev[IF_NAMESIZE];
+  char text[64];        /* the address as people write it */
+  char why[128];        /* why this one */
+};
+
+/* One usable port: what NCCL calls a net device. */
+struct mcp_net_dev {
+  char name[MCP_DEV_NAME_MAX];     /* unique: the verbs device name, ":port" when it has several */
+  char ibdev[MCP_DEV_NAME_MAX];    /* the verbs device name */
+  int port;
+  int link_layer;                  /* IBV_LINK_LAYER_* */
+  int active_mtu;                  /* enum ibv_mtu */
+  int speed_mbps;
+  uint16_t lid;
+  uint64_t guid;                   /* sys_image_guid */
+  char *pci_path;                  /* heap; NULL when the device has no PCI parent */
+  int ptr_support;                 /* NCCL_PTR_* */
+  int max_qp;
+  int max_qp_wr;
+  int max_sge;
+  int max_inline;                  /* 0 until probed */
+  char driver[32];                 /* kernel driver name (rxe, mlx5_core, ...), "" if unknown */
+  struct mcp_gid_choice gid;       /* RoCE: the chosen GID; IB: index 0 */
+};
+
+struct mcp_fabric {
+  int ndev;
+  struct mcp_net_dev dev[MCP_MAX_NET_DEVS];
+};
+
+struct mcp_config;
+
+/* Fills fab with every usable port; 0 on success, -1 when none is usable, with one WARN
+ * naming every device that was found and why each was excluded. */
+int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg);
+void mcp_fabric_release(struct mcp_fabric *fab);
+
+/* Speed in Mbps from the IB width and speed codes of ibv_port_attr; 0 if unknown. */
+int mcp_fabric_speed_mbps(uint8_t width_code, uint32_t speed_code);
+/* ibv_mtu enum <-> bytes. */
+int mcp_fabric_mtu_bytes(int ibv_mtu);
+int mcp_fabric_mtu_enum(int bytes);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * fabric_gid.h - GID table entries and the rules that pick one (see mcp_fabric_gid.c).
+ */
+#ifndef MCPNET_FABRIC_GID_H
+#define MCPNET_FABRIC_GID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcpnet/fabric.h"
+
+struct mcp_gid_entry {
+  int index;
+  uint8_t raw[16];
+  int type;                 /* enum mcp_gid_type */
+  char netdev[IF_NAMESIZE]; /* "" when the entry has none (IB) */
+  int netdev_in_ns;         /* the netdev belongs to our network namespace */
+  int netdev_up;
+};
+
+struct mcp_gid_range {
+  int family; /* 4 or 6 */
+  uint8_t raw[16];
+  int bits;
+};
+
+struct mcp_gid_policy {
+  int index;          /* >= 0: exactly this index, validated */
+  int roce_version;   /* 1 or 2 */
+  int family;         /* 4 or 6: preferred */
+  int has_range;
+  struct mcp_gid_range range;   /* NCCL_IB_ADDR_RANGE */
+  int has_address;
+  uint8_t address[16];          /* pinned by address */
+  int has_oob_subnet;
+  struct mcp_gid_range oob_subnet;
+};
+
+int mcp_gid_family(const uint8_t raw[16]);
+void mcp_gid_format(const uint8_t raw[16], char *buf, size_t len);
+int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range);
+int mcp_gid_in_range(const uint8_t raw[16], const struct mcp_gid_range *range);
+int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
+                   struct mcp_gid_choice *choice, char *err, size_t errlen);
+
+#endif

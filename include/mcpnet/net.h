@@ -1,0 +1,73 @@
+/*
+ * net.h - the one core behind every exported ncclNetPlugin_v* table.
+ *
+ * The core speaks NCCL 2.28's v11 semantics with plain C types. The plugin/ folder
+ * holds one v11 table pointing here and thin v10/v9/v8 shims that adapt arguments;
+ * no transport logic lives in plugin/. Every function returns an ncclResult_t and
+ * never blocks on a peer: listen/connect/accept are resumable state machines.
+ */
+#ifndef MCPNET_NET_H
+#define MCPNET_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl/net_common.h"
+
+#define MCP_NET_NAME "MCP"
+#define MCP_MAX_RECVS 8        /* grouped receives per irecv (props.maxRecvs) */
+#define MCP_MAX_P2P_BYTES (1ULL << 30)
+
+/* The canonical device properties; plugin/ copies them out per ABI version. */
+struct mcp_net_props {
+  const char *name;     /* unique per device, e.g. "rxe0" or "mlx5_0" */
+  const char *pci_path; /* realpath of the sysfs device node, NULL without one */
+  uint64_t guid;        /* sys_image_guid: ports of one NIC share it */
+  int ptr_support;      /* NCCL_PTR_* bits */
+  int reg_is_global;
+  int force_flush;
+  int speed_mbps;
+  int port;
+  float latency_us;
+  int max_comms;
+  int max_recvs;
+  size_t max_p2p_bytes;
+  size_t max_coll_bytes;
+};
+
+/* Per-communicator configuration NCCL hands to init (v11) or connect (v10). */
+struct mcp_comm_config {
+  int traffic_class; /* NCCL_NET_TRAFFIC_CLASS_UNDEF when unset */
+};
+
+ncclResult_t mcp_net_init(void **ctx, uint64_t comm_id, const struct mcp_comm_config *config,
+                          ncclDebugLogger_t log_fn);
+ncclResult_t mcp_net_finalize(void *ctx);
+ncclResult_t mcp_net_devices(int *ndev);
+ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props);
+
+/* ctx may be NULL for the v8-v10 shims: the comm then uses the process defaults
+ * and, for connect, the traffic class in config (NULL = undefined). */
+ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
+ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config,
+                             void *handle, void **send_comm);
+ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm);
+
+ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
+ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+                                   uint64_t offset, int fd, void **mhandle);
+ncclResult_t mcp_net_dereg_mr(void *comm, void *mhandle);
+
+ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                           void **request);
+ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                           void **mhandles, void **request);
+ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                            void **request);
+ncclResult_t mcp_net_test(void *request, int *done, int *sizes);
+
+ncclResult_t mcp_net_close_send(void *send_comm);
+ncclResult_t mcp_net_close_recv(void *recv_comm);
+ncclResult_t mcp_net_close_listen(void *listen_comm);
+
+#endif

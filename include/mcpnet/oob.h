@@ -1,0 +1,88 @@
+/*
+ * oob.h - the out-of-band channel: one TCP listener per process and one TCP connection
+ * per peer process, shared by every connection between the two.
+ *
+ * NCCL's handle travels one way (receiver to sender), so QP numbers, GIDs and keys go
+ * both ways over this channel. Frames (wire.h) are multiplexed by stream id; a stream
+ * belongs to one send or receive comm (or to a connect/accept in progress). There is no
+ * thread: mcp_oob_progress() moves bytes whenever a caller needs them (connect, accept,
+ * and now and then test), never blocking. A peer whose connection closes marks all its
+ * streams dead, which is how a dead peer process is noticed within a poll interval.
+ */
+#ifndef MCPNET_OOB_H
+#define MCPNET_OOB_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "mcpnet/sock.h"
+#include "mcpnet/wire.h"
+
+struct mcp_config;
+struct mcp_oob_peer;
+
+#define MCP_OOB_INBOX 8
+
+struct mcp_oob_stream {
+  uint32_t id;        /* ours: the peer puts it in frame headers to reach us */
+  uint32_t remote_id; /* the peer's id for the same connection, once known */
+  struct mcp_oob_peer *peer;
+  atomic_int dead;    /* the peer connection is gone; reason in dead_reason */
+  atomic_int closed_by_peer;
+  char dead_reason[MCP_WIRE_REASON_MAX];
+  int inbox_head, inbox_count;
+  struct mcp_wire_msg inbox[MCP_OOB_INBOX];
+  struct mcp_oob_stream *next;
+};
+
+/* A connection request waiting for accept. */
+struct mcp_oob_request {
+  struct mcp_oob_peer *peer;
+  struct mcp_wire_conn_req req;
+  struct mcp_oob_request *next;
+};
+
+struct mcp_oob_listener {
+  uint64_t token;
+  struct mcp_oob_request *pending;
+  struct mcp_oob_listener *next;
+};
+
+/* Takes a reference on the process-wide channel, creating the listening socket on first
+ * use. 0, or -1 with a WARN that names the interface and port range. */
+int mcp_oob_acquire(const struct mcp_config *cfg);
+void mcp_oob_release(void);
+
+/* The address our listener publishes, and this process's random nonce. */
+void mcp_oob_local(union mcp_sockaddr *addr, uint64_t *nonce);
+
+/* Moves bytes on every connection without blocking. */
+void mcp_oob_progress(void);
+/* As progress, but at most every interval_ms and only when no other thread is in it:
+ * cheap enough to call from test(). */
+void mcp_oob_poll(unsigned interval_ms);
+
+/* Listeners: a token for one listen comm; requests queue until taken. */
+struct mcp_oob_listener *mcp_oob_listener_add(void);
+void mcp_oob_listener_remove(struct mcp_oob_listener *l);
+/* Pops one request (1) or none (0). The request's peer is referenced; give it to
+ * mcp_oob_stream_open_for or drop it with mcp_oob_request_free. */
+int mcp_oob_listener_take(struct mcp_oob_listener *l, struct mcp_oob_request **req);
+void mcp_oob_request_free(struct mcp_oob_request *req);
+
+/* Streams. open_to finds or starts the connection to a listener (sharing an existing
+ * one to the same process); open_for answers a request on the request's connection. */
+struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce);
+struct mcp_oob_stream *mcp_oob_stream_open_for(struct mcp_oob_request *req);
+/* 1 when the peer's connection is up (HELLO exchanged), 0 while connecting, -1 dead. */
+int mcp_oob_stream_ready(struct mcp_oob_stream *s);
+/* Queues a frame; the header's stream id is remote_id (0 for CONN_REQ). 0 or -1. */
+int mcp_oob_stream_send(struct mcp_oob_stream *s, const struct mcp_wire_msg *m);
+/* 1 with *m when a frame for this stream arrived, 0 when none. */
+int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m);
+/* Closes our end; notify sends CLOSE to the peer when the connection is up. */
+void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify);
+/* "host pid N (addr)" of the peer, for messages. */
+const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t len);
+
+#endif

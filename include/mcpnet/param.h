@@ -1,0 +1,220 @@
+/*
+ * param.h - the one typed parameter table and the configuration it produces.
+ *
+ * Every knob mcpnet reads is a row of one table (name, aliases, type, default, range,
+ * one-line doc, where its value lands in struct mcp_config). mcp_param_load() reads
+ * the table's variables once - defaults, then the MCPNET_CONFIG file, then (for tools
+ * that ask) NCCL's own configuration files, then the environment - range-checks each
+ * effective value and fills an immutable struct mcp_config that records, for every
+ * parameter, where its value came from. The plugin, the doctor and the README's
+ * configuration reference (tools/mcpnet-params --markdown) all read the same table,
+ * so code and documentation cannot drift. Nothing here keeps global mutable state:
+ * the loader is reentrant and its result is an out-parameter.
+ */
+#ifndef MCPNET_PARAM_H
+#define MCPNET_PARAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "nccl/net_common.h"
+
+/* One identifier per parameter; also the row index in mcp_param_table(). */
+enum mcp_param_id {
+  MCP_PARAM_IB_HCA,
+  MCP_PARAM_IB_GID_INDEX,
+  MCP_PARAM_IB_ROCE_VERSION_NUM,
+  MCP_PARAM_IB_ADDR_FAMILY,
+  MCP_PARAM_IB_ADDR_RANGE,
+  MCP_PARAM_IB_TIMEOUT,
+  MCP_PARAM_IB_RETRY_CNT,
+  MCP_PARAM_IB_SL,
+  MCP_PARAM_IB_TC,
+  MCP_PARAM_IB_PKEY,
+  MCP_PARAM_IB_QPS_PER_CONNECTION,
+  MCP_PARAM_SOCKET_IFNAME,
+  MCP_PARAM_SOCKET_FAMILY,
+  MCP_PARAM_RANK_MAP,
+  MCP_PARAM_LOCAL_RANK,
+  MCP_PARAM_STRICT,
+  MCP_PARAM_TENANT_PKEY,
+  MCP_PARAM_MTU,
+  MCP_PARAM_RNR_RETRY,
+  MCP_PARAM_MIN_RNR_TIMER,
+  MCP_PARAM_ALLOW_INFINITE_RETRY,
+  MCP_PARAM_OOB_PORT_RANGE,
+  MCP_PARAM_CONNECT_TIMEOUT,
+  MCP_PARAM_RECOVERY_TIMEOUT,
+  MCP_PARAM_WATCHDOG_SEC,
+  MCP_PARAM_ABORT_ON_ERROR,
+  MCP_PARAM_FORCE_FLUSH,
+  MCP_PARAM_PROGRESS_CPU,
+  MCP_PARAM_INLINE_BYTES,
+  MCP_PARAM_CONFIG,
+  MCP_PARAM_COUNT
+};
+
+enum mcp_param_type {
+  MCP_PARAM_INT,    /* stored as int; decimal or 0x hex, optional sign */
+  MCP_PARAM_BOOL,   /* stored as bool; 0/1, true/false, yes/no, on/off */
+  MCP_PARAM_STRING  /* stored as const char *, NULL when unset */
+};
+
+/* Where an effective value came from, lowest precedence first. */
+enum mcp_param_source {
+  MCP_PARAM_SRC_DEFAULT,
+  MCP_PARAM_SRC_CONFIG_FILE, /* the MCPNET_CONFIG file */
+  MCP_PARAM_SRC_NCCL_CONF,   /* NCCL_CONF_FILE, ~/.nccl.conf or /etc/nccl.conf */
+  MCP_PARAM_SRC_ENV
+};
+
+struct mcp_param_origin {
+  enum mcp_param_source source;
+  const char *key;  /* the name it was set under (an alias, maybe); NULL for defaults */
+  const char *path; /* the file, for CONFIG_FILE and NCCL_CONF; else NULL */
+  unsigned line;    /* the line in that file, 1-based; else 0 */
+  bool rejected;    /* the value from this origin was refused; the field holds the default */
+};
+
+/* Checks beyond min..max; write a short reason into why and return -EINVAL to refuse. */
+typedef int (*mcp_param_check_str_fn)(const char *value, char *why, size_t whylen);
+typedef int (*mcp_param_check_int_fn)(long long value, char *why, size_t whylen);
+
+struct mcp_param_def {
+  enum mcp_param_id id;
+  const char *name;
+  const char *const *aliases; /* NULL-terminated, or NULL when there are none */
+  enum mcp_param_type type;
+  long long def;              /* default of INT and BOOL */
+  const char *def_str;        /* default of STRING; NULL = unset */
+  long long min, max;         /* INT only */
+  const char *doc;            /* one line, for the log, the doctor and the README */
+  const char *range_doc;      /* overrides "min..max" in docs and messages, or NULL */
+  const char *why;            /* why the range is what it is, appended to range errors */
+  bool hex;                   /* format the value as hex (P_Keys) */
+  size_t offset;              /* where the value lives in struct mcp_config */
+  mcp_param_check_str_fn check_str;
+  mcp_param_check_int_fn check_int;
+};
+
+/* Opaque storage for the strings a configuration owns. */
+struct mcp_param_strings;
+
+/*
+ * The effective configuration. Fill it with mcp_param_load(), read its fields, and
+ * release it with mcp_param_free(); treat it as read-only in between and pass it by
+ * pointer (its strings live in storage it owns, so a struct copy must not outlive it).
+ */
+struct mcp_config {
+  /* NCCL's variables, NCCL's meanings. */
+  const char *ib_hca;        /* NCCL_IB_HCA, NULL = every device */
+  int ib_gid_index;          /* -1 = choose automatically */
+  int ib_roce_version;
+  const char *ib_addr_family;/* "AF_INET" or "AF_INET6" */
+  const char *ib_addr_range; /* CIDR or NULL */
+  int ib_timeout;
+  int ib_retry_cnt;
+  int ib_sl;                 /* -1 = unset */
+  int ib_tc;                 /* -1 = unset */
+  int ib_pkey_index;         /* NCCL_IB_PKEY: an index into the P_Key table */
+  int ib_qps_per_conn;
+  const char *socket_ifname;
+  const char *socket_family; /* NULL = either */
+
+  /* mcpnet's own. */
+  const char *rank_map;
+  int local_rank;            /* -1 = look at LOCAL_RANK & co. */
+  bool strict;
+  int tenant_pkey;           /* a P_Key value, -1 = unset */
+  int mtu;                   /* 0 = the port's active MTU */
+  int rnr_retry;
+  int min_rnr_timer;
+  bool allow_infinite_retry;
+  const char *oob_port_range;
+  int connect_timeout_s;
+  int recovery_timeout_s;    /* 0 = no recovery */
+  int watchdog_s;            /* 0 = off */
+  bool abort_on_error;
+  bool force_flush;
+  int progress_cpu;          /* -1 = not pinned */
+  int inline_bytes;
+  const char *config_path;   /* MCPNET_CONFIG */
+
+  /* Derived from the above at load, so users need not parse again. */
+  int ib_af;                 /* AF_INET or AF_INET6 */
+  int socket_af;             /* AF_UNSPEC, AF_INET or AF_INET6 */
+  int oob_port_lo, oob_port_hi; /* 0, 0 when MCPNET_OOB_PORT_RANGE is unset */
+
+  struct mcp_param_origin origin[MCP_PARAM_COUNT];
+  struct mcp_param_strings *strings_; /* owned storage; private */
+};
+
+/* Load flags. */
+#define MCP_PARAM_LOAD_NCCL_CONF 0x1u /* also read NCCL_CONF_FILE / ~/.nccl.conf / /etc/nccl.conf */
+
+/*
+ * What the loader reads from the outside world, injectable for tests. A NULL env or
+ * NULL members mean the real thing.
+ */
+struct mcp_param_env {
+  const char *(*getenv)(void *arg, const char *name); /* NULL: getenv(3) */
+  void *getenv_arg;
+  const char *home;           /* for ~/.nccl.conf; NULL: $HOME */
+  const char *system_conf;    /* NULL: /etc/nccl.conf */
+  /* Where WARN/INFO messages go; NULL: the log (MCP_WARN / MCP_INFO with NCCL_ENV). */
+  void (*report)(void *arg, ncclDebugLogLevel level, const char *msg);
+  void *report_arg;
+};
+
+/*
+ * Fill cfg from the table. Returns 0, or -EINVAL after one WARN per bad value (err
+ * gets the first), or -ENOMEM. Whatever it returns, cfg is complete (a refused value
+ * keeps its default and is marked rejected) and must be released with mcp_param_free.
+ */
+int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsigned flags,
+                   char *err, size_t errlen);
+void mcp_param_free(struct mcp_config *cfg);
+
+/* One INFO line (subsystem NCCL_ENV) per parameter: NAME=value (source). Call once. */
+void mcp_param_log(const struct mcp_config *cfg);
+
+const struct mcp_param_def *mcp_param_table(size_t *n);
+/* The row for a name or one of its aliases, or NULL. */
+const struct mcp_param_def *mcp_param_find(const char *name);
+const char *mcp_param_type_name(enum mcp_param_type type);
+const char *mcp_param_source_name(enum mcp_param_source source);
+
+/* Text forms, for the log, the doctor and the docs; each returns snprintf's count. */
+int mcp_param_format(const struct mcp_config *cfg, const struct mcp_param_def *def,
+                     char *buf, size_t len);
+int mcp_param_format_default(const struct mcp_param_def *def, char *buf, size_t len);
+int mcp_param_format_range(const struct mcp_param_def *def, char *buf, size_t len);
+/* "environment", "config file /etc/mcpnet.conf:3", "default", ... */
+int mcp_param_format_origin(const struct mcp_param_origin *origin, char *buf, size_t len);
+
+/*
+ * Value parsing shared with other modules (the rank map's sl=, pkey=, ...). The text is
+ * taken as is (trim it first); trailing garbage is an error. Return 0 or -EINVAL
+ * (-ERANGE when an integer does not fit a long long).
+ */
+int mcp_param_parse_int(const char *text, long long *out);
+int mcp_param_parse_bool(const char *text, bool *out);
+/*
+ * Split one line of a KEY=VALUE file in place: whitespace trimmed, '#' starts a
+ * comment line, one pair of matching quotes around the value removed. Returns 1 with
+ * *key and *value set, 0 for a blank or comment line, -EINVAL for anything else.
+ */
+int mcp_param_split_line(char *line, char **key, char **value);
+
+/*
+ * Time arithmetic of the RC transport. The ACK timeout: 4.096 us * 2^timeout per try,
+ * retry + 1 tries; timeout 0 is infinite (INFINITY). This is a lower bound: the IB
+ * specification lets hardware wait up to about 4x longer.
+ */
+double mcp_param_time_to_error_s(int timeout, int retry);
+/* The IB min_rnr_timer code (0..31) in milliseconds; NAN for a code out of range. */
+double mcp_param_rnr_timer_ms(int code);
+/* How long RNR NAKs are retried before an error: timer * (rnr_retry + 1); 7 = INFINITY. */
+double mcp_param_rnr_bound_s(int min_rnr_timer, int rnr_retry);
+
+#endif

@@ -1,0 +1,93 @@
+/*
+ * mcp_plugin_props.c - the one translation from the core's device properties to
+ * NCCL's per-version properties structs.
+ *
+ * The core describes a device once (struct mcp_net_props); every version's struct is
+ * a subset of the v11 one, so each field is mapped in exactly one macro below and the
+ * per-version functions only choose which groups of fields their layout carries.
+ */
+#include <string.h>
+
+#include "mcp_plugin.h"
+#include "mcpnet/net.h"
+
+/* Fields every version since v8 carries. NCCL never writes through name/pciPath, so
+ * handing it the core's const strings is safe (the struct lacks const for history). */
+#define MCP_PROPS_FILL_V8(dst, src)                                              \
+  do {                                                                           \
+    (dst)->name = (char *)(src)->name;                                           \
+    (dst)->pciPath = (char *)(src)->pci_path;                                    \
+    (dst)->guid = (src)->guid;                                                   \
+    (dst)->ptrSupport = (src)->ptr_support;                                      \
+    (dst)->regIsGlobal = (src)->reg_is_global;                                   \
+    (dst)->speed = (src)->speed_mbps;                                            \
+    (dst)->port = (src)->port;                                                   \
+    (dst)->latency = (src)->latency_us;                                          \
+    (dst)->maxComms = (src)->max_comms;                                          \
+    (dst)->maxRecvs = (src)->max_recvs;                                          \
+    (dst)->netDeviceType = NCCL_NET_DEVICE_HOST;                                 \
+    (dst)->netDeviceVersion = 0;                                                 \
+  } while (0)
+
+/* Fields v9 added. mcpnet exposes no virtual devices, so each device stands for itself. */
+#define MCP_PROPS_FILL_V9(dst, src, dev)                                         \
+  do {                                                                           \
+    (dst)->forceFlush = (src)->force_flush;                                      \
+    (dst)->vProps.ndevs = 1;                                                     \
+    (dst)->vProps.devs[0] = (dev);                                               \
+    (dst)->maxP2pBytes = (src)->max_p2p_bytes;                                   \
+    (dst)->maxCollBytes = (src)->max_coll_bytes;                                 \
+  } while (0)
+
+/* Fields v11 added. NCCL 2.28 does not use multi-requests; 1 says "none". */
+#define MCP_PROPS_FILL_V11(dst)                                                  \
+  do {                                                                           \
+    (dst)->maxMultiRequestSize = 1;                                              \
+  } while (0)
+
+/* Zeroing first keeps padding and unused vProps slots deterministic for NCCL. */
+static ncclResult_t mcp_plugin_props_get(int dev, struct mcp_net_props *core, void *out,
+                                         size_t out_size)
+{
+  if (out == NULL)
+    return ncclInternalError;
+  memset(out, 0, out_size);
+  memset(core, 0, sizeof(*core));
+  return mcp_net_get_properties(dev, core);
+}
+
+ncclResult_t mcp_plugin_props_v11(int dev, ncclNetProperties_v11_t *props)
+{
+  struct mcp_net_props core;
+  ncclResult_t rc = mcp_plugin_props_get(dev, &core, props, sizeof(*props));
+
+  if (rc != ncclSuccess)
+    return rc;
+  MCP_PROPS_FILL_V8(props, &core);
+  MCP_PROPS_FILL_V9(props, &core, dev);
+  MCP_PROPS_FILL_V11(props);
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_plugin_props_v9(int dev, ncclNetProperties_v9_t *props)
+{
+  struct mcp_net_props core;
+  ncclResult_t rc = mcp_plugin_props_get(dev, &core, props, sizeof(*props));
+
+  if (rc != ncclSuccess)
+    return rc;
+  MCP_PROPS_FILL_V8(props, &core);
+  MCP_PROPS_FILL_V9(props, &core, dev);
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_plugin_props_v8(int dev, ncclNetProperties_v8_t *props)
+{
+  struct mcp_net_props core;
+  ncclResult_t rc = mcp_plugin_props_get(dev, &core, props, sizeof(*props));
+
+  if (rc != ncclSuccess)
+    return rc;
+  MCP_PROPS_FILL_V8(props, &core);
+  return ncclSuccess;
+}

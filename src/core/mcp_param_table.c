@@ -1,0 +1,265 @@
+/*
+ * mcp_param_table.c - the table itself: every parameter mcpnet reads, its type,
+ * default, range, the reason for that range and its one-line doc, plus the checks a
+ * range cannot express (address families, CIDRs, port ranges, IB MTUs) and the RC
+ * timer arithmetic those values imply. Adding a knob means adding a row here and a
+ * field in struct mcp_config; the loader, the log, the doctor and the README follow.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "mcpnet/param.h"
+
+static int check_family(const char *value, char *why, size_t whylen)
+{
+  if (strcasecmp(value, "AF_INET") == 0 || strcasecmp(value, "AF_INET6") == 0)
+    return 0;
+  snprintf(why, whylen, "must be AF_INET or AF_INET6");
+  return -EINVAL;
+}
+
+/* NCCL ignores a malformed range quietly, which is how GIDs outside it get picked. */
+static int check_cidr(const char *value, char *why, size_t whylen)
+{
+  unsigned char addr[16];
+  char host[INET6_ADDRSTRLEN];
+  const char *slash = strchr(value, '/');
+  long long prefix;
+  size_t hlen;
+  int af, maxlen;
+
+  if (slash == NULL) {
+    snprintf(why, whylen, "is not a CIDR: expected ADDRESS/PREFIX, e.g. 10.1.0.0/16 or fd00::/64");
+    return -EINVAL;
+  }
+  hlen = (size_t)(slash - value);
+  if (hlen == 0 || hlen >= sizeof(host)) {
+    snprintf(why, whylen, "is not a CIDR: the address before '/' is missing or too long");
+    return -EINVAL;
+  }
+  memcpy(host, value, hlen);
+  host[hlen] = '\0';
+  af = strchr(host, ':') != NULL ? AF_INET6 : AF_INET;
+  maxlen = af == AF_INET6 ? 128 : 32;
+  if (inet_pton(af, host, addr) != 1) {
+    snprintf(why, whylen, "is not a CIDR: '%s' is not an IPv%d address", host,
+             af == AF_INET6 ? 6 : 4);
+    return -EINVAL;
+  }
+  /* Only plain decimal here: "/0x10" or "/+8" would be legal ints but odd CIDRs. */
+  if (slash[1] < '0' || slash[1] > '9' || mcp_param_parse_int(slash + 1, &prefix) != 0 ||
+      prefix > maxlen || strspn(slash + 1, "0123456789") != strlen(slash + 1)) {
+    snprintf(why, whylen, "is not a CIDR: the prefix length must be 0..%d", maxlen);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static int parse_port(const char *s, size_t n, long long *port)
+{
+  char buf[16];
+
+  if (n == 0 || n >= sizeof(buf))
+    return -EINVAL;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  if (strspn(buf, "0123456789") != n || mcp_param_parse_int(buf, port) != 0)
+    return -EINVAL;
+  return *port >= 1 && *port <= 65535 ? 0 : -EINVAL;
+}
+
+static int check_port_range(const char *value, char *why, size_t whylen)
+{
+  const char *dash = strchr(value, '-');
+  long long lo, hi;
+
+  if (dash == NULL || parse_port(value, (size_t)(dash - value), &lo) != 0 ||
+      parse_port(dash + 1, strlen(dash + 1), &hi) != 0) {
+    snprintf(why, whylen, "must be LO-HI with ports 1..65535, e.g. 40000-40100");
+    return -EINVAL;
+  }
+  if (lo > hi) {
+    snprintf(why, whylen, "has LO %lld above HI %lld", lo, hi);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+static int check_mtu(long long value, char *why, size_t whylen)
+{
+  switch (value) {
+  case 0: case 256: case 512: case 1024: case 2048: case 4096:
+    return 0;
+  }
+  snprintf(why, whylen,
+           "IB path MTUs are 256, 512, 1024, 2048 and 4096; 0 takes the port's active MTU");
+  return -EINVAL;
+}
+
+static const char *const tenant_pkey_aliases[] = { "MCPNET_PKEY", NULL };
+static const char *const watchdog_aliases[] = { "MCPNET_WATCHDOG_SECONDS", NULL };
+
+#define OFF(field) offsetof(struct mcp_config, field)
+
+#define INT_ROW(id_, name_, def_, min_, max_, field, doc_, why_)                          \
+  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_INT, .def = def_, .min = min_,   \
+            .max = max_, .doc = doc_, .why = why_, .offset = OFF(field) }
+#define BOOL_ROW(id_, name_, def_, field, doc_)                                           \
+  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_BOOL, .def = def_, .min = 0,     \
+            .max = 1, .doc = doc_, .offset = OFF(field) }
+#define STR_ROW(id_, name_, def_, field, check_, range_, doc_)                            \
+  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_STRING, .def_str = def_,         \
+            .check_str = check_, .range_doc = range_, .doc = doc_, .offset = OFF(field) }
+
+static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
+  STR_ROW(MCP_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, ib_hca, NULL, "device list",
+          "Devices to use, as in NCCL: comma list of name[:port], prefix match, ^ excludes, = exact"),
+  INT_ROW(MCP_PARAM_IB_GID_INDEX, "NCCL_IB_GID_INDEX", -1, -1, 1023, ib_gid_index,
+          "RoCE GID index on every port; -1 chooses automatically",
+          "-1 chooses automatically"),
+  INT_ROW(MCP_PARAM_IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", 2, 1, 2, ib_roce_version,
+          "RoCE version preferred by automatic GID choice", "RoCE is version 1 or 2"),
+  STR_ROW(MCP_PARAM_IB_ADDR_FAMILY, "NCCL_IB_ADDR_FAMILY", "AF_INET", ib_addr_family,
+          check_family, "AF_INET|AF_INET6",
+          "Address family preferred by automatic GID choice"),
+  STR_ROW(MCP_PARAM_IB_ADDR_RANGE, "NCCL_IB_ADDR_RANGE", NULL, ib_addr_range, check_cidr,
+          "CIDR (IPv4 or IPv6)", "Automatic GID choice only takes GIDs inside this subnet"),
+  INT_ROW(MCP_PARAM_IB_TIMEOUT, "NCCL_IB_TIMEOUT", 18, 0, 31, ib_timeout,
+          "QP local ACK timeout exponent: 4.096 us * 2^N per try; "
+          "0 (infinite) needs MCPNET_ALLOW_INFINITE_RETRY",
+          "the local ACK timeout is 5 bits"),
+  INT_ROW(MCP_PARAM_IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", 7, 0, 7, ib_retry_cnt,
+          "QP transport retries after an ACK timeout", "the IB retry counter is 3 bits"),
+  INT_ROW(MCP_PARAM_IB_SL, "NCCL_IB_SL", -1, -1, 15, ib_sl,
+          "InfiniBand service level; -1 leaves the choice to NCCL's traffic class or 0",
+          "service levels are 4 bits; -1 leaves it unset"),
+  INT_ROW(MCP_PARAM_IB_TC, "NCCL_IB_TC", -1, -1, 255, ib_tc,
+          "RoCE GRH traffic class (DSCP << 2); -1 leaves the choice to NCCL's traffic class or 0",
+          "the traffic class is one byte; -1 leaves it unset"),
+  INT_ROW(MCP_PARAM_IB_PKEY, "NCCL_IB_PKEY", 0, 0, 65535, ib_pkey_index,
+          "Index into the port's P_Key table, as in NCCL (a P_Key value goes in MCPNET_TENANT_PKEY)",
+          "P_Key table indices are 16 bits"),
+  INT_ROW(MCP_PARAM_IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", 1, 1, 16,
+          ib_qps_per_conn, "QPs each connection spreads its messages over",
+          "a connection uses 1 to 16 QPs"),
+  STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL,
+          "interface list",
+          "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
+  STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,
+          "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
+  STR_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, NULL, "rank map",
+          "Per-local-rank placement: "
+          "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."),
+  INT_ROW(MCP_PARAM_LOCAL_RANK, "MCPNET_LOCAL_RANK", -1, -1, 4095, local_rank,
+          "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ...",
+          "-1 looks the local rank up in the launcher's variables"),
+  BOOL_ROW(MCP_PARAM_STRICT, "MCPNET_STRICT", 1, strict,
+           "A requested device that is missing or unusable fails init instead of being skipped"),
+  [MCP_PARAM_TENANT_PKEY] = {
+    .id = MCP_PARAM_TENANT_PKEY, .name = "MCPNET_TENANT_PKEY", .aliases = tenant_pkey_aliases,
+    .type = MCP_PARAM_INT, .def = -1, .min = -1, .max = 0xffff, .hex = true,
+    .doc = "P_Key value (e.g. 0x8001) this tenant's traffic must carry; -1 uses NCCL_IB_PKEY's index",
+    .why = "a P_Key is 16 bits; -1 leaves it unset", .offset = OFF(tenant_pkey) },
+  [MCP_PARAM_MTU] = {
+    .id = MCP_PARAM_MTU, .name = "MCPNET_MTU", .type = MCP_PARAM_INT, .def = 0, .min = 0,
+    .max = 4096, .check_int = check_mtu, .range_doc = "0, 256, 512, 1024, 2048, 4096",
+    .doc = "Path MTU cap in bytes; 0 takes the port's active MTU", .offset = OFF(mtu) },
+  INT_ROW(MCP_PARAM_RNR_RETRY, "MCPNET_RNR_RETRY", 6, 0, 7, rnr_retry,
+          "Retries after a receiver-not-ready NAK; 7 (infinite) needs MCPNET_ALLOW_INFINITE_RETRY",
+          "the RNR retry counter is 3 bits"),
+  INT_ROW(MCP_PARAM_MIN_RNR_TIMER, "MCPNET_MIN_RNR_TIMER", 12, 0, 31, min_rnr_timer,
+          "IB min_rnr_timer code: how long a sender waits after an RNR NAK "
+          "(12 = 0.64 ms, 0 = 655.36 ms)",
+          "the RNR timer code is 5 bits"),
+  BOOL_ROW(MCP_PARAM_ALLOW_INFINITE_RETRY, "MCPNET_ALLOW_INFINITE_RETRY", 0, allow_infinite_retry,
+           "Allow NCCL_IB_TIMEOUT=0 or MCPNET_RNR_RETRY=7, which can hang a job forever"),
+  STR_ROW(MCP_PARAM_OOB_PORT_RANGE, "MCPNET_OOB_PORT_RANGE", NULL, oob_port_range,
+          check_port_range, "LO-HI within 1-65535",
+          "TCP ports the out-of-band listener may bind, so firewalls can open them; unset = any"),
+  INT_ROW(MCP_PARAM_CONNECT_TIMEOUT, "MCPNET_CONNECT_TIMEOUT", 30, 1, 3600, connect_timeout_s,
+          "Seconds an out-of-band connect keeps retrying before it fails",
+          "a connect deadline is 1 s to 1 h"),
+  INT_ROW(MCP_PARAM_RECOVERY_TIMEOUT, "MCPNET_RECOVERY_TIMEOUT", 30, 0, 3600, recovery_timeout_s,
+          "Seconds to re-establish a connection after a transport error; 0 disables recovery",
+          "recovery may take up to 1 h; 0 disables it"),
+  [MCP_PARAM_WATCHDOG_SEC] = {
+    .id = MCP_PARAM_WATCHDOG_SEC, .name = "MCPNET_WATCHDOG_SEC", .aliases = watchdog_aliases,
+    .type = MCP_PARAM_INT, .def = 300, .min = 0, .max = 86400,
+    .doc = "Seconds without progress before a request's stall is reported (once); 0 turns it off",
+    .why = "the watchdog period is at most a day; 0 turns it off", .offset = OFF(watchdog_s) },
+  BOOL_ROW(MCP_PARAM_ABORT_ON_ERROR, "MCPNET_ABORT_ON_ERROR", 0, abort_on_error,
+           "Abort the process at the first error, for a core dump"),
+  BOOL_ROW(MCP_PARAM_FORCE_FLUSH, "MCPNET_FORCE_FLUSH", 0, force_flush,
+           "Flush GPU-bound receives even when the device does not ask for it"),
+  INT_ROW(MCP_PARAM_PROGRESS_CPU, "MCPNET_PROGRESS_CPU", -1, -1, 4095, progress_cpu,
+          "CPU the background thread (async events, recovery) is pinned to; -1 = not pinned",
+          "-1 leaves the thread unpinned"),
+  INT_ROW(MCP_PARAM_INLINE_BYTES, "MCPNET_INLINE_BYTES", 64, 0, 1024, inline_bytes,
+          "Largest message sent inline in the work request; 0 never inlines",
+          "devices inline at most about 1 KiB"),
+  STR_ROW(MCP_PARAM_CONFIG, "MCPNET_CONFIG", NULL, config_path, NULL, "path",
+          "File of KEY=VALUE lines read before the environment (which wins); '#' starts a comment"),
+};
+
+const struct mcp_param_def *mcp_param_table(size_t *n)
+{
+  if (n != NULL)
+    *n = MCP_PARAM_COUNT;
+  return params;
+}
+
+const struct mcp_param_def *mcp_param_find(const char *name)
+{
+  for (size_t i = 0; i < MCP_PARAM_COUNT; i++) {
+    if (strcmp(params[i].name, name) == 0)
+      return &params[i];
+    for (const char *const *a = params[i].aliases; a != NULL && *a != NULL; a++)
+      if (strcmp(*a, name) == 0)
+        return &params[i];
+  }
+  return NULL;
+}
+
+const char *mcp_param_type_name(enum mcp_param_type type)
+{
+  switch (type) {
+  case MCP_PARAM_INT: return "int";
+  case MCP_PARAM_BOOL: return "bool";
+  case MCP_PARAM_STRING: return "string";
+  }
+  return "?";
+}
+
+double mcp_param_time_to_error_s(int timeout, int retry)
+{
+  /* 0 is infinite in the IB encoding; the shift stays defined for any 5-bit code. */
+  if (timeout <= 0 || timeout > 63)
+    return INFINITY;
+  return 4.096e-6 * (double)(1ULL << timeout) * (double)(retry + 1);
+}
+
+/* The IB specification's min_rnr_timer encoding, in hundredths of a millisecond. */
+static const unsigned rnr_timer_cs[32] = {
+  65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
+  256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576,
+  32768, 49152,
+};
+
+double mcp_param_rnr_timer_ms(int code)
+{
+  if (code < 0 || code > 31)
+    return NAN;
+  return rnr_timer_cs[code] / 100.0;
+}
+
+double mcp_param_rnr_bound_s(int min_rnr_timer, int rnr_retry)
+{
+  if (rnr_retry >= 7)
+    return INFINITY;
+  return mcp_param_rnr_timer_ms(min_rnr_timer) * (double)(rnr_retry + 1) / 1000.0;
+}

@@ -1,0 +1,173 @@
+/*
+ * mcp_xfer_mr.c - the registration cache of a protection domain.
+ *
+ * NCCL registers the same buffers again for every connection (user buffers once per
+ * peer), so regMr looks for an MR of the same memory type that already covers the
+ * page range and takes a reference on it; the last reference deregisters at once.
+ * DMA-BUF registrations are never found by address: the same virtual range may be
+ * backed by another buffer object later. Failures say what failed and what to try:
+ * a low locked-memory limit is the usual cause.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "mcpnet/devctx.h"
+#include "mcpnet/log.h"
+#include "mcpnet/verbs.h"
+#include "nccl/net_common.h"
+
+#define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
+static void page_range(const void *data, size_t size, uintptr_t *base, size_t *len)
+{
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t start = (uintptr_t)data & ~(page - 1);
+  uintptr_t end = ((uintptr_t)data + (size ? size : 1) + page - 1) & ~(page - 1);
+
+  *base = start;
+  *len = end - start;
+}
+
+static void warn_reg_failure(struct mcp_devctx *dc, const char *what, void *data, size_t size,
+                             int type, int err)
+{
+  struct rlimit rl;
+  char limit[64] = "unknown";
+
+  if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0) {
+    if (rl.rlim_cur == RLIM_INFINITY)
+      snprintf(limit, sizeof(limit), "unlimited");
+    else
+      snprintf(limit, sizeof(limit), "%llu KiB", (unsigned long long)rl.rlim_cur / 1024);
+  }
+  MCP_WARN("%s of %p+%zu (%s memory) on %s failed: %s. Locked-memory limit (ulimit -l): %s; "
+           "this process has %d MR(s), %zu bytes registered on %s. %s",
+           what, data, size, type == NCCL_PTR_CUDA ? "GPU" : "host", dc->info->ibdev, strerror(err),
+           limit, dc->mr_count, dc->mr_bytes, dc->info->ibdev,
+           err == ENOMEM ? "Raise the limit (ulimit -l unlimited; containers: --ulimit memlock=-1)."
+           : err == EFAULT ? "The address range is not mapped in this process."
+           : type == NCCL_PTR_CUDA ? "GPU memory needs nvidia-peermem or DMA-BUF support."
+                                   : "");
+}
+
+int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, struct mcp_mr **out)
+{
+  struct mcp_mr *m;
+  uintptr_t base;
+  size_t len;
+  int rc = 0;
+
+  page_range(data, size, &base, &len);
+  pthread_mutex_lock(&dc->mr_lock);
+  for (m = dc->mrs; m != NULL; m = m->next) {
+    if (!m->dmabuf && m->type == type && m->base <= base && m->base + m->len >= base + len) {
+      m->refs++;
+      goto out;
+    }
+  }
+  m = calloc(1, sizeof(*m));
+  if (m == NULL) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  m->mr = mcp_ibv.reg_mr_iova2(dc->pd, (void *)base, len, base, MR_ACCESS);
+  if (m->mr == NULL) {
+    rc = -errno;
+    warn_reg_failure(dc, "ibv_reg_mr", data, size, type, errno);
+    free(m);
+    m = NULL;
+    goto out;
+  }
+  m->dc = dc;
+  m->base = base;
+  m->len = len;
+  m->type = type;
+  m->refs = 1;
+  m->next = dc->mrs;
+  dc->mrs = m;
+  dc->mr_bytes += len;
+  dc->mr_count++;
+out:
+  pthread_mutex_unlock(&dc->mr_lock);
+  *out = m;
+  return rc;
+}
+
+int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type,
+                           uint64_t offset, int fd, struct mcp_mr **out)
+{
+  struct mcp_mr *m;
+
+  *out = NULL;
+  if (mcp_ibv.reg_dmabuf_mr == NULL) {
+    MCP_WARN("regMrDmaBuf on %s: this libibverbs has no ibv_reg_dmabuf_mr", dc->info->ibdev);
+    return -EOPNOTSUPP;
+  }
+  m = calloc(1, sizeof(*m));
+  if (m == NULL)
+    return -ENOMEM;
+  /* NCCL closes fd when this call returns: the import happens now. */
+  m->mr = mcp_ibv.reg_dmabuf_mr(dc->pd, offset, size, (uintptr_t)data, fd, MR_ACCESS);
+  if (m->mr == NULL) {
+    int err = errno;
+    warn_reg_failure(dc, "ibv_reg_dmabuf_mr", data, size, type, err);
+    free(m);
+    return -err;
+  }
+  m->dc = dc;
+  m->base = (uintptr_t)data;
+  m->len = size;
+  m->type = type;
+  m->dmabuf = 1;
+  m->refs = 1;
+  pthread_mutex_lock(&dc->mr_lock);
+  m->next = dc->mrs;
+  dc->mrs = m;
+  dc->mr_bytes += size;
+  dc->mr_count++;
+  pthread_mutex_unlock(&dc->mr_lock);
+  *out = m;
+  return 0;
+}
+
+void mcp_mr_release(struct mcp_mr *m)
+{
+  struct mcp_devctx *dc = m->dc;
+  struct mcp_mr **pp;
+
+  if (dc == NULL) {
+    /* Its device was closed under it (comms closed before deregMr): only free. */
+    free(m);
+    return;
+  }
+  pthread_mutex_lock(&dc->mr_lock);
+  if (--m->refs > 0) {
+    pthread_mutex_unlock(&dc->mr_lock);
+    return;
+  }
+  for (pp = &dc->mrs; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == m) {
+      *pp = m->next;
+      break;
+    }
+  }
+  dc->mr_bytes -= m->len;
+  dc->mr_count--;
+  pthread_mutex_unlock(&dc->mr_lock);
+  if (mcp_ibv.dereg_mr(m->mr) != 0)
+    MCP_WARN("ibv_dereg_mr on %s failed: %s", dc->info->ibdev, strerror(errno));
+  free(m);
+}
+
+struct ibv_mr *mcp_mr_internal(struct mcp_devctx *dc, void *data, size_t size, int access)
+{
+  struct ibv_mr *mr = mcp_ibv.reg_mr_iova2(dc->pd, data, size, (uintptr_t)data, (unsigned)access);
+
+  if (mr == NULL)
+    warn_reg_failure(dc, "ibv_reg_mr (internal ring)", data, size, NCCL_PTR_HOST, errno);
+  return mr;
+}

@@ -1,0 +1,114 @@
+# lab-lib.sh - helpers for lab scenarios, sourced inside a guest: ". "$LAB_LIB"".
+#
+# Scenarios are plain bash run as root in every guest of a topology; LAB_HOST says which
+# one ("single", or "a"/"b" in a pair). These helpers cover what scenarios repeat:
+# failing with a reason, rendezvous between the two guests, asserting on output, and the
+# fault injections later scenarios need (link down/up, netem loss and delay, killing a
+# process, powering a guest off).
+# shellcheck shell=bash
+
+LAB_BIN=${MCPNET_BUILD_DIR:-}/bin
+
+lab_log() { echo "[$LAB_HOST $(date +%T.%3N)] $*"; }
+
+# lab_fail MESSAGE: stop this guest's scenario, red.
+lab_fail() {
+  echo "[$LAB_HOST] FAIL: $*" >&2
+  exit 1
+}
+
+# lab_check DESCRIPTION COMMAND...: run a check, fail with the description if it fails.
+lab_check() {
+  local what=$1
+  shift
+  if "$@"; then
+    lab_log "ok: $what"
+  else
+    lab_fail "$what (command: $*)"
+  fi
+}
+
+# lab_grep PATTERN FILE [DESCRIPTION]: FILE must contain a line matching PATTERN (ERE).
+lab_grep() {
+  if grep -Eq -- "$1" "$2"; then
+    lab_log "ok: ${3:-$2 matches /$1/}"
+  else
+    echo "---- $2 ----" >&2
+    cat "$2" >&2
+    lab_fail "${3:-$2} does not match /$1/"
+  fi
+}
+
+# Rendezvous between the guests of a pair through the shared /run/xchg folder.
+lab_signal() { printf '%s\n' "${2:-}" > "$LAB_XCHG/.$1.tmp" && mv "$LAB_XCHG/.$1.tmp" "$LAB_XCHG/$1"; }
+lab_wait() {
+  local name=$1 limit=${2:-60} i
+  for ((i = 0; i < limit * 10; i++)); do
+    [ -f "$LAB_XCHG/$name" ] && { cat "$LAB_XCHG/$name"; return 0; }
+    sleep 0.1
+  done
+  lab_fail "waited ${limit}s for '$name' from the other guest"
+}
+
+# lab_wait_port PORT [SECONDS]: wait until a local TCP port listens.
+lab_wait_port() {
+  local port=$1 limit=${2:-30} i
+  for ((i = 0; i < limit * 10; i++)); do
+    ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+    sleep 0.1
+  done
+  lab_fail "nothing listens on port $port after ${limit}s"
+}
+
+# Faults.
+lab_link_down() { ip link set "${1:-eth0}" down; }
+lab_link_up() { ip link set "${1:-eth0}" up; }
+lab_netem() { tc qdisc replace dev "${LAB_NETEM_DEV:-eth0}" root netem "$@"; }
+lab_netem_clear() { tc qdisc del dev "${LAB_NETEM_DEV:-eth0}" root 2>/dev/null || true; }
+lab_kill() { pkill -KILL -f "$1"; }
+# lab_poweroff: power this guest off at once, as a host that vanishes; the run still
+# counts this guest's part as passed, since the scenario asked for it.
+lab_poweroff() {
+  echo 0 > /run/lab/rc
+  sync
+  echo 1 > /proc/sys/kernel/sysrq
+  echo o > /proc/sysrq-trigger
+  sleep 30
+}
+
+# lab_add_rxe NAME NETDEV: one more soft-RoCE device on a netdev of the initial namespace.
+lab_add_rxe() {
+  rdma link add "$1" type rxe netdev "$2" || lab_fail "rdma link add $1 on $2"
+  local i
+  for ((i = 0; i < 50; i++)); do
+    grep -q ACTIVE "/sys/class/infiniband/$1/ports/1/state" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  lab_fail "$1 on $2 never became ACTIVE"
+}
+
+# lab_netns_rxe NS IFNAME RXE ADDR: a veth pair whose inner end, renamed IFNAME, lives in
+# network namespace NS with ADDR; RXE is a soft-RoCE device on that inner end.
+lab_netns_rxe() {
+  local ns=$1 ifname=$2 rxe=$3 addr=$4
+  ip netns add "$ns" || lab_fail "ip netns add $ns"
+  ip link add "v-$ns" type veth peer name "i-$ns" || lab_fail "veth for $ns"
+  ip link set "v-$ns" up
+  ip link set "i-$ns" netns "$ns"
+  ip -n "$ns" link set "i-$ns" name "$ifname"
+  ip -n "$ns" addr add "$addr" dev "$ifname"
+  ip -n "$ns" link set "$ifname" up
+  ip -n "$ns" link set lo up
+  ip netns exec "$ns" rdma link add "$rxe" type rxe netdev "$ifname" || lab_fail "rdma link add $rxe in $ns"
+}
+
+# perftest: the ceiling every benchmark compares with. lab_perftest_server TOOL ARGS... runs
+# TOOL in the background on port $LAB_PERFTEST_PORT and waits until it listens.
+LAB_PERFTEST_PORT=${LAB_PERFTEST_PORT:-18515}
+lab_perftest_server() {
+  local tool=$1
+  shift
+  "$tool" -p "$LAB_PERFTEST_PORT" "$@" > "/tmp/$tool.server.out" 2>&1 &
+  LAB_PERFTEST_PID=$!
+  lab_wait_port "$LAB_PERFTEST_PORT" 30
+}

@@ -1,0 +1,71 @@
+#!/bin/bash
+# lab-setup.sh - prepare the soft-RoCE lab: a stock Debian kernel unpacked into the build
+# tree (apt-get download + dpkg -x, nothing installed into /boot) and a busybox initramfs
+# that mounts the host root read-only over 9p and runs one command as root.
+#
+# Usage: lab-setup.sh [LAB_DIR]      (default: $MCPNET_BUILD_DIR/lab, MCPNET_BUILD_DIR=<repo>/build)
+# Safe to run again: each step is skipped when its output is already there.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+lab=${1:-${MCPNET_BUILD_DIR:-$repo/build}/lab}
+mkdir -p "$lab"
+lab=$(cd "$lab" && pwd)
+
+die() { echo "lab-setup: $*" >&2; exit 1; }
+
+for tool in qemu-system-x86_64 busybox depmod cpio gzip dpkg apt-get; do
+  command -v "$tool" >/dev/null || die "missing '$tool': run scripts/install-deps first (apt-get install qemu-system-x86 busybox-static kmod cpio)"
+done
+busybox_bin=$(command -v busybox)
+file -L "$busybox_bin" 2>/dev/null | grep -q 'statically linked' ||
+  die "$busybox_bin is not statically linked: apt-get install busybox-static"
+
+# 1. The kernel, into $lab/kernel (vmlinuz + modules), at the version Debian's meta package names.
+if ! ls "$lab"/kernel/boot/vmlinuz-* >/dev/null 2>&1; then
+  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+  [ -n "$pkg" ] || die "apt-cache cannot resolve linux-image-amd64 (run apt-get update)"
+  mkdir -p "$lab/dl"
+  rm -f "$lab"/dl/*.deb
+  (cd "$lab/dl" && apt-get download -q "$pkg" 2>&1 | grep -v 'unsandboxed' >&2) || true
+  deb=$(ls "$lab"/dl/"$pkg"_*.deb 2>/dev/null | head -n1)
+  [ -n "$deb" ] || die "apt-get download $pkg failed"
+  rm -rf "$lab/kernel.tmp"
+  dpkg -x "$deb" "$lab/kernel.tmp"
+  mv "$lab/kernel.tmp" "$lab/kernel"
+  rm -f "$deb"
+fi
+kver=$(basename "$(ls -d "$lab"/kernel/lib/modules/*/ | head -n1)")
+[ -n "$kver" ] || die "no modules folder in $lab/kernel"
+[ -f "$lab/kernel/lib/modules/$kver/modules.dep" ] || depmod -b "$lab/kernel" "$kver"
+kmods="$lab/kernel/lib/modules/$kver/kernel"
+[ -f "$(find "$kmods" -name rdma_rxe.ko | head -n1)" ] || die "kernel $kver has no rdma_rxe module"
+
+# 2. The initramfs: busybox, the virtio/9p/net modules in load order, and our init.
+init_src="$here/guest/init"
+initrd="$lab/initrd.gz"
+if [ ! -f "$initrd" ] || [ "$init_src" -nt "$initrd" ] || [ "$0" -nt "$initrd" ]; then
+  stage="$lab/initramfs.tmp"
+  rm -rf "$stage"
+  mkdir -p "$stage"/{bin,dev,proc,sys,newroot,results,xchg,project,modules}
+  cp "$busybox_bin" "$stage/bin/busybox"
+  ln -s busybox "$stage/bin/sh"
+  order="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p failover net_failover virtio_net"
+  i=0
+  for m in $order; do
+    f=$(find "$kmods" -name "$m.ko" | head -n1)
+    [ -n "$f" ] || die "module $m.ko not found in kernel $kver"
+    cp "$f" "$stage/modules/$(printf '%02d' $i)-$m.ko"
+    i=$((i + 1))
+  done
+  cp "$init_src" "$stage/init"
+  chmod 755 "$stage/init"
+  (cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) > "$initrd.tmp"
+  mv "$initrd.tmp" "$initrd"
+  rm -rf "$stage"
+fi
+
+ln -sf "$(ls "$lab"/kernel/boot/vmlinuz-* | head -n1)" "$lab/vmlinuz"
+echo "$kver" > "$lab/kernel-version"
+echo "lab-setup: kernel $kver and initramfs ready in $lab"
