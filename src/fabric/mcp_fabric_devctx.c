@@ -1,0 +1,111 @@
+/*
+ * mcp_fabric_devctx.c - opens a device for the first comm that needs it and closes it
+ * after the last. One context and one protection domain per port entry per process:
+ * every comm on it shares them, so a buffer registered once serves them all, and no
+ * descriptor of ours outlives the last communicator.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcpnet/devctx.h"
+#include "mcpnet/log.h"
+#include "mcpnet/verbs.h"
+
+static pthread_mutex_t devctx_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mcp_devctx *devctx_table[MCP_MAX_NET_DEVS];
+
+static struct ibv_context *open_by_name(const char *name)
+{
+  struct ibv_device **list;
+  struct ibv_context *ctx = NULL;
+  int i, n = 0;
+
+  list = mcp_ibv.get_device_list(&n);
+  if (list == NULL)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    if (strcmp(mcp_ibv.get_device_name(list[i]), name) == 0) {
+      ctx = mcp_ibv.open_device(list[i]);
+      break;
+    }
+  }
+  if (i == n)
+    errno = ENODEV;
+  mcp_ibv.free_device_list(list);
+  return ctx;
+}
+
+struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev)
+{
+  struct mcp_devctx *dc;
+  const struct mcp_net_dev *info;
+
+  if (dev < 0 || dev >= fab->ndev) {
+    MCP_WARN("device index %d is out of range: %d device(s)", dev, fab->ndev);
+    return NULL;
+  }
+  info = &fab->dev[dev];
+  pthread_mutex_lock(&devctx_lock);
+  dc = devctx_table[dev];
+  if (dc != NULL) {
+    dc->refs++;
+    goto out;
+  }
+  dc = calloc(1, sizeof(*dc));
+  if (dc == NULL)
+    goto out;
+  dc->dev = dev;
+  dc->info = info;
+  dc->ctx = open_by_name(info->ibdev);
+  if (dc->ctx == NULL) {
+    MCP_WARN("%s: cannot open the device (%s)", info->ibdev, strerror(errno));
+    goto fail;
+  }
+  dc->pd = mcp_ibv.alloc_pd(dc->ctx);
+  if (dc->pd == NULL) {
+    MCP_WARN("%s: ibv_alloc_pd failed (%s)", info->ibdev, strerror(errno));
+    goto fail;
+  }
+  pthread_mutex_init(&dc->mr_lock, NULL);
+  dc->refs = 1;
+  devctx_table[dev] = dc;
+  goto out;
+fail:
+  if (dc->ctx != NULL)
+    mcp_ibv.close_device(dc->ctx);
+  free(dc);
+  dc = NULL;
+out:
+  pthread_mutex_unlock(&devctx_lock);
+  return dc;
+}
+
+void mcp_devctx_put(struct mcp_devctx *dc)
+{
+  if (dc == NULL)
+    return;
+  pthread_mutex_lock(&devctx_lock);
+  if (--dc->refs > 0) {
+    pthread_mutex_unlock(&devctx_lock);
+    return;
+  }
+  devctx_table[dc->dev] = NULL;
+  pthread_mutex_unlock(&devctx_lock);
+  if (dc->mrs != NULL)
+    MCP_WARN("%s: %d registration(s) still held when the last comm closed; released now",
+             dc->info->ibdev, dc->mr_count);
+  while (dc->mrs != NULL) {
+    struct mcp_mr *m = dc->mrs;
+    dc->mrs = m->next;
+    mcp_ibv.dereg_mr(m->mr);
+    /* The mhandle stays allocated: NCCL may still deregister it, which then sees dc NULL. */
+    m->dc = NULL;
+    m->mr = NULL;
+  }
+  mcp_ibv.dealloc_pd(dc->pd);
+  mcp_ibv.close_device(dc->ctx);
+  pthread_mutex_destroy(&dc->mr_lock);
+  free(dc);
+}

@@ -1,0 +1,181 @@
+/*
+ * mcp_fabric_gid.c - choosing the GID a RoCE port talks from.
+ *
+ * The wrong GID index is the classic cause of "status 12" on RoCE: a RoCE v1 or
+ * link-local entry, an address of another network namespace, or an IPv6 entry where
+ * the fabric routes IPv4. The choice here is a pure function of the port's GID table
+ * and the configuration, so unit tests drive it with fixture tables.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcpnet/fabric_gid.h"
+
+static int gid_is_zero(const uint8_t raw[16])
+{
+  static const uint8_t zero[16];
+  return memcmp(raw, zero, 16) == 0;
+}
+
+static int gid_is_link_local(const uint8_t raw[16])
+{
+  return raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80;
+}
+
+int mcp_gid_family(const uint8_t raw[16])
+{
+  static const uint8_t v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return memcmp(raw, v4mapped, 12) == 0 ? 4 : 6;
+}
+
+void mcp_gid_format(const uint8_t raw[16], char *buf, size_t len)
+{
+  if (mcp_gid_family(raw) == 4)
+    inet_ntop(AF_INET, raw + 12, buf, (socklen_t)len);
+  else
+    inet_ntop(AF_INET6, raw, buf, (socklen_t)len);
+}
+
+/* CIDR "a.b.c.d/n" or "v6/n" (or a bare address = /32 or /128); -1 when malformed. */
+int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)
+{
+  char addr[INET6_ADDRSTRLEN + 1];
+  const char *slash = strchr(text, '/');
+  size_t alen = slash ? (size_t)(slash - text) : strlen(text);
+  char *end;
+  long bits;
+
+  memset(range, 0, sizeof(*range));
+  if (alen == 0 || alen >= sizeof(addr))
+    return -1;
+  memcpy(addr, text, alen);
+  addr[alen] = '\0';
+  if (inet_pton(AF_INET, addr, range->raw + 12) == 1) {
+    range->raw[10] = range->raw[11] = 0xff;
+    range->family = 4;
+  } else if (inet_pton(AF_INET6, addr, range->raw) == 1) {
+    range->family = 6;
+  } else {
+    return -1;
+  }
+  if (slash == NULL) {
+    range->bits = range->family == 4 ? 32 : 128;
+    return 0;
+  }
+  errno = 0;
+  bits = strtol(slash + 1, &end, 10);
+  if (errno != 0 || *end != '\0' || end == slash + 1 || bits < 0 ||
+      bits > (range->family == 4 ? 32 : 128))
+    return -1;
+  range->bits = (int)bits;
+  return 0;
+}
+
+int mcp_gid_in_range(const uint8_t raw[16], const struct mcp_gid_range *range)
+{
+  int bits = range->family == 4 ? range->bits + 96 : range->bits;
+  int i;
+
+  if (mcp_gid_family(raw) != range->family)
+    return 0;
+  for (i = 0; i < bits; i++) {
+    int mask = 0x80 >> (i % 8);
+    if ((raw[i / 8] & mask) != (range->raw[i / 8] & mask))
+      return 0;
+  }
+  return 1;
+}
+
+/* Why an entry cannot be used at all, or NULL when it can. */
+static const char *gid_unusable(const struct mcp_gid_entry *e)
+{
+  if (gid_is_zero(e->raw))
+    return "empty";
+  if (e->netdev[0] != '\0' && !e->netdev_in_ns)
+    return "its netdev is not in this network namespace";
+  if (e->netdev[0] != '\0' && !e->netdev_up)
+    return "its netdev is down";
+  return NULL;
+}
+
+static void choice_fill(struct mcp_gid_choice *c, const struct mcp_gid_entry *e, const char *why)
+{
+  memset(c, 0, sizeof(*c));
+  c->index = e->index;
+  memcpy(c->raw, e->raw, 16);
+  c->type = e->type;
+  c->family = mcp_gid_family(e->raw);
+  snprintf(c->netdev, sizeof(c->netdev), "%s", e->netdev);
+  mcp_gid_format(e->raw, c->text, sizeof(c->text));
+  snprintf(c->why, sizeof(c->why), "%s", why);
+}
+
+static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
+                        int want_type, struct mcp_gid_choice *choice, char *err, size_t errlen)
+{
+  int i;
+
+  for (i = 0; i < n; i++) {
+    const char *bad;
+    if (tab[i].index != pol->index)
+      continue;
+    bad = gid_unusable(&tab[i]);
+    if (bad == NULL && tab[i].type != want_type)
+      bad = want_type == MCP_GID_TYPE_ROCE_V2 ? "it is not RoCE v2" : "it is not RoCE v1";
+    if (bad != NULL) {
+      snprintf(err, errlen, "GID index %d cannot be used: %s", pol->index, bad);
+      return -1;
+    }
+    choice_fill(choice, &tab[i], "set by NCCL_IB_GID_INDEX");
+    return 0;
+  }
+  snprintf(err, errlen, "GID index %d is empty or beyond the %d readable entries", pol->index, n);
+  return -1;
+}
+
+int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
+                   struct mcp_gid_choice *choice, char *err, size_t errlen)
+{
+  int want_type = pol->roce_version == 1 ? MCP_GID_TYPE_ROCE_V1 : MCP_GID_TYPE_ROCE_V2;
+  int best = -1, best_score = -1;
+  char why[128];
+  int i;
+
+  if (pol->index >= 0)
+    return choose_index(tab, n, pol, want_type, choice, err, errlen);
+  for (i = 0; i < n; i++) {
+    const struct mcp_gid_entry *e = &tab[i];
+    int score;
+
+    if (gid_unusable(e) != NULL || gid_is_link_local(e->raw))
+      continue;
+    if (pol->has_range && !mcp_gid_in_range(e->raw, &pol->range))
+      continue;
+    if (pol->has_address && memcmp(e->raw, pol->address, 16) != 0)
+      continue;
+    /* Preference: the wanted RoCE version, then the wanted family, then the subnet of
+     * the out-of-band interface, then the lowest index. */
+    score = (e->type == want_type) * 8 + (mcp_gid_family(e->raw) == pol->family) * 4 +
+            (pol->has_oob_subnet && mcp_gid_in_range(e->raw, &pol->oob_subnet)) * 2;
+    if (score > best_score) {
+      best = i;
+      best_score = score;
+    }
+  }
+  if (best < 0) {
+    snprintf(err, errlen,
+             "no usable GID: every entry is empty, link-local, of another network namespace, "
+             "on a down netdev%s%s", pol->has_range ? " or outside NCCL_IB_ADDR_RANGE" : "",
+             pol->has_address ? " or not the requested address" : "");
+    return -1;
+  }
+  snprintf(why, sizeof(why), "automatic: %s, IPv%d%s%s",
+           tab[best].type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
+           mcp_gid_family(tab[best].raw), (best_score & 2) ? ", in the out-of-band subnet" : "",
+           pol->has_range ? ", inside NCCL_IB_ADDR_RANGE" : "");
+  choice_fill(choice, &tab[best], why);
+  return 0;
+}
