@@ -1,0 +1,718 @@
+/*
+ * mcp_oob.c - the process-wide out-of-band channel (see oob.h for the why).
+ *
+ * State: one listening socket, a list of peer connections (each a nonblocking TCP
+ * socket with a send queue and a frame buffer), the streams multiplexed over them and
+ * the listen tokens connection requests are routed by. All of it is guarded by one
+ * mutex; nobody holds it across a blocking call because there is none. The channel is
+ * reference-counted by the comms and listens using it and torn down with the last one,
+ * so no socket outlives the last communicator (NCCL may dlclose us then).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mcpnet/log.h"
+#include "mcpnet/oob.h"
+#include "mcpnet/param.h"
+
+enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
+
+struct mcp_oob_peer {
+  enum peer_state state;
+  int fd;
+  int outgoing;
+  struct mcp_sock_connect conn;
+  union mcp_sockaddr addr; /* the listener we dialled, or the address that dialled us */
+  uint64_t expect_nonce;   /* outgoing: the nonce in the handle */
+  struct mcp_wire_hello hello;
+  int have_hello;
+  struct mcp_sock_sendq sq;
+  struct mcp_sock_rbuf rb;
+  int refs; /* streams and queued requests */
+  char dead_reason[MCP_WIRE_REASON_MAX];
+  struct mcp_oob_peer *next;
+};
+
+static struct {
+  pthread_mutex_t lock;
+  int users;
+  int listen_fd;
+  union mcp_sockaddr local;
+  uint64_t nonce;
+  uint32_t next_stream_id;
+  struct mcp_oob_peer *peers;
+  struct mcp_oob_stream *streams;
+  struct mcp_oob_listener *listeners;
+  int connect_timeout_ms;
+  int local_rank;
+  struct timespec last_poll;
+} oob = {.lock = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1};
+
+static void listener_unlink(struct mcp_oob_listener *l);
+
+static uint64_t random_u64(void)
+{
+  uint64_t v = 0;
+
+  while (getrandom(&v, sizeof(v), 0) != sizeof(v) || v == 0)
+    ;
+  return v;
+}
+
+static const char *peer_name(const struct mcp_oob_peer *p, char *buf, size_t len)
+{
+  char addr[MCP_SOCKADDR_STRLEN];
+
+  mcp_sockaddr_format(&p->addr, addr, sizeof(addr));
+  if (p->have_hello)
+    snprintf(buf, len, "%s pid %u (%s)", p->hello.hostname, p->hello.pid, addr);
+  else
+    snprintf(buf, len, "%s", addr);
+  return buf;
+}
+
+static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN], name[160];
+  size_t len;
+
+  if (mcp_wire_encode(m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
+    MCP_WARN("cannot encode a %s frame: %s", mcp_wire_type_name(m->type), err);
+    return -1;
+  }
+  if (mcp_sock_sendq_push(&p->sq, buf, len) != 0) {
+    MCP_WARN("out-of-band send queue to %s is full: the peer does not read",
+             peer_name(p, name, sizeof(name)));
+    return -1;
+  }
+  return 0;
+}
+
+static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
+{
+  struct mcp_oob_stream *s;
+  va_list ap;
+
+  if (p->state == PEER_DEAD)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(p->dead_reason, sizeof(p->dead_reason), fmt, ap);
+  va_end(ap);
+  p->state = PEER_DEAD;
+  if (p->fd >= 0) {
+    close(p->fd);
+    p->fd = -1;
+  }
+  mcp_sock_connect_cancel(&p->conn);
+  for (s = oob.streams; s != NULL; s = s->next) {
+    if (s->peer == p && !atomic_load(&s->dead)) {
+      snprintf(s->dead_reason, sizeof(s->dead_reason), "%s", p->dead_reason);
+      atomic_store(&s->dead, 1);
+    }
+  }
+}
+
+static struct mcp_oob_peer *peer_new(void)
+{
+  struct mcp_oob_peer *p = calloc(1, sizeof(*p));
+
+  if (p == NULL)
+    return NULL;
+  p->fd = -1;
+  p->conn.fd = -1;
+  if (mcp_sock_sendq_init(&p->sq, 1 << 20) != 0 ||
+      mcp_sock_rbuf_init(&p->rb, MCP_WIRE_MAX_FRAME, mcp_wire_frame_len) != 0) {
+    mcp_sock_sendq_free(&p->sq);
+    free(p);
+    return NULL;
+  }
+  p->next = oob.peers;
+  oob.peers = p;
+  return p;
+}
+
+static void peer_free(struct mcp_oob_peer *p)
+{
+  struct mcp_oob_peer **pp;
+
+  for (pp = &oob.peers; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == p) {
+      *pp = p->next;
+      break;
+    }
+  }
+  if (p->fd >= 0)
+    close(p->fd);
+  mcp_sock_connect_cancel(&p->conn);
+  mcp_sock_sendq_free(&p->sq);
+  mcp_sock_rbuf_free(&p->rb);
+  free(p);
+}
+
+static void peer_unref(struct mcp_oob_peer *p)
+{
+  if (--p->refs > 0)
+    return;
+  /* Flush what is queued (a CLOSE, typically) before letting go; never wait for it. */
+  if (p->fd >= 0 && mcp_sock_sendq_pending(&p->sq) > 0)
+    (void)mcp_sock_sendq_flush(&p->sq, p->fd);
+  peer_free(p);
+}
+
+static void send_hello(struct mcp_oob_peer *p)
+{
+  struct mcp_wire_msg m;
+
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_HELLO;
+  m.u.hello.nonce = oob.nonce;
+  m.u.hello.pid = (uint32_t)getpid();
+  gethostname(m.u.hello.hostname, sizeof(m.u.hello.hostname) - 1);
+  snprintf(m.u.hello.plugin_version, sizeof(m.u.hello.plugin_version), "%s", MCPNET_VERSION);
+  m.u.hello.local_rank = oob.local_rank;
+  (void)peer_queue(p, &m);
+}
+
+static struct mcp_oob_stream *stream_find(uint32_t id)
+{
+  struct mcp_oob_stream *s;
+
+  for (s = oob.streams; s != NULL; s = s->next)
+    if (s->id == id)
+      return s;
+  return NULL;
+}
+
+static struct mcp_oob_listener *listener_find(uint64_t token)
+{
+  struct mcp_oob_listener *l;
+
+  for (l = oob.listeners; l != NULL; l = l->next)
+    if (l->token == token)
+      return l;
+  return NULL;
+}
+
+static void reject(struct mcp_oob_peer *p, uint32_t stream_id, uint32_t code, const char *why)
+{
+  struct mcp_wire_msg m;
+
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REJECT;
+  m.stream_id = stream_id;
+  m.u.reject.code = code;
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "%s", why);
+  (void)peer_queue(p, &m);
+}
+
+static void on_hello(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  char name[160];
+
+  if (p->outgoing && p->expect_nonce != 0 && m->u.hello.nonce != p->expect_nonce) {
+    MCP_WARN("out-of-band: %s answered for process %016llx, but the handle names %016llx "
+             "(a restarted peer, or another job on the same port?)",
+             peer_name(p, name, sizeof(name)), (unsigned long long)m->u.hello.nonce,
+             (unsigned long long)p->expect_nonce);
+    peer_kill(p, "the process at %s is not the one that published the handle", name);
+    return;
+  }
+  p->hello = m->u.hello;
+  p->have_hello = 1;
+  p->state = PEER_UP;
+}
+
+static void on_conn_req(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  struct mcp_oob_listener *l = listener_find(m->u.conn_req.listen_token);
+  struct mcp_oob_request *r, **tail;
+  char name[160];
+
+  if (l == NULL) {
+    MCP_WARN("out-of-band: connection request from %s for an unknown listen token %016llx "
+             "(closed listen, or a handle from another process); refused",
+             peer_name(p, name, sizeof(name)), (unsigned long long)m->u.conn_req.listen_token);
+    reject(p, m->u.conn_req.ep.stream_id, MCP_WIRE_REJECT_NO_LISTENER, "no listen with that token");
+    return;
+  }
+  r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    reject(p, m->u.conn_req.ep.stream_id, MCP_WIRE_REJECT_RESOURCES, "out of memory");
+    return;
+  }
+  r->peer = p;
+  r->req = m->u.conn_req;
+  p->refs++;
+  for (tail = &l->pending; *tail != NULL; tail = &(*tail)->next)
+    ;
+  *tail = r;
+}
+
+static void on_stream_frame(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  struct mcp_oob_stream *s = stream_find(m->stream_id);
+  char name[160];
+
+  if (s == NULL || s->peer != p)
+    return; /* a frame for a stream we closed already */
+  if (m->type == MCP_WIRE_CLOSE) {
+    atomic_store(&s->closed_by_peer, 1);
+    return;
+  }
+  if (s->inbox_count == MCP_OOB_INBOX) {
+    MCP_WARN("out-of-band: stream %u from %s overflows; frame %s dropped", s->id,
+             peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
+    return;
+  }
+  s->inbox[(s->inbox_head + s->inbox_count) % MCP_OOB_INBOX] = *m;
+  s->inbox_count++;
+}
+
+static void dispatch(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  char name[160];
+
+  if (!p->have_hello && m->type != MCP_WIRE_HELLO) {
+    MCP_WARN("out-of-band: refused a connection from %s: %s before HELLO (not an mcpnet peer?)",
+             peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
+    peer_kill(p, "%s sent %s before HELLO", name, mcp_wire_type_name(m->type));
+    return;
+  }
+  switch (m->type) {
+  case MCP_WIRE_HELLO:
+    on_hello(p, m);
+    return;
+  case MCP_WIRE_CONN_REQ:
+    on_conn_req(p, m);
+    return;
+  case MCP_WIRE_PING: {
+    struct mcp_wire_msg pong = *m;
+    pong.type = MCP_WIRE_PONG;
+    (void)peer_queue(p, &pong);
+    return;
+  }
+  case MCP_WIRE_PONG:
+    return;
+  default:
+    on_stream_frame(p, m);
+  }
+}
+
+static void peer_read(struct mcp_oob_peer *p)
+{
+  char name[160], err[MCP_WIRE_ERRLEN];
+  const uint8_t *frame;
+  size_t len;
+  long n;
+
+  do {
+    int r;
+    n = mcp_sock_rbuf_fill(&p->rb, p->fd);
+    if (n < 0) {
+      peer_kill(p, "the out-of-band connection to %s failed: %s", peer_name(p, name, sizeof(name)),
+                strerror((int)-n));
+      return;
+    }
+    while ((r = mcp_sock_rbuf_next(&p->rb, &frame, &len, err, sizeof(err))) == 1) {
+      struct mcp_wire_msg m;
+      if (mcp_wire_decode(frame, len, &m, err, sizeof(err)) != 0) {
+        MCP_WARN("out-of-band: malformed frame from %s: %s; connection closed",
+                 peer_name(p, name, sizeof(name)), err);
+        peer_kill(p, "malformed frame from %s: %s", name, err);
+        return;
+      }
+      dispatch(p, &m);
+      if (p->state == PEER_DEAD)
+        return;
+    }
+    if (r < 0) {
+      MCP_WARN("out-of-band: refused bytes from %s: %s; connection closed",
+               peer_name(p, name, sizeof(name)), err);
+      peer_kill(p, "garbage from %s: %s", name, err);
+      return;
+    }
+  } while (n > 0 && !p->rb.eof);
+  if (p->rb.eof) {
+    if (!p->have_hello)
+      MCP_INFO(NCCL_NET, "out-of-band: %s closed before HELLO (a port probe?)",
+               peer_name(p, name, sizeof(name)));
+    else if (mcp_sock_rbuf_pending(&p->rb) > 0)
+      MCP_WARN("out-of-band: %s closed in the middle of a frame (%zu bytes left)",
+               peer_name(p, name, sizeof(name)), mcp_sock_rbuf_pending(&p->rb));
+    peer_kill(p, "%s closed the out-of-band connection: the peer process exited or closed its "
+              "communicator", peer_name(p, name, sizeof(name)));
+  }
+}
+
+static void accept_new(void)
+{
+  for (;;) {
+    union mcp_sockaddr from;
+    struct mcp_oob_peer *p;
+    int fd;
+
+    if (mcp_sock_accept(oob.listen_fd, &fd, &from) != 0)
+      return;
+    p = peer_new();
+    if (p == NULL) {
+      close(fd);
+      return;
+    }
+    p->fd = fd;
+    p->addr = from;
+    p->state = PEER_HELLO;
+    send_hello(p);
+  }
+}
+
+static void progress_peer(struct mcp_oob_peer *p)
+{
+  char name[160];
+  long left;
+
+  if (p->state == PEER_CONNECTING) {
+    enum mcp_sock_connect_state st = mcp_sock_connect_progress(&p->conn);
+    if (st == MCP_SOCK_CONNECT_FAILED) {
+      peer_kill(p, "%s", p->conn.msg);
+      return;
+    }
+    if (st != MCP_SOCK_CONNECT_DONE)
+      return;
+    p->fd = mcp_sock_connect_take_fd(&p->conn);
+    p->state = PEER_HELLO;
+    send_hello(p);
+  }
+  if (p->state != PEER_HELLO && p->state != PEER_UP)
+    return;
+  left = mcp_sock_sendq_flush(&p->sq, p->fd);
+  if (left < 0) {
+    peer_kill(p, "sending to %s failed: %s", peer_name(p, name, sizeof(name)), strerror((int)-left));
+    return;
+  }
+  peer_read(p);
+  if (p->state != PEER_DEAD && mcp_sock_sendq_pending(&p->sq) > 0)
+    (void)mcp_sock_sendq_flush(&p->sq, p->fd);
+}
+
+static void progress_locked(void)
+{
+  struct mcp_oob_peer *p, *next;
+
+  if (oob.listen_fd >= 0)
+    accept_new();
+  for (p = oob.peers; p != NULL; p = next) {
+    next = p->next;
+    progress_peer(p);
+    /* A dead connection nobody refers to (a stray client) is dropped at once. */
+    if (p->state == PEER_DEAD && p->refs == 0)
+      peer_free(p);
+  }
+}
+
+void mcp_oob_progress(void)
+{
+  pthread_mutex_lock(&oob.lock);
+  progress_locked();
+  pthread_mutex_unlock(&oob.lock);
+}
+
+void mcp_oob_poll(unsigned interval_ms)
+{
+  struct timespec now;
+  long long elapsed_ms;
+
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  elapsed_ms = (now.tv_sec - oob.last_poll.tv_sec) * 1000LL +
+               (now.tv_nsec - oob.last_poll.tv_nsec) / 1000000;
+  if (elapsed_ms < (long long)interval_ms)
+    return;
+  if (pthread_mutex_trylock(&oob.lock) != 0)
+    return;
+  oob.last_poll = now;
+  progress_locked();
+  pthread_mutex_unlock(&oob.lock);
+}
+
+int mcp_oob_acquire(const struct mcp_config *cfg)
+{
+  struct mcp_sock_iface_choice choice;
+  struct mcp_sock_port_range range = {0, 0};
+  char msg[MCP_SOCK_MSGLEN], addr[MCP_SOCKADDR_STRLEN];
+  int rc = 0;
+
+  pthread_mutex_lock(&oob.lock);
+  if (oob.users++ > 0)
+    goto out;
+  if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &choice) != 0) {
+    MCP_WARN("no interface for the out-of-band channel%s%s: %s",
+             cfg->socket_ifname ? " matching NCCL_SOCKET_IFNAME=" : "",
+             cfg->socket_ifname ? cfg->socket_ifname : "", choice.reason);
+    goto fail;
+  }
+  range.lo = (uint16_t)cfg->oob_port_lo;
+  range.hi = (uint16_t)cfg->oob_port_hi;
+  if (mcp_sock_listen(&choice.addr, &range, &oob.listen_fd, &oob.local, msg, sizeof(msg)) != 0) {
+    MCP_WARN("out-of-band listener on %s: %s", choice.name, msg);
+    goto fail;
+  }
+  oob.nonce = random_u64();
+  oob.next_stream_id = 1;
+  oob.connect_timeout_ms = cfg->connect_timeout_s * 1000;
+  oob.local_rank = cfg->local_rank;
+  MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel listens on %s (%s: %s)",
+           mcp_sockaddr_format(&oob.local, addr, sizeof(addr)), choice.name, choice.reason);
+  goto out;
+fail:
+  oob.users--;
+  rc = -1;
+out:
+  pthread_mutex_unlock(&oob.lock);
+  return rc;
+}
+
+void mcp_oob_release(void)
+{
+  pthread_mutex_lock(&oob.lock);
+  if (--oob.users == 0) {
+    while (oob.listeners != NULL)
+      listener_unlink(oob.listeners);
+    while (oob.streams != NULL) {
+      struct mcp_oob_stream *s = oob.streams;
+      oob.streams = s->next;
+      free(s);
+    }
+    while (oob.peers != NULL)
+      peer_free(oob.peers);
+    if (oob.listen_fd >= 0)
+      close(oob.listen_fd);
+    oob.listen_fd = -1;
+  }
+  pthread_mutex_unlock(&oob.lock);
+}
+
+void mcp_oob_local(union mcp_sockaddr *addr, uint64_t *nonce)
+{
+  pthread_mutex_lock(&oob.lock);
+  *addr = oob.local;
+  *nonce = oob.nonce;
+  pthread_mutex_unlock(&oob.lock);
+}
+
+struct mcp_oob_listener *mcp_oob_listener_add(void)
+{
+  struct mcp_oob_listener *l = calloc(1, sizeof(*l));
+
+  if (l == NULL)
+    return NULL;
+  pthread_mutex_lock(&oob.lock);
+  do
+    l->token = random_u64();
+  while (listener_find(l->token) != NULL);
+  l->next = oob.listeners;
+  oob.listeners = l;
+  pthread_mutex_unlock(&oob.lock);
+  return l;
+}
+
+/* With the lock held: unlink, refuse what still waits, free. */
+static void listener_unlink(struct mcp_oob_listener *l)
+{
+  struct mcp_oob_listener **pp;
+
+  for (pp = &oob.listeners; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == l) {
+      *pp = l->next;
+      break;
+    }
+  }
+  while (l->pending != NULL) {
+    struct mcp_oob_request *r = l->pending;
+    l->pending = r->next;
+    reject(r->peer, r->req.ep.stream_id, MCP_WIRE_REJECT_NO_LISTENER, "the listen was closed");
+    peer_unref(r->peer);
+    free(r);
+  }
+  free(l);
+}
+
+void mcp_oob_listener_remove(struct mcp_oob_listener *l)
+{
+  pthread_mutex_lock(&oob.lock);
+  listener_unlink(l);
+  pthread_mutex_unlock(&oob.lock);
+}
+
+int mcp_oob_listener_take(struct mcp_oob_listener *l, struct mcp_oob_request **req)
+{
+  int got = 0;
+
+  pthread_mutex_lock(&oob.lock);
+  progress_locked();
+  if (l->pending != NULL) {
+    *req = l->pending;
+    l->pending = (*req)->next;
+    (*req)->next = NULL;
+    got = 1;
+  }
+  pthread_mutex_unlock(&oob.lock);
+  return got;
+}
+
+void mcp_oob_request_free(struct mcp_oob_request *req)
+{
+  pthread_mutex_lock(&oob.lock);
+  peer_unref(req->peer);
+  pthread_mutex_unlock(&oob.lock);
+  free(req);
+}
+
+static struct mcp_oob_stream *stream_new(struct mcp_oob_peer *p)
+{
+  struct mcp_oob_stream *s = calloc(1, sizeof(*s));
+
+  if (s == NULL)
+    return NULL;
+  s->id = oob.next_stream_id++;
+  if (oob.next_stream_id == 0)
+    oob.next_stream_id = 1;
+  s->peer = p;
+  p->refs++;
+  if (p->state == PEER_DEAD) {
+    snprintf(s->dead_reason, sizeof(s->dead_reason), "%s", p->dead_reason);
+    atomic_store(&s->dead, 1);
+  }
+  s->next = oob.streams;
+  oob.streams = s;
+  return s;
+}
+
+struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce)
+{
+  struct mcp_oob_stream *s = NULL;
+  struct mcp_oob_peer *p;
+
+  pthread_mutex_lock(&oob.lock);
+  /* Share a live connection to the same process, whichever side opened it. */
+  for (p = oob.peers; p != NULL; p = p->next) {
+    if (p->state == PEER_DEAD)
+      continue;
+    if (p->have_hello && p->hello.nonce == nonce)
+      break;
+    if (p->outgoing && p->expect_nonce == nonce && mcp_sockaddr_equal(&p->addr, addr))
+      break;
+  }
+  if (p == NULL) {
+    struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
+                                         .max_retries = 1000, .backoff_ms = 10,
+                                         .backoff_max_ms = 1000};
+    p = peer_new();
+    if (p == NULL)
+      goto out;
+    p->outgoing = 1;
+    p->addr = *addr;
+    p->expect_nonce = nonce;
+    p->state = PEER_CONNECTING;
+    if (mcp_sock_connect_start(&p->conn, addr, NULL, &opts) == MCP_SOCK_CONNECT_FAILED)
+      peer_kill(p, "%s", p->conn.msg);
+  }
+  s = stream_new(p);
+out:
+  pthread_mutex_unlock(&oob.lock);
+  return s;
+}
+
+struct mcp_oob_stream *mcp_oob_stream_open_for(struct mcp_oob_request *req)
+{
+  struct mcp_oob_stream *s;
+
+  pthread_mutex_lock(&oob.lock);
+  s = stream_new(req->peer);
+  if (s != NULL)
+    s->remote_id = req->req.ep.stream_id;
+  pthread_mutex_unlock(&oob.lock);
+  return s;
+}
+
+int mcp_oob_stream_ready(struct mcp_oob_stream *s)
+{
+  int ready;
+
+  pthread_mutex_lock(&oob.lock);
+  progress_locked();
+  ready = atomic_load(&s->dead) ? -1 : s->peer->state == PEER_UP;
+  pthread_mutex_unlock(&oob.lock);
+  return ready;
+}
+
+int mcp_oob_stream_send(struct mcp_oob_stream *s, const struct mcp_wire_msg *m)
+{
+  struct mcp_wire_msg out = *m;
+  int rc = -1;
+
+  pthread_mutex_lock(&oob.lock);
+  if (!atomic_load(&s->dead) && s->peer->state != PEER_DEAD) {
+    out.stream_id = m->type == MCP_WIRE_CONN_REQ ? 0 : s->remote_id;
+    rc = peer_queue(s->peer, &out);
+    if (rc == 0 && s->peer->fd >= 0)
+      (void)mcp_sock_sendq_flush(&s->peer->sq, s->peer->fd);
+  }
+  pthread_mutex_unlock(&oob.lock);
+  return rc;
+}
+
+int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m)
+{
+  int got = 0;
+
+  pthread_mutex_lock(&oob.lock);
+  progress_locked();
+  if (s->inbox_count > 0) {
+    *m = s->inbox[s->inbox_head];
+    s->inbox_head = (s->inbox_head + 1) % MCP_OOB_INBOX;
+    s->inbox_count--;
+    got = 1;
+  }
+  pthread_mutex_unlock(&oob.lock);
+  return got;
+}
+
+void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify)
+{
+  struct mcp_oob_stream **pp;
+
+  pthread_mutex_lock(&oob.lock);
+  if (notify && s->remote_id != 0 && s->peer->state == PEER_UP) {
+    struct mcp_wire_msg m;
+    memset(&m, 0, sizeof(m));
+    m.type = MCP_WIRE_CLOSE;
+    m.stream_id = s->remote_id;
+    m.u.close_stream_id = s->id;
+    (void)peer_queue(s->peer, &m);
+  }
+  for (pp = &oob.streams; *pp != NULL; pp = &(*pp)->next) {
+    if (*pp == s) {
+      *pp = s->next;
+      break;
+    }
+  }
+  peer_unref(s->peer);
+  pthread_mutex_unlock(&oob.lock);
+  free(s);
+}
+
+const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t len)
+{
+  pthread_mutex_lock(&oob.lock);
+  peer_name(s->peer, buf, len);
+  pthread_mutex_unlock(&oob.lock);
+  return buf;
+}
