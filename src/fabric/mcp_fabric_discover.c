@@ -95,7 +95,7 @@ static void sysfs_driver(const char *ibdev, char *out, size_t len)
     const char *slash;
     target[n] = '\0';
     slash = strrchr(target, '/');
-    snprintf(out, len, "%s", slash ? slash + 1 : target);
+    snprintf(out, len, "%.31s", slash ? slash + 1 : target);
     return;
   }
   /* Software devices have no PCI parent; rxe names its netdev in "parent". */

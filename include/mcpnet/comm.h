@@ -1,0 +1,215 @@
+/*
+ * comm.h - send and receive comms, their requests, and the slot protocol.
+ *
+ * The data path is receiver-driven. For every irecv the receiver writes a
+ * clear-to-send (CTS) entry, one 32-byte element per buffer of the (grouped) receive,
+ * into the sender's CTS ring at slot seq % MCP_SLOTS; each element carries the sequence
+ * number, so the sender knows it is whole and current. isend finds its element by tag
+ * and RDMA-writes the data straight into the receiver's buffer; the last write on each
+ * QP used carries an immediate {seq, completions to expect, record flag}. The receiver
+ * counts those completions per slot and keeps a completion record per slot (sizes,
+ * seq): what a recovery replays from. Grouped receives (n > 1) ride one QP and end
+ * with a write of the sizes record itself; a single receive may be striped over all
+ * QPs, its size being the sum of the byte counts. See docs/architecture.md.
+ */
+#ifndef MCPNET_COMM_H
+#define MCPNET_COMM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "mcpnet/devctx.h"
+#include "mcpnet/net.h"
+#include "mcpnet/oob.h"
+#include "mcpnet/wire.h"
+
+#define MCP_SLOTS 64                      /* CTS ring entries; >= NCCL_NET_MAX_REQUESTS */
+#define MCP_MAX_QPS 16
+#define MCP_SEND_REQS (NCCL_NET_MAX_REQUESTS * MCP_MAX_RECVS)
+#define MCP_RECV_REQS (MCP_SLOTS + NCCL_NET_MAX_REQUESTS) /* slots plus flushes */
+#define MCP_STRIPE_MIN (64 * 1024)        /* smallest chunk worth a QP of its own */
+#define MCP_CQ_BATCH 16
+
+/* One element of a CTS entry: 32 bytes, written by the receiver's NIC. */
+struct mcp_cts_elem {
+  uint64_t addr;
+  uint64_t size;
+  uint32_t rkey;
+  int32_t tag;
+  uint16_t n;     /* buffers in this receive */
+  uint16_t idx;   /* this element's position */
+  uint32_t seq;   /* written with the rest; equal to the expected seq when current */
+};
+_Static_assert(sizeof(struct mcp_cts_elem) == 32, "CTS element is 32 bytes on the wire");
+
+struct mcp_cts_slot {
+  struct mcp_cts_elem e[MCP_MAX_RECVS];
+};
+
+/* The completion record of a slot (grouped receives: written by the sender). */
+struct mcp_record {
+  uint32_t seq;
+  uint32_t n;
+  uint32_t sizes[MCP_MAX_RECVS];
+  uint8_t pad[24];
+};
+_Static_assert(sizeof(struct mcp_record) == 64, "record is one cache line");
+
+/* Immediate data: seq low 16 bits | completions expected << 16 | record flag << 24. */
+#define MCP_IMM(seq, k, rec) (((uint32_t)(seq) & 0xffffu) | ((uint32_t)(k) << 16) | ((uint32_t)(rec) << 24))
+#define MCP_IMM_SEQ(imm) ((imm) & 0xffffu)
+#define MCP_IMM_K(imm) (((imm) >> 16) & 0xffu)
+#define MCP_IMM_REC(imm) (((imm) >> 24) & 1u)
+
+enum mcp_req_kind { MCP_REQ_SEND = 1, MCP_REQ_RECV = 2, MCP_REQ_FLUSH = 3 };
+
+/* wr_id: kind in the top byte, then an index. */
+#define MCP_WR(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
+#define MCP_WR_KIND(wr) ((unsigned)((wr) >> 56))
+#define MCP_WR_IDX(wr) ((uint32_t)(wr))
+enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
+
+struct mcp_comm;
+
+struct mcp_request {
+  uint8_t kind;       /* enum mcp_req_kind */
+  uint8_t in_use;
+  uint8_t done;
+  uint8_t released;   /* NCCL is done with it (optional completion); free on arrival */
+  uint8_t optional;   /* posted with NCCL's optional-completion hint */
+  int pending;        /* completions still expected */
+  uint32_t seq;
+  int n;
+  int size;           /* send: bytes */
+  int sizes[MCP_MAX_RECVS];
+  int16_t group_next;  /* grouped sends: the next request completed by the same write */
+  uint16_t index;
+  struct mcp_comm *comm;
+};
+
+/* Per-slot receive state. */
+struct mcp_recv_slot {
+  struct mcp_request *req;
+  uint32_t seq;
+  int expected;       /* 0 until the first immediate says */
+  int got;
+  uint64_t bytes;
+};
+
+/* Per-slot send state for grouped receives: which elements were matched so far. */
+struct mcp_send_slot {
+  uint32_t seq;
+  int n, matched;
+  uint8_t used[MCP_MAX_RECVS];
+  struct mcp_request *reqs[MCP_MAX_RECVS];
+};
+
+enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
+
+struct mcp_comm {
+  int kind;
+  int dev;
+  struct mcp_devctx *dc;
+  struct mcp_oob_stream *stream;
+  int traffic_class;
+  int sl, tc;
+  int mtu;                         /* negotiated ibv_mtu */
+  int nqps;
+  struct ibv_cq *cq;
+  struct ibv_qp *qp[MCP_MAX_QPS];
+  uint32_t psn[MCP_MAX_QPS];
+  int max_inline;
+  struct mcp_wire_endpoint local, remote;
+  char peer_name[160];
+
+  /* Connection setup (connect or accept). */
+  int state;
+  uint64_t listen_token;
+  uint64_t deadline_ns;
+
+  /* Fatal error: every later call fails with it. */
+  int error;
+  char errmsg[512];
+
+  /* The ring the peer writes (send: CTS ring; recv: records) and its MR. */
+  union {
+    void *ring;
+    struct mcp_cts_slot *ring_elems;  /* send */
+    struct mcp_record *ring_records;  /* recv */
+  };
+  size_t ring_bytes;
+  struct ibv_mr *ring_mr;
+  uint64_t remote_ring;
+  uint32_t remote_rkey;
+
+  uint32_t seq;                    /* send: next CTS to consume; recv: next irecv */
+  int inflight;                    /* recv: slots in use */
+  int free_top;
+  uint16_t free_list[MCP_SEND_REQS];
+  struct mcp_request *reqs;        /* pool: MCP_SEND_REQS or MCP_RECV_REQS */
+  int nreqs;
+
+  /* Send side. */
+  struct mcp_send_slot *sslots;    /* MCP_SLOTS */
+  int next_qp;
+
+  /* Receive side. */
+  struct mcp_recv_slot *rslots;    /* MCP_SLOTS */
+  struct mcp_cts_slot *staging;    /* local copy of CTS entries when too big to inline */
+  struct ibv_mr *staging_mr;
+  int cts_unsignaled;
+  int recv_posted[MCP_MAX_QPS];
+  int recv_consumed[MCP_MAX_QPS];
+
+  /* Send side: completion records of grouped sends, when too big to inline. */
+  struct mcp_record *records;
+  struct ibv_mr *records_mr;
+
+  /* Flush (loopback RDMA read) for GPU buffers; created on first use. */
+  struct ibv_qp *flush_qp;
+  uint64_t *flush_buf;
+  struct ibv_mr *flush_mr;
+
+  uint64_t next_alive_check_ns;
+};
+
+struct mcp_listen_comm {
+  int kind;                 /* MCP_COMM_LISTEN */
+  int dev;
+  int traffic_class;
+  struct mcp_oob_listener *listener;
+  struct mcp_comm *accepting;
+};
+
+/* The per-communicator context init returns (mcp_net.c); NULL for the v8-v10 shims. */
+struct mcp_ctx;
+int mcp_ctx_traffic_class(const void *ctx);
+
+/* The process-wide state the comms use (mcp_net.c). */
+const struct mcp_fabric *mcp_net_fabric(void);
+const struct mcp_config *mcp_net_config(void);
+void mcp_net_comm_ref(void);
+void mcp_net_comm_unref(void);
+
+/* Queue pair bring-up (mcp_conn_qp.c). */
+int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth);
+int mcp_qp_connect_all(struct mcp_comm *c);
+int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+                  uint32_t dpsn, const uint8_t *dgid, uint16_t dlid);
+int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count);
+void mcp_comm_destroy(struct mcp_comm *c);
+void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mcp_comm_fill_endpoint(struct mcp_comm *c);
+
+/* Requests (mcp_xfer_req.c). */
+int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);
+struct mcp_request *mcp_req_get(struct mcp_comm *c);
+void mcp_req_put(struct mcp_request *r);
+
+/* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_poll.c). */
+int mcp_xfer_poll(struct mcp_comm *c);
+int mcp_xfer_check_alive(struct mcp_comm *c);
+
+#endif

@@ -1,0 +1,281 @@
+/*
+ * mcp_conn_qp.c - queue pairs of a comm: creation, the INIT/RTR/RTS walk with the
+ * configured timeout, retries, MTU, SL/TC and P_Key index, and teardown.
+ *
+ * Errors name the device, port, GID index and both GIDs, the peer and the QP state that
+ * failed, with what to try: a wrong GID index or an unreachable peer shows up here
+ * first on RoCE.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "mcpnet/comm.h"
+#include "mcpnet/fabric_gid.h"
+#include "mcpnet/log.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
+
+#define QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
+void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (c->error != 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
+  va_end(ap);
+  c->error = code;
+  MCP_WARN("%s", c->errmsg);
+  if (mcp_net_config()->abort_on_error) {
+    MCP_WARN("MCPNET_ABORT_ON_ERROR=1: aborting for a core dump");
+    abort();
+  }
+}
+
+static uint32_t random_psn(void)
+{
+  uint32_t v = 0;
+
+  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
+    v = (uint32_t)time(NULL);
+  return v & 0xffffff;
+}
+
+int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
+{
+  const struct mcp_config *cfg = mcp_net_config();
+  static const int inline_try[] = {256, 64, 0};
+  int i, t;
+
+  c->cq = mcp_ibv.create_cq(c->dc->ctx, nqps * (sq_depth + rq_depth) + 16, c, NULL, 0);
+  if (c->cq == NULL) {
+    MCP_WARN("%s: ibv_create_cq failed: %s", c->dc->info->name, strerror(errno));
+    return -1;
+  }
+  c->nqps = nqps;
+  for (i = 0; i < nqps; i++) {
+    struct ibv_qp_init_attr init;
+    struct ibv_qp_attr attr;
+
+    for (t = 0; t < 3; t++) {
+      memset(&init, 0, sizeof(init));
+      init.send_cq = c->cq;
+      init.recv_cq = c->cq;
+      init.qp_type = IBV_QPT_RC;
+      init.cap.max_send_wr = (uint32_t)sq_depth;
+      init.cap.max_recv_wr = (uint32_t)rq_depth;
+      init.cap.max_send_sge = 1;
+      init.cap.max_recv_sge = 1;
+      init.cap.max_inline_data = (uint32_t)inline_try[t];
+      c->qp[i] = mcp_ibv.create_qp(c->dc->pd, &init);
+      if (c->qp[i] != NULL)
+        break;
+    }
+    if (c->qp[i] == NULL) {
+      MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)",
+               c->dc->info->name, strerror(errno), sq_depth, rq_depth);
+      return -1;
+    }
+    c->max_inline = (int)init.cap.max_inline_data;
+    if (c->max_inline > cfg->inline_bytes && c->max_inline < 64)
+      c->max_inline = 0;
+    c->psn[i] = random_psn();
+    memset(&attr, 0, sizeof(attr));
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = (uint16_t)cfg->ib_pkey_index;
+    attr.port_num = (uint8_t)c->dc->info->port;
+    attr.qp_access_flags = QP_ACCESS;
+    if (mcp_ibv.modify_qp(c->qp[i], &attr,
+                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+      MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key index %d from NCCL_IB_PKEY)",
+               c->dc->info->name, c->dc->info->port, c->qp[i]->qp_num, strerror(errno),
+               cfg->ib_pkey_index);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void fill_av(struct mcp_comm *c, struct ibv_ah_attr *ah, const uint8_t *dgid, uint16_t dlid)
+{
+  const struct mcp_net_dev *d = c->dc->info;
+
+  memset(ah, 0, sizeof(*ah));
+  ah->port_num = (uint8_t)d->port;
+  ah->sl = (uint8_t)c->sl;
+  if (d->link_layer == IBV_LINK_LAYER_ETHERNET) {
+    ah->is_global = 1;
+    memcpy(ah->grh.dgid.raw, dgid, 16);
+    ah->grh.sgid_index = (uint8_t)d->gid.index;
+    ah->grh.hop_limit = 255;
+    ah->grh.traffic_class = (uint8_t)c->tc;
+  } else {
+    ah->dlid = dlid;
+  }
+}
+
+/* RESET/INIT -> RTR -> RTS toward a destination QP. */
+int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+                  uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
+{
+  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_net_dev *d = c->dc->info;
+  struct ibv_qp_attr attr;
+  char lgid[64], rgid[64];
+  const char *step = "INIT->RTR";
+
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = (enum ibv_mtu)c->mtu;
+  attr.dest_qp_num = dqpn;
+  attr.rq_psn = dpsn;
+  attr.max_dest_rd_atomic = 1;
+  attr.min_rnr_timer = (uint8_t)cfg->min_rnr_timer;
+  fill_av(c, &attr.ah_attr, dgid, dlid);
+  if (mcp_ibv.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+    goto fail;
+  step = "RTR->RTS";
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = (uint8_t)cfg->ib_timeout;
+  attr.retry_cnt = (uint8_t)cfg->ib_retry_cnt;
+  attr.rnr_retry = (uint8_t)cfg->rnr_retry;
+  attr.sq_psn = my_psn;
+  attr.max_rd_atomic = 1;
+  if (mcp_ibv.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+    goto fail;
+  return 0;
+fail:
+  mcp_gid_format(d->gid.raw, lgid, sizeof(lgid));
+  mcp_gid_format(dgid, rgid, sizeof(rgid));
+  MCP_WARN("%s port %d: QP %#x %s toward QP %#x of %s failed: %s. Local GID %d %s, remote GID %s, "
+           "MTU %d, SL %d, TC %d. %s", d->name, d->port, qp->qp_num, step, dqpn, c->peer_name,
+           strerror(errno), d->gid.index, lgid, rgid, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
+           errno == ETIMEDOUT ? "The peer's address did not resolve: is it reachable from this port's netdev?"
+           : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
+                             : "");
+  return -1;
+}
+
+int mcp_qp_connect_all(struct mcp_comm *c)
+{
+  int i;
+
+  for (i = 0; i < c->nqps; i++)
+    if (mcp_qp_to_rts(c, c->qp[i], c->psn[i], c->remote.qps[i].qpn, c->remote.qps[i].psn,
+                      c->remote.gid, c->remote.lid) != 0)
+      return -1;
+  return 0;
+}
+
+int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
+{
+  struct ibv_recv_wr wr[MCP_CQ_BATCH], *bad;
+  int i, done = 0;
+
+  while (done < count) {
+    int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
+    for (i = 0; i < k; i++) {
+      wr[i].wr_id = MCP_WR(MCP_WR_RECV, qp);
+      wr[i].sg_list = NULL;
+      wr[i].num_sge = 0;
+      wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
+    }
+    if (ibv_post_recv(c->qp[qp], wr, &bad) != 0)
+      return -1;
+    done += k;
+  }
+  c->recv_posted[qp] += count;
+  return 0;
+}
+
+void mcp_comm_fill_endpoint(struct mcp_comm *c)
+{
+  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_net_dev *d = c->dc->info;
+  struct mcp_wire_endpoint *ep = &c->local;
+  __be16 pkey = htons(0xffff);
+  int i;
+
+  memset(ep, 0, sizeof(*ep));
+  ep->stream_id = c->stream->id;
+  snprintf(ep->dev_name, sizeof(ep->dev_name), "%s", d->name);
+  ep->port = (uint8_t)d->port;
+  ep->link_layer = d->link_layer == IBV_LINK_LAYER_ETHERNET ? MCP_WIRE_LINK_ETHERNET : MCP_WIRE_LINK_IB;
+  ep->active_mtu = (uint8_t)d->active_mtu;
+  if (cfg->mtu > 0 && mcp_fabric_mtu_enum(cfg->mtu) < ep->active_mtu)
+    ep->active_mtu = (uint8_t)mcp_fabric_mtu_enum(cfg->mtu);
+  ep->gid_index = (uint8_t)d->gid.index;
+  memcpy(ep->gid, d->gid.raw, 16);
+  ep->lid = d->lid;
+  ep->nqps = (uint8_t)c->nqps;
+  for (i = 0; i < c->nqps; i++) {
+    ep->qps[i].qpn = c->qp[i]->qp_num;
+    ep->qps[i].psn = c->psn[i];
+  }
+  ep->ring_addr = (uintptr_t)c->ring;
+  ep->ring_rkey = c->ring_mr->rkey;
+  ep->ring_slots = MCP_SLOTS;
+  ep->fp.plugin_version = (0u << 16) | (1u << 8) | 0u;
+  ep->fp.gid_type = d->link_layer == IBV_LINK_LAYER_ETHERNET
+                        ? (d->gid.type == MCP_GID_TYPE_ROCE_V2 ? MCP_WIRE_GID_ROCE_V2 : MCP_WIRE_GID_ROCE_V1)
+                        : MCP_WIRE_GID_IB;
+  ep->fp.gid_family = d->link_layer == IBV_LINK_LAYER_ETHERNET ? (uint8_t)d->gid.family : 0;
+  if (mcp_ibv.query_pkey(c->dc->ctx, (uint8_t)d->port, cfg->ib_pkey_index, &pkey) == 0)
+    ep->fp.pkey = ntohs(pkey);
+  ep->fp.sl = (uint8_t)c->sl;
+  ep->fp.tc = (uint8_t)c->tc;
+  ep->fp.timeout = (uint8_t)cfg->ib_timeout;
+  ep->fp.retry = (uint8_t)cfg->ib_retry_cnt;
+  ep->fp.rnr_retry = (uint8_t)cfg->rnr_retry;
+  ep->fp.qps_per_conn = (uint8_t)c->nqps;
+  ep->fp.speed_mbps = (uint32_t)d->speed_mbps;
+  ep->fp.max_message = (uint32_t)MCP_MAX_P2P_BYTES;
+}
+
+static void free_ring(struct ibv_mr **mr, void **mem)
+{
+  if (*mr != NULL)
+    mcp_ibv.dereg_mr(*mr);
+  *mr = NULL;
+  free(*mem);
+  *mem = NULL;
+}
+
+void mcp_comm_destroy(struct mcp_comm *c)
+{
+  int i;
+
+  if (c == NULL)
+    return;
+  for (i = 0; i < c->nqps; i++)
+    if (c->qp[i] != NULL)
+      mcp_ibv.destroy_qp(c->qp[i]);
+  if (c->flush_qp != NULL)
+    mcp_ibv.destroy_qp(c->flush_qp);
+  if (c->cq != NULL)
+    mcp_ibv.destroy_cq(c->cq);
+  free_ring(&c->ring_mr, &c->ring);
+  free_ring(&c->staging_mr, (void **)&c->staging);
+  free_ring(&c->records_mr, (void **)&c->records);
+  free_ring(&c->flush_mr, (void **)&c->flush_buf);
+  if (c->stream != NULL)
+    mcp_oob_stream_close(c->stream, 1);
+  mcp_devctx_put(c->dc);
+  free(c->reqs);
+  free(c->sslots);
+  free(c->rslots);
+  free(c);
+  mcp_oob_release();
+  mcp_net_comm_unref();
+}

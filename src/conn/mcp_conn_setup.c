@@ -1,0 +1,470 @@
+/*
+ * mcp_conn_setup.c - listen, connect and accept as resumable state machines.
+ *
+ * NCCL calls connect and accept again and again until they hand out a comm, from one
+ * thread that may alternate them (bootstrap over the net plugin does), so no call may
+ * wait for the peer. connect keeps its comm in the tail of NCCL's handle buffer, which
+ * stays at one address across the calls; accept keeps its comm in the listen comm.
+ *
+ *   connect: WAIT_OOB (TCP + HELLO) -> send CONN_REQ -> WAIT_ACK -> RTR/RTS, send READY -> done
+ *   accept:  take CONN_REQ -> create QPs, RTR/RTS, post receives, send CONN_ACK -> WAIT_READY -> done
+ *
+ * The acceptor returns its comm only after READY, so by then the sender's QPs accept
+ * the clear-to-send writes the first irecv makes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcpnet/comm.h"
+#include "mcpnet/log.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
+
+enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_READY, ST_DONE };
+
+#define CONNECT_TAIL_MAGIC 0x4d435043u /* "MCPC" */
+
+struct connect_tail {
+  uint32_t magic;
+  uint32_t pad;
+  struct mcp_comm *comm;
+};
+_Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE, "connect state fits the handle tail");
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int choose_sl_tc(int configured, int traffic_class)
+{
+  if (configured >= 0)
+    return configured;
+  return traffic_class >= 0 ? traffic_class : 0;
+}
+
+static void *ring_alloc(size_t bytes)
+{
+  void *p = NULL;
+
+  if (posix_memalign(&p, 4096, bytes) != 0)
+    return NULL;
+  memset(p, 0, bytes);
+  return p;
+}
+
+/* The parts of a comm that do not depend on the peer. */
+static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
+{
+  const struct mcp_config *cfg = mcp_net_config();
+  struct mcp_comm *c = calloc(1, sizeof(*c));
+
+  if (c == NULL)
+    return NULL;
+  if (mcp_oob_acquire(cfg) != 0) {
+    free(c);
+    return NULL;
+  }
+  mcp_net_comm_ref();
+  c->kind = kind;
+  c->dev = dev;
+  c->traffic_class = traffic_class;
+  c->sl = choose_sl_tc(cfg->ib_sl, traffic_class);
+  c->tc = choose_sl_tc(cfg->ib_tc, traffic_class);
+  c->seq = 1;
+  c->dc = mcp_devctx_get(mcp_net_fabric(), dev);
+  if (c->dc == NULL)
+    goto fail;
+  return c;
+fail:
+  mcp_comm_destroy(c);
+  return NULL;
+}
+
+/* Rings, requests and QPs: the send side gets a CTS ring, the receive side records. */
+static int comm_resources(struct mcp_comm *c, int nqps)
+{
+  int is_send = c->kind == MCP_COMM_SEND;
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+  c->ring_bytes = is_send ? MCP_SLOTS * sizeof(struct mcp_cts_slot) : MCP_SLOTS * sizeof(struct mcp_record);
+  c->ring = ring_alloc(c->ring_bytes);
+  if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, access)) == NULL)
+    return -1;
+  if (is_send) {
+    c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
+    c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
+    if (c->records == NULL || c->sslots == NULL ||
+        (c->records_mr = mcp_mr_internal(c->dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
+                                         IBV_ACCESS_LOCAL_WRITE)) == NULL)
+      return -1;
+    if (mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND) != 0)
+      return -1;
+    return mcp_qp_create_all(c, nqps, 2 * MCP_SEND_REQS, 1);
+  }
+  c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
+  c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
+  if (c->staging == NULL || c->rslots == NULL ||
+      (c->staging_mr = mcp_mr_internal(c->dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
+                                       IBV_ACCESS_LOCAL_WRITE)) == NULL)
+    return -1;
+  if (mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV) != 0)
+    return -1;
+  return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_SLOTS + MCP_CQ_BATCH);
+}
+
+/* What must agree between the two ends; mismatches that only cost speed are warned. */
+static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, char *why, size_t len)
+{
+  const struct mcp_wire_endpoint *l = &c->local;
+  static int mtu_warned;
+
+  if (r->link_layer != l->link_layer) {
+    snprintf(why, len, "link layers differ: %s on %s here, %s on %s at %s. Select devices of one "
+             "link type on both ends (NCCL_IB_HCA or MCPNET_RANK_MAP)",
+             l->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", l->dev_name,
+             r->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", r->dev_name, c->peer_name);
+    return -1;
+  }
+  if (r->fp.gid_type != l->fp.gid_type) {
+    snprintf(why, len, "GID types differ: RoCE v%d on %s here, RoCE v%d on %s at %s. Set "
+             "NCCL_IB_ROCE_VERSION_NUM (or the GID index) the same on every node",
+             l->fp.gid_type, l->dev_name, r->fp.gid_type, r->dev_name, c->peer_name);
+    return -1;
+  }
+  if (r->ring_slots != MCP_SLOTS) {
+    snprintf(why, len, "protocol mismatch: %u slots at %s, %d here (different mcpnet versions)",
+             r->ring_slots, c->peer_name, MCP_SLOTS);
+    return -1;
+  }
+  c->mtu = r->active_mtu < l->active_mtu ? r->active_mtu : l->active_mtu;
+  if (r->active_mtu != l->active_mtu && !mtu_warned) {
+    mtu_warned = 1;
+    MCP_WARN("MTU %d on %s here, %d on %s at %s: this connection uses %d. Set the same MTU on both "
+             "links for full speed", mcp_fabric_mtu_bytes(l->active_mtu), l->dev_name,
+             mcp_fabric_mtu_bytes(r->active_mtu), r->dev_name, c->peer_name, mcp_fabric_mtu_bytes(c->mtu));
+  }
+  return 0;
+}
+
+ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm)
+{
+  struct mcp_ctx *x = ctx;
+  const struct mcp_fabric *fab = mcp_net_fabric();
+  struct mcp_listen_comm *lc;
+  struct mcp_wire_handle h;
+  union mcp_sockaddr addr;
+  char err[MCP_WIRE_ERRLEN];
+
+  *listen_comm = NULL;
+  if (fab == NULL || dev < 0 || dev >= fab->ndev) {
+    MCP_WARN("listen on device %d: there are %d device(s) (was init called?)", dev, fab ? fab->ndev : 0);
+    return ncclInvalidArgument;
+  }
+  lc = calloc(1, sizeof(*lc));
+  if (lc == NULL)
+    return ncclSystemError;
+  if (mcp_oob_acquire(mcp_net_config()) != 0) {
+    free(lc);
+    return ncclSystemError;
+  }
+  mcp_net_comm_ref();
+  lc->kind = MCP_COMM_LISTEN;
+  lc->dev = dev;
+  lc->traffic_class = mcp_ctx_traffic_class(x);
+  lc->listener = mcp_oob_listener_add();
+  if (lc->listener == NULL)
+    goto fail;
+  memset(&h, 0, sizeof(h));
+  mcp_oob_local(&addr, &h.nonce);
+  if (mcp_wire_handle_set_sockaddr(&h, &addr) != 0)
+    goto fail;
+  h.dev = dev;
+  h.listen_token = lc->listener->token;
+  if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {
+    MCP_WARN("listen: cannot encode the handle: %s", err);
+    goto fail;
+  }
+  *listen_comm = lc;
+  return ncclSuccess;
+fail:
+  mcp_net_close_listen(lc);
+  return ncclSystemError;
+}
+
+ncclResult_t mcp_net_close_listen(void *listen_comm)
+{
+  struct mcp_listen_comm *lc = listen_comm;
+
+  if (lc == NULL)
+    return ncclSuccess;
+  if (lc->accepting != NULL)
+    mcp_comm_destroy(lc->accepting);
+  if (lc->listener != NULL)
+    mcp_oob_listener_remove(lc->listener);
+  free(lc);
+  mcp_oob_release();
+  mcp_net_comm_unref();
+  return ncclSuccess;
+}
+
+static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_config *config,
+                                      const void *handle, ncclResult_t *rc)
+{
+  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_fabric *fab = mcp_net_fabric();
+  struct mcp_wire_handle h;
+  union mcp_sockaddr addr;
+  char err[MCP_WIRE_ERRLEN];
+  struct mcp_comm *c;
+  int tc = config != NULL ? config->traffic_class : mcp_ctx_traffic_class(ctx);
+
+  if (fab == NULL || dev < 0 || dev >= fab->ndev) {
+    MCP_WARN("connect on device %d: there are %d device(s)", dev, fab ? fab->ndev : 0);
+    *rc = ncclInvalidArgument;
+    return NULL;
+  }
+  if (mcp_wire_handle_decode(handle, &h, err, sizeof(err)) != 0) {
+    MCP_WARN("connect: the handle is not usable: %s", err);
+    *rc = ncclInvalidUsage;
+    return NULL;
+  }
+  c = comm_new(MCP_COMM_SEND, dev, tc);
+  if (c == NULL) {
+    *rc = ncclSystemError;
+    return NULL;
+  }
+  mcp_wire_handle_get_sockaddr(&h, &addr);
+  c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
+  if (c->stream == NULL || comm_resources(c, cfg->ib_qps_per_conn) != 0) {
+    mcp_comm_destroy(c);
+    *rc = ncclSystemError;
+    return NULL;
+  }
+  mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
+  c->listen_token = h.listen_token;
+  c->state = ST_WAIT_OOB;
+  c->deadline_ns = now_ns() + (uint64_t)cfg->connect_timeout_s * 1000000000ull;
+  return c;
+}
+
+/* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
+static int connect_step(struct mcp_comm *c)
+{
+  struct mcp_wire_msg m;
+  char why[512];
+  int ready;
+
+  if (c->state == ST_WAIT_OOB) {
+    ready = mcp_oob_stream_ready(c->stream);
+    if (ready < 0) {
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+      return -1;
+    }
+    if (ready == 0)
+      goto check_deadline;
+    mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
+    mcp_comm_fill_endpoint(c);
+    memset(&m, 0, sizeof(m));
+    m.type = MCP_WIRE_CONN_REQ;
+    m.u.conn_req.listen_token = c->listen_token;
+    m.u.conn_req.ep = c->local;
+    if (mcp_oob_stream_send(c->stream, &m) != 0) {
+      mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot send the request", c->peer_name);
+      return -1;
+    }
+    c->state = ST_WAIT_ACK;
+  }
+  if (!mcp_oob_stream_recv(c->stream, &m)) {
+    if (atomic_load(&c->stream->dead)) {
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+      return -1;
+    }
+    goto check_deadline;
+  }
+  if (m.type == MCP_WIRE_CONN_REJECT) {
+    mcp_comm_fail(c, ncclRemoteError, "connect to %s refused: %s", c->peer_name, m.u.reject.reason);
+    return -1;
+  }
+  if (m.type != MCP_WIRE_CONN_ACK) {
+    mcp_comm_fail(c, ncclRemoteError, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m.type));
+    return -1;
+  }
+  c->remote = m.u.conn_ack;
+  c->stream->remote_id = c->remote.stream_id;
+  if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
+    mcp_comm_fail(c, ncclInvalidUsage, "connect to %s: %s", c->peer_name, why);
+    return -1;
+  }
+  if (c->remote.nqps != c->nqps) {
+    mcp_comm_fail(c, ncclRemoteError, "connect to %s: the peer answered with %d QPs for our %d",
+                  c->peer_name, c->remote.nqps, c->nqps);
+    return -1;
+  }
+  if (mcp_qp_connect_all(c) != 0) {
+    mcp_comm_fail(c, ncclSystemError, "connect to %s: queue pairs could not be connected", c->peer_name);
+    return -1;
+  }
+  c->remote_ring = c->remote.ring_addr;
+  c->remote_rkey = c->remote.ring_rkey;
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_READY;
+  if (mcp_oob_stream_send(c->stream, &m) != 0) {
+    mcp_comm_fail(c, ncclRemoteError, "connect to %s: cannot send READY", c->peer_name);
+    return -1;
+  }
+  c->state = ST_DONE;
+  MCP_INFO(NCCL_NET, "connected %s -> %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
+           c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
+  return 1;
+check_deadline:
+  if (now_ns() > c->deadline_ns) {
+    mcp_comm_fail(c, ncclRemoteError, "connect to %s: no answer within MCPNET_CONNECT_TIMEOUT=%d s "
+                  "(is the peer's accept ever called? is a firewall dropping the port?)",
+                  c->peer_name, mcp_net_config()->connect_timeout_s);
+    return -1;
+  }
+  return 0;
+}
+
+ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config, void *handle,
+                             void **send_comm)
+{
+  struct connect_tail *tail = (struct connect_tail *)((char *)handle + MCP_WIRE_HANDLE_TAIL_OFFSET);
+  ncclResult_t rc = ncclSuccess;
+  struct mcp_comm *c;
+  int step;
+
+  *send_comm = NULL;
+  if (tail->magic != CONNECT_TAIL_MAGIC) {
+    c = connect_start(ctx, dev, config, handle, &rc);
+    if (c == NULL)
+      return rc;
+    tail->magic = CONNECT_TAIL_MAGIC;
+    tail->comm = c;
+  }
+  c = tail->comm;
+  step = connect_step(c);
+  if (step == 0)
+    return ncclSuccess;
+  tail->magic = 0;
+  tail->comm = NULL;
+  if (step < 0) {
+    rc = (ncclResult_t)c->error;
+    mcp_comm_destroy(c);
+    return rc;
+  }
+  *send_comm = c;
+  return ncclSuccess;
+}
+
+static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, ncclResult_t *rc)
+{
+  struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class);
+  const struct mcp_wire_endpoint *r = &req->req.ep;
+  char why[512];
+  struct mcp_wire_msg m;
+  int i;
+
+  *rc = ncclSystemError;
+  if (c == NULL) {
+    mcp_oob_request_free(req);
+    return -1;
+  }
+  c->stream = mcp_oob_stream_open_for(req);
+  mcp_oob_request_free(req);
+  if (c->stream == NULL)
+    goto fail;
+  mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
+  c->remote = *r;
+  /* The connecting side chooses SL/TC for both ends, as NCCL does. */
+  c->sl = r->fp.sl;
+  c->tc = r->fp.tc;
+  if (r->nqps < 1 || r->nqps > MCP_MAX_QPS || comm_resources(c, r->nqps) != 0)
+    goto fail;
+  mcp_comm_fill_endpoint(c);
+  if (check_peer(c, r, why, sizeof(why)) != 0) {
+    memset(&m, 0, sizeof(m));
+    m.type = MCP_WIRE_CONN_REJECT;
+    m.u.reject.code = MCP_WIRE_REJECT_MISMATCH;
+    snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "%.256s", why);
+    (void)mcp_oob_stream_send(c->stream, &m);
+    mcp_comm_fail(c, ncclInvalidUsage, "accept from %s: %s", c->peer_name, why);
+    *rc = ncclInvalidUsage;
+    goto fail;
+  }
+  if (mcp_qp_connect_all(c) != 0)
+    goto fail;
+  for (i = 0; i < c->nqps; i++)
+    if (mcp_qp_post_recvs(c, i, MCP_SLOTS) != 0)
+      goto fail;
+  c->remote_ring = r->ring_addr;
+  c->remote_rkey = r->ring_rkey;
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_ACK;
+  m.u.conn_ack = c->local;
+  if (mcp_oob_stream_send(c->stream, &m) != 0)
+    goto fail;
+  c->state = ST_WAIT_READY;
+  c->deadline_ns = now_ns() + (uint64_t)mcp_net_config()->connect_timeout_s * 1000000000ull;
+  lc->accepting = c;
+  return 0;
+fail:
+  if (c->error == 0)
+    MCP_WARN("accept on %s from %s failed while setting up the connection",
+             mcp_net_fabric()->dev[lc->dev].name, c->peer_name);
+  mcp_comm_destroy(c);
+  return -1;
+}
+
+ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
+{
+  struct mcp_listen_comm *lc = listen_comm;
+  struct mcp_oob_request *req;
+  struct mcp_wire_msg m;
+  struct mcp_comm *c;
+  ncclResult_t rc;
+
+  *recv_comm = NULL;
+  if (lc == NULL || lc->kind != MCP_COMM_LISTEN) {
+    MCP_WARN("accept: %p is not a listen comm of mcpnet", listen_comm);
+    return ncclInvalidArgument;
+  }
+  if (lc->accepting == NULL) {
+    if (!mcp_oob_listener_take(lc->listener, &req))
+      return ncclSuccess;
+    if (accept_start(lc, req, &rc) != 0)
+      return rc;
+  }
+  c = lc->accepting;
+  if (!mcp_oob_stream_recv(c->stream, &m)) {
+    if (atomic_load(&c->stream->dead))
+      mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, c->stream->dead_reason);
+    else if (now_ns() > c->deadline_ns)
+      mcp_comm_fail(c, ncclRemoteError, "accept from %s: no READY within MCPNET_CONNECT_TIMEOUT=%d s",
+                    c->peer_name, mcp_net_config()->connect_timeout_s);
+    else
+      return ncclSuccess;
+  } else if (m.type != MCP_WIRE_CONN_READY) {
+    mcp_comm_fail(c, ncclRemoteError, "accept from %s: expected READY, got %s%s%s", c->peer_name,
+                  mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
+                  m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
+  }
+  lc->accepting = NULL;
+  if (c->error != 0) {
+    rc = (ncclResult_t)c->error;
+    mcp_comm_destroy(c);
+    return rc;
+  }
+  c->state = ST_DONE;
+  MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
+           c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
+  *recv_comm = c;
+  return ncclSuccess;
+}

@@ -1,0 +1,259 @@
+/*
+ * mcp_net.c - process-wide lifecycle: init, devices, properties, finalize, and the
+ * comm-level calls that are not the data path (registration, close).
+ *
+ * NCCL 2.28 calls init once per communicator and expects a fresh context each time;
+ * discovery is global and happens once, under one lock, and is rebuilt after the last
+ * finalize. Older NCCL (v8-v10 tables) never finalizes and may dlclose the plugin after
+ * its last communicator, so nothing here owns a thread or a file descriptor: devices
+ * and the out-of-band socket are opened by the first comm and closed by the last one.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcpnet/comm.h"
+#include "mcpnet/fabric.h"
+#include "mcpnet/log.h"
+#include "mcpnet/net.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
+
+struct mcp_ctx {
+  uint64_t comm_id;
+  int traffic_class;
+};
+
+static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  int ready;        /* configuration loaded and fabric discovered */
+  int ctxs;         /* live contexts from v11 init */
+  int comms;        /* live listen/send/recv comms */
+  struct mcp_config cfg;
+  struct mcp_fabric fab;
+} g;
+
+int mcp_ctx_traffic_class(const void *ctx)
+{
+  const struct mcp_ctx *x = ctx;
+
+  return x != NULL ? x->traffic_class : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+}
+
+const struct mcp_fabric *mcp_net_fabric(void) { return g.ready ? &g.fab : NULL; }
+const struct mcp_config *mcp_net_config(void) { return &g.cfg; }
+
+void mcp_net_comm_ref(void)
+{
+  pthread_mutex_lock(&net_lock);
+  g.comms++;
+  pthread_mutex_unlock(&net_lock);
+}
+
+void mcp_net_comm_unref(void)
+{
+  pthread_mutex_lock(&net_lock);
+  g.comms--;
+  pthread_mutex_unlock(&net_lock);
+}
+
+static void teardown_locked(void)
+{
+  if (!g.ready)
+    return;
+  mcp_fabric_release(&g.fab);
+  mcp_param_free(&g.cfg);
+  g.ready = 0;
+}
+
+/* Configuration, verbs and discovery, once. */
+static ncclResult_t setup_locked(void)
+{
+  char why[512];
+
+  if (g.ready)
+    return ncclSuccess;
+  if (mcp_param_load(&g.cfg, NULL, 0, why, sizeof(why)) != 0) {
+    MCP_WARN("invalid configuration: %s. NCCL falls back to its own transports unless NCCL_NET=MCP", why);
+    mcp_param_free(&g.cfg);
+    return ncclInvalidUsage;
+  }
+  mcp_param_log(&g.cfg);
+  if (mcp_verbs_load(why, sizeof(why)) != 0) {
+    MCP_WARN("%s. NCCL falls back to its own transports unless NCCL_NET=MCP", why);
+    mcp_param_free(&g.cfg);
+    return ncclSystemError;
+  }
+  if (mcp_fabric_discover(&g.fab, &g.cfg) != 0) {
+    mcp_param_free(&g.cfg);
+    return ncclSystemError;
+  }
+  g.ready = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_net_init(void **ctx, uint64_t comm_id, const struct mcp_comm_config *config,
+                          ncclDebugLogger_t log_fn)
+{
+  ncclResult_t rc;
+  struct mcp_ctx *x = NULL;
+
+  if (log_fn != NULL)
+    mcp_log_set_logger(log_fn);
+  if (ctx != NULL) {
+    *ctx = NULL;
+    x = calloc(1, sizeof(*x));
+    if (x == NULL)
+      return ncclSystemError;
+    x->comm_id = comm_id;
+    x->traffic_class = config != NULL ? config->traffic_class : NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  }
+  pthread_mutex_lock(&net_lock);
+  rc = setup_locked();
+  if (rc == ncclSuccess && x != NULL)
+    g.ctxs++;
+  pthread_mutex_unlock(&net_lock);
+  if (rc != ncclSuccess) {
+    free(x);
+    return rc;
+  }
+  if (ctx != NULL)
+    *ctx = x;
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_net_finalize(void *ctx)
+{
+  /* NCCL also finalizes after a failed init, with the NULL context it got back. */
+  if (ctx == NULL)
+    return ncclSuccess;
+  free(ctx);
+  pthread_mutex_lock(&net_lock);
+  if (--g.ctxs == 0 && g.comms == 0)
+    teardown_locked();
+  pthread_mutex_unlock(&net_lock);
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_net_devices(int *ndev)
+{
+  *ndev = g.ready ? g.fab.ndev : 0;
+  return g.ready ? ncclSuccess : ncclInvalidUsage;
+}
+
+ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
+{
+  const struct mcp_net_dev *d;
+
+  if (!g.ready || dev < 0 || dev >= g.fab.ndev) {
+    MCP_WARN("getProperties(%d): there are %d device(s)", dev, g.ready ? g.fab.ndev : 0);
+    return ncclInvalidArgument;
+  }
+  d = &g.fab.dev[dev];
+  memset(props, 0, sizeof(*props));
+  props->name = d->name;
+  props->pci_path = d->pci_path;
+  props->guid = d->guid;
+  props->ptr_support = d->ptr_support;
+  props->reg_is_global = 1;
+  props->force_flush = 0;
+  props->speed_mbps = d->speed_mbps;
+  props->port = d->port;
+  props->latency_us = 0;
+  props->max_comms = d->max_qp;
+  props->max_recvs = MCP_MAX_RECVS;
+  props->max_p2p_bytes = MCP_MAX_P2P_BYTES;
+  props->max_coll_bytes = MCP_MAX_P2P_BYTES;
+  return ncclSuccess;
+}
+
+static struct mcp_devctx *comm_devctx(void *comm)
+{
+  struct mcp_comm *c = comm;
+
+  if (c == NULL || (c->kind != MCP_COMM_SEND && c->kind != MCP_COMM_RECV))
+    return NULL;
+  return c->dc;
+}
+
+ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+  struct mcp_devctx *dc = comm_devctx(comm);
+  struct mcp_mr *m;
+
+  *mhandle = NULL;
+  if (dc == NULL) {
+    MCP_WARN("regMr on %p: not a send or receive comm of mcpnet", comm);
+    return ncclInvalidArgument;
+  }
+  if (type != NCCL_PTR_HOST && type != NCCL_PTR_CUDA) {
+    MCP_WARN("regMr of type %d: only host (1) and CUDA (2) memory exist", type);
+    return ncclInvalidArgument;
+  }
+  if (type == NCCL_PTR_CUDA && !(dc->info->ptr_support & NCCL_PTR_CUDA)) {
+    MCP_WARN("regMr of GPU memory on %s: no GPU peer-memory module is loaded (nvidia_peermem)",
+             dc->info->name);
+    return ncclInvalidUsage;
+  }
+  if (mcp_mr_register(dc, data, size, type, &m) != 0)
+    return ncclSystemError;
+  *mhandle = m;
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
+                                   int fd, void **mhandle)
+{
+  struct mcp_devctx *dc = comm_devctx(comm);
+  struct mcp_mr *m;
+
+  *mhandle = NULL;
+  if (dc == NULL) {
+    MCP_WARN("regMrDmaBuf on %p: not a send or receive comm of mcpnet", comm);
+    return ncclInvalidArgument;
+  }
+  if (fd < 0)
+    return mcp_net_reg_mr(comm, data, size, type, mhandle);
+  if (mcp_mr_register_dmabuf(dc, data, size, type, offset, fd, &m) != 0)
+    return ncclSystemError;
+  *mhandle = m;
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_net_dereg_mr(void *comm, void *mhandle)
+{
+  if (mhandle == NULL)
+    return ncclSuccess;
+  mcp_mr_release(mhandle);
+  return ncclSuccess;
+}
+
+static ncclResult_t close_comm(void *comm, int kind)
+{
+  struct mcp_comm *c = comm;
+
+  if (c == NULL)
+    return ncclSuccess;
+  if (c->kind != kind) {
+    MCP_WARN("close of %p: not a %s comm of mcpnet", comm, kind == MCP_COMM_SEND ? "send" : "receive");
+    return ncclInvalidArgument;
+  }
+  mcp_comm_destroy(c);
+  return ncclSuccess;
+}
+
+ncclResult_t mcp_net_close_send(void *send_comm) { return close_comm(send_comm, MCP_COMM_SEND); }
+ncclResult_t mcp_net_close_recv(void *recv_comm) { return close_comm(recv_comm, MCP_COMM_RECV); }
+
+/* dlclose: give back what the v8-v10 tables, which have no finalize, never could. */
+__attribute__((destructor)) static void mcp_net_unload(void)
+{
+  pthread_mutex_lock(&net_lock);
+  if (g.comms == 0)
+    teardown_locked();
+  pthread_mutex_unlock(&net_lock);
+  if (g.comms == 0)
+    mcp_verbs_unload();
+}

@@ -1,0 +1,200 @@
+/*
+ * mcp_xfer_poll.c - completions and test().
+ *
+ * test() polls the comm's completion queue in batches and turns work completions into
+ * finished requests: a send when all its signalled writes are acknowledged, a receive
+ * when all the immediates of its slot have arrived (the size being the sum of the
+ * writes, or the sizes record of a grouped receive), a flush when its read returns.
+ * Receive WRs consumed by immediates are reposted in batches. Every 100 ms a waiting
+ * comm also looks at the out-of-band connection, which is how a dead peer process is
+ * noticed even when the RDMA side would only time out much later.
+ */
+#include <arpa/inet.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcpnet/comm.h"
+#include "mcpnet/log.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
+
+#define ALIVE_CHECK_NS 100000000ull
+
+static uint64_t coarse_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int mcp_xfer_check_alive(struct mcp_comm *c)
+{
+  uint64_t now = coarse_ns();
+
+  if (now < c->next_alive_check_ns)
+    return 0;
+  c->next_alive_check_ns = now + ALIVE_CHECK_NS;
+  mcp_oob_poll(100);
+  if (atomic_load(&c->stream->dead)) {
+    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
+                  c->peer_name, c->stream->dead_reason);
+    return -1;
+  }
+  return 0;
+}
+
+static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot, int record)
+{
+  struct mcp_request *r = rs->req;
+  int i;
+
+  if (record) {
+    const struct mcp_record *rec = &c->ring_records[slot];
+    if (rec->seq != rs->seq || (int)rec->n != r->n) {
+      mcp_comm_fail(c, ncclRemoteError, "receive from %s: the sizes record of seq %u says seq %u, "
+                    "%u buffers (protocol error)", c->peer_name, rs->seq, rec->seq, rec->n);
+      return;
+    }
+    for (i = 0; i < r->n; i++)
+      r->sizes[i] = (int)rec->sizes[i];
+  } else {
+    r->sizes[0] = (int)rs->bytes;
+  }
+  rs->req = NULL;
+  r->done = 1;
+  if (r->released) {
+    c->inflight--;
+    mcp_req_put(r);
+  }
+}
+
+static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
+{
+  uint32_t imm = ntohl(wc->imm_data);
+  int qp = (int)MCP_WR_IDX(wc->wr_id);
+  int slot = (int)(MCP_IMM_SEQ(imm) % MCP_SLOTS);
+  struct mcp_recv_slot *rs = &c->rslots[slot];
+
+  if (++c->recv_consumed[qp] >= MCP_CQ_BATCH) {
+    if (mcp_qp_post_recvs(c, qp, c->recv_consumed[qp]) != 0) {
+      mcp_comm_fail(c, ncclSystemError, "%s: reposting receive WRs failed", c->dc->info->name);
+      return;
+    }
+    c->recv_consumed[qp] = 0;
+  }
+  if (rs->req == NULL || (rs->seq & 0xffffu) != MCP_IMM_SEQ(imm)) {
+    mcp_comm_fail(c, ncclRemoteError, "receive from %s: data for seq %u (low bits) arrived at slot "
+                  "%d, which waits for %u (protocol error)", c->peer_name, MCP_IMM_SEQ(imm), slot,
+                  rs->req ? rs->seq : 0);
+    return;
+  }
+  rs->expected = (int)MCP_IMM_K(imm);
+  rs->got++;
+  rs->bytes += wc->byte_len;
+  if (rs->got == rs->expected)
+    complete_recv(c, rs, slot, (int)MCP_IMM_REC(imm));
+}
+
+static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
+{
+  if (c->error != 0)
+    return;
+  mcp_comm_fail(c, ncclRemoteError, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
+                "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d",
+                c->kind == MCP_COMM_SEND ? "send to" : "receive from", c->peer_name,
+                mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
+                MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
+                : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive"
+                : MCP_WR_KIND(wc->wr_id) == MCP_WR_FLUSH ? "flush read" : "data write",
+                c->seq, c->dc->info->name, c->dc->info->port, c->dc->info->gid.index, c->dc->info->gid.text,
+                mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt);
+}
+
+int mcp_xfer_poll(struct mcp_comm *c)
+{
+  struct ibv_wc wc[MCP_CQ_BATCH];
+  int n, i;
+
+  n = ibv_poll_cq(c->cq, MCP_CQ_BATCH, wc);
+  if (n < 0) {
+    mcp_comm_fail(c, ncclSystemError, "%s: ibv_poll_cq failed (%d)", c->dc->info->name, n);
+    return -1;
+  }
+  for (i = 0; i < n; i++) {
+    const struct ibv_wc *w = &wc[i];
+    struct mcp_request *r;
+
+    if (w->status != IBV_WC_SUCCESS) {
+      on_error(c, w);
+      continue;
+    }
+    switch (MCP_WR_KIND(w->wr_id)) {
+    case MCP_WR_SEND:
+    case MCP_WR_FLUSH:
+      r = &c->reqs[MCP_WR_IDX(w->wr_id)];
+      if (--r->pending == 0)
+        r->done = 1;
+      break;
+    case MCP_WR_GROUP:
+      for (r = &c->reqs[MCP_WR_IDX(w->wr_id)]; r != NULL;
+           r = r->group_next >= 0 ? &c->reqs[r->group_next] : NULL) {
+        r->pending = 0;
+        r->done = 1;
+      }
+      break;
+    case MCP_WR_RECV:
+      on_immediate(c, w);
+      break;
+    default:
+      break; /* signalled clear-to-send writes only free send-queue space */
+    }
+  }
+  return n;
+}
+
+ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
+{
+  struct mcp_request *r = request;
+  struct mcp_comm *c;
+  int i;
+
+  *done = 0;
+  if (r == NULL || !r->in_use) {
+    MCP_WARN("test on %p: not a request of mcpnet that is in flight", request);
+    return ncclInvalidArgument;
+  }
+  c = r->comm;
+  if (!r->done) {
+    if (c->error == 0)
+      mcp_xfer_poll(c);
+    if (!r->done && c->error == 0)
+      mcp_xfer_check_alive(c);
+    if (c->error != 0)
+      return (ncclResult_t)c->error;
+    if (!r->done) {
+      if (r->optional && r->kind == MCP_REQ_RECV) {
+        /* NCCL finds LL/LL128 data by its flags: let it go now, free the request when the
+         * data is in. */
+        r->released = 1;
+        *done = 1;
+        if (sizes != NULL)
+          for (i = 0; i < r->n; i++)
+            sizes[i] = (int)c->staging[r->seq % MCP_SLOTS].e[i].size;
+      }
+      return ncclSuccess;
+    }
+  }
+  *done = 1;
+  if (sizes != NULL) {
+    if (r->kind == MCP_REQ_SEND)
+      sizes[0] = r->size;
+    else if (r->kind == MCP_REQ_RECV)
+      for (i = 0; i < r->n; i++)
+        sizes[i] = r->sizes[i];
+  }
+  if (r->kind == MCP_REQ_RECV)
+    c->inflight--;
+  mcp_req_put(r);
+  return ncclSuccess;
+}

@@ -1,0 +1,191 @@
+/*
+ * mcp_xfer_recv.c - irecv and iflush.
+ *
+ * irecv takes the next sequence number, records which request waits on its slot and
+ * RDMA-writes the clear-to-send entry (inline when it fits) into the sender's ring on
+ * QP 0; only every 16th such write is signalled, to keep the send queue drained.
+ * iflush reads one byte of the last received buffer back through a loopback QP, which
+ * orders the NIC's earlier PCIe writes before NCCL's kernel reads GPU memory; it is
+ * only needed for GPU buffers, or when MCPNET_FORCE_FLUSH=1 makes it run on host
+ * memory (the lab's way of exercising it).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcpnet/comm.h"
+#include "mcpnet/log.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
+
+#define CTS_SIGNAL_EVERY 16
+
+ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                           void **mhandles, void **request)
+{
+  struct mcp_comm *c = recv_comm;
+  int optional = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
+  struct mcp_request *r;
+  struct mcp_recv_slot *rs;
+  struct mcp_cts_elem *e;
+  struct ibv_send_wr wr, *bad;
+  struct ibv_sge sge;
+  uint32_t seq;
+  int slot, i, rc;
+
+  *request = NULL;
+  if (c->error != 0)
+    return (ncclResult_t)c->error;
+  if (n < 1 || n > MCP_MAX_RECVS) {
+    MCP_WARN("irecv with %d buffers: 1..%d are supported", n, MCP_MAX_RECVS);
+    return ncclInvalidArgument;
+  }
+  if (c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
+    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+  seq = c->seq;
+  slot = (int)(seq % MCP_SLOTS);
+  e = c->staging[slot].e;
+  for (i = 0; i < n; i++) {
+    const struct mcp_mr *mh = mhandles[i];
+    if (mh == NULL && sizes[i] > 0) {
+      mcp_req_put(r);
+      MCP_WARN("irecv of %zu bytes from %s without a memory handle", sizes[i], c->peer_name);
+      return ncclInvalidArgument;
+    }
+    e[i].addr = (uintptr_t)data[i];
+    e[i].size = sizes[i];
+    e[i].rkey = mh != NULL ? mh->mr->rkey : 0;
+    e[i].tag = tags[i];
+    e[i].n = (uint16_t)n;
+    e[i].idx = (uint16_t)i;
+    e[i].seq = seq;
+  }
+  r->kind = MCP_REQ_RECV;
+  r->seq = seq;
+  r->n = n;
+  r->released = 0;
+  r->optional = (uint8_t)optional;
+  rs = &c->rslots[slot];
+  rs->req = r;
+  rs->seq = seq;
+  rs->expected = 0;
+  rs->got = 0;
+  rs->bytes = 0;
+
+  memset(&wr, 0, sizeof(wr));
+  sge.addr = (uintptr_t)e;
+  sge.length = (uint32_t)(n * (int)sizeof(*e));
+  sge.lkey = c->staging_mr->lkey;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_cts_slot);
+  wr.wr.rdma.rkey = c->remote_rkey;
+  wr.wr_id = MCP_WR(MCP_WR_CTS, 0);
+  if ((int)sge.length <= c->max_inline)
+    wr.send_flags |= IBV_SEND_INLINE;
+  if (++c->cts_unsignaled == CTS_SIGNAL_EVERY) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    c->cts_unsignaled = 0;
+  }
+  rc = ibv_post_send(c->qp[0], &wr, &bad);
+  if (rc != 0) {
+    rs->req = NULL;
+    mcp_req_put(r);
+    mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+                  c->dc->info->name, seq, c->peer_name, strerror(rc));
+    return ncclSystemError;
+  }
+  c->seq = seq + 1;
+  c->inflight++;
+  *request = r;
+  return ncclSuccess;
+}
+
+/* A loopback RC QP: connected to itself, it reads our own memory. */
+static int flush_setup(struct mcp_comm *c)
+{
+  struct ibv_qp_init_attr init;
+  struct ibv_qp_attr attr;
+
+  c->flush_buf = calloc(1, sizeof(uint64_t));
+  if (c->flush_buf == NULL)
+    return -1;
+  c->flush_mr = mcp_mr_internal(c->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
+  if (c->flush_mr == NULL)
+    return -1;
+  memset(&init, 0, sizeof(init));
+  init.send_cq = c->cq;
+  init.recv_cq = c->cq;
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = MCP_RECV_REQS;
+  init.cap.max_recv_wr = 1;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  c->flush_qp = mcp_ibv.create_qp(c->dc->pd, &init);
+  if (c->flush_qp == NULL) {
+    MCP_WARN("%s: cannot create the flush QP: %s", c->dc->info->name, strerror(errno));
+    return -1;
+  }
+  memset(&attr, 0, sizeof(attr));
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = (uint16_t)mcp_net_config()->ib_pkey_index;
+  attr.port_num = (uint8_t)c->dc->info->port;
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+  if (mcp_ibv.modify_qp(c->flush_qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                                IBV_QP_ACCESS_FLAGS) != 0)
+    return -1;
+  return mcp_qp_to_rts(c, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->dc->info->gid.raw, c->dc->info->lid);
+}
+
+ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                            void **request)
+{
+  struct mcp_comm *c = recv_comm;
+  struct ibv_send_wr wr, *bad;
+  struct ibv_sge sge;
+  struct mcp_request *r;
+  int i, last = -1, gpu = 0, rc;
+
+  *request = NULL;
+  if (c->error != 0)
+    return (ncclResult_t)c->error;
+  for (i = 0; i < n; i++) {
+    const struct mcp_mr *mh = mhandles[i];
+    if (sizes[i] > 0 && mh != NULL) {
+      last = i;
+      gpu |= mh->type == NCCL_PTR_CUDA;
+    }
+  }
+  if (last < 0 || (!gpu && !mcp_net_config()->force_flush))
+    return ncclSuccess;
+  if (c->flush_qp == NULL && flush_setup(c) != 0) {
+    mcp_comm_fail(c, ncclSystemError, "%s: the loopback flush QP could not be set up", c->dc->info->name);
+    return ncclSystemError;
+  }
+  r = mcp_req_get(c);
+  if (r == NULL)
+    return ncclSuccess;
+  r->kind = MCP_REQ_FLUSH;
+  r->n = 0;
+  r->pending = 1;
+  memset(&wr, 0, sizeof(wr));
+  sge.addr = (uintptr_t)c->flush_buf;
+  sge.length = 1;
+  sge.lkey = c->flush_mr->lkey;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = (uintptr_t)data[last];
+  wr.wr.rdma.rkey = ((const struct mcp_mr *)mhandles[last])->mr->rkey;
+  wr.wr_id = MCP_WR(MCP_WR_FLUSH, r->index);
+  rc = ibv_post_send(c->flush_qp, &wr, &bad);
+  if (rc != 0) {
+    mcp_req_put(r);
+    mcp_comm_fail(c, ncclSystemError, "%s: posting the flush read failed: %s", c->dc->info->name, strerror(rc));
+    return ncclSystemError;
+  }
+  *request = r;
+  return ncclSuccess;
+}

@@ -1,0 +1,52 @@
+/*
+ * mcp_xfer_req.c - the fixed pool of requests of one comm.
+ *
+ * Requests are preallocated with the comm (NCCL allows 32 outstanding per comm, times
+ * maxRecvs on the send side) and recycled through an index stack, so the data path
+ * never allocates. Only the comm's progress thread touches its pool.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcpnet/comm.h"
+
+int mcp_req_pool_init(struct mcp_comm *c, int n, int kind)
+{
+  int i;
+
+  c->reqs = calloc((size_t)n, sizeof(*c->reqs));
+  if (c->reqs == NULL)
+    return -1;
+  c->nreqs = n;
+  for (i = 0; i < n; i++) {
+    c->reqs[i].comm = c;
+    c->reqs[i].index = (uint16_t)i;
+    c->reqs[i].kind = (uint8_t)kind;
+    c->free_list[i] = (uint16_t)(n - 1 - i);
+  }
+  c->free_top = n;
+  return 0;
+}
+
+struct mcp_request *mcp_req_get(struct mcp_comm *c)
+{
+  struct mcp_request *r;
+
+  if (c->free_top == 0)
+    return NULL;
+  r = &c->reqs[c->free_list[--c->free_top]];
+  r->in_use = 1;
+  r->done = 0;
+  r->released = 0;
+  r->pending = 0;
+  r->group_next = -1;
+  return r;
+}
+
+void mcp_req_put(struct mcp_request *r)
+{
+  struct mcp_comm *c = r->comm;
+
+  r->in_use = 0;
+  c->free_list[c->free_top++] = r->index;
+}

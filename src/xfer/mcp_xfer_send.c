@@ -1,0 +1,205 @@
+/*
+ * mcp_xfer_send.c - isend: wait for the receiver's clear-to-send, then RDMA-write.
+ *
+ * The sender never sends unsolicited data: until the CTS entry for the next sequence
+ * number is in its ring, isend returns a NULL request and NCCL calls again. A single
+ * receive is written with WRITE_WITH_IMM, striped over the connection's QPs when the
+ * message is large; a grouped receive is written element by element on one QP and
+ * closed by a write of its sizes record with the immediate. No allocation, no lock,
+ * no log on this path unless something is wrong.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "mcpnet/comm.h"
+#include "mcpnet/log.h"
+#include "mcpnet/param.h"
+
+static uint32_t load_seq(const struct mcp_cts_elem *e)
+{
+  return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+}
+
+static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
+{
+  struct ibv_send_wr *bad;
+  int rc = ibv_post_send(c->qp[qp], wr, &bad);
+
+  if (rc != 0)
+    mcp_comm_fail(c, ncclSystemError, "%s: ibv_post_send on QP %#x toward %s failed: %s",
+                  c->dc->info->name, c->qp[qp]->qp_num, c->peer_name, strerror(rc));
+  return rc;
+}
+
+static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *sge, void *addr,
+                    size_t len, const struct mcp_mr *mh, uint64_t raddr, uint32_t rkey)
+{
+  memset(wr, 0, sizeof(*wr));
+  wr->wr.rdma.remote_addr = raddr;
+  wr->wr.rdma.rkey = rkey;
+  if (len == 0)
+    return;
+  sge->addr = (uintptr_t)addr;
+  sge->length = (uint32_t)len;
+  sge->lkey = mh != NULL ? mh->mr->lkey : 0;
+  wr->sg_list = sge;
+  wr->num_sge = 1;
+  if ((int)len <= c->max_inline && (int)len <= mcp_net_config()->inline_bytes)
+    wr->send_flags = IBV_SEND_INLINE;
+}
+
+/* A single receive: K chunks on K QPs, each a signalled WRITE_WITH_IMM. */
+static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size,
+                       const struct mcp_mr *mh, const struct mcp_cts_elem *e)
+{
+  size_t chunk = size, off = 0;
+  int k = 1, j, base = (int)(r->seq % (uint32_t)c->nqps);
+
+  if (c->nqps > 1 && size >= 2 * MCP_STRIPE_MIN) {
+    k = (int)(size / MCP_STRIPE_MIN) < c->nqps ? (int)(size / MCP_STRIPE_MIN) : c->nqps;
+    chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
+    k = (int)((size + chunk - 1) / chunk);
+  }
+  r->pending = k;
+  for (j = 0; j < k; j++) {
+    size_t len = size - off < chunk ? size - off : chunk;
+    struct ibv_send_wr wr;
+    struct ibv_sge sge;
+    int qp = (base + j) % c->nqps;
+
+    wr_fill(c, &wr, &sge, (char *)data + off, len, mh, e->addr + off, e->rkey);
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    wr.wr_id = MCP_WR(MCP_WR_SEND, r->index);
+    if (post(c, qp, &wr) != 0)
+      return -1;
+    off += len;
+  }
+  return 0;
+}
+
+/* One element of a grouped receive: an unsignalled write on the group's QP. */
+static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size,
+                           const struct mcp_mr *mh, const struct mcp_cts_elem *e)
+{
+  struct ibv_send_wr wr;
+  struct ibv_sge sge;
+
+  if (size == 0)
+    return 0;
+  wr_fill(c, &wr, &sge, data, size, mh, e->addr, e->rkey);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr_id = MCP_WR(MCP_WR_SEND, r->index);
+  return post(c, (int)(r->seq % (uint32_t)c->nqps), &wr);
+}
+
+/* The group is complete: write the sizes record with the immediate, signalled; its
+ * completion completes every request of the group (chained through group_next). */
+static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int slot)
+{
+  struct mcp_record *rec = &c->records[slot];
+  struct ibv_send_wr wr;
+  struct ibv_sge sge;
+  int i;
+
+  memset(rec, 0, sizeof(*rec));
+  rec->seq = ss->seq;
+  rec->n = (uint32_t)ss->n;
+  for (i = 0; i < ss->n; i++) {
+    rec->sizes[i] = (uint32_t)ss->reqs[i]->size;
+    ss->reqs[i]->group_next = i + 1 < ss->n ? (int16_t)ss->reqs[i + 1]->index : -1;
+    ss->reqs[i]->pending = 1;
+  }
+  memset(&wr, 0, sizeof(wr));
+  sge.addr = (uintptr_t)rec;
+  sge.length = sizeof(*rec);
+  sge.lkey = c->records_mr->lkey;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.imm_data = htonl(MCP_IMM(ss->seq, 1, 1));
+  wr.send_flags = IBV_SEND_SIGNALED | (c->max_inline >= (int)sizeof(*rec) ? IBV_SEND_INLINE : 0);
+  wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record);
+  wr.wr.rdma.rkey = c->remote_rkey;
+  wr.wr_id = MCP_WR(MCP_WR_GROUP, ss->reqs[0]->index);
+  return post(c, (int)(ss->seq % (uint32_t)c->nqps), &wr);
+}
+
+ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                           void **request)
+{
+  struct mcp_comm *c = send_comm;
+  uint32_t seq = c->seq;
+  int slot = (int)(seq % MCP_SLOTS);
+  const struct mcp_cts_elem *e = c->ring_elems[slot].e;
+  struct mcp_send_slot *ss = &c->sslots[slot];
+  struct mcp_request *r;
+  int n, i;
+
+  *request = NULL;
+  if (c->error != 0)
+    return (ncclResult_t)c->error;
+  if (load_seq(&e[0]) != seq)
+    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+  n = e[0].n;
+  if (n < 1 || n > MCP_MAX_RECVS) {
+    mcp_comm_fail(c, ncclRemoteError, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
+                  c->peer_name, n, seq);
+    return ncclRemoteError;
+  }
+  for (i = 1; i < n; i++)
+    if (load_seq(&e[i]) != seq)
+      return ncclSuccess; /* the entry is still arriving */
+  if (ss->seq != seq) {
+    memset(ss, 0, sizeof(*ss));
+    ss->seq = seq;
+    ss->n = n;
+  }
+  for (i = 0; i < n; i++)
+    if (!ss->used[i] && e[i].tag == tag)
+      break;
+  if (i == n) {
+    mcp_comm_fail(c, ncclInternalError, "send to %s with tag %d: the posted receive (seq %u) has no "
+                  "free buffer with that tag", c->peer_name, tag, seq);
+    return ncclInternalError;
+  }
+  if (size > e[i].size) {
+    mcp_comm_fail(c, ncclInvalidUsage, "send of %zu bytes to %s is larger than the posted receive "
+                  "buffer of %llu bytes (seq %u, tag %d)", size, c->peer_name,
+                  (unsigned long long)e[i].size, seq, tag);
+    return ncclInvalidUsage;
+  }
+  if (size > 0 && mhandle == NULL) {
+    mcp_comm_fail(c, ncclInvalidArgument, "send of %zu bytes to %s without a memory handle", size, c->peer_name);
+    return ncclInvalidArgument;
+  }
+  r = mcp_req_get(c);
+  if (r == NULL) {
+    mcp_comm_fail(c, ncclInternalError, "send to %s: more than %d requests outstanding", c->peer_name,
+                  MCP_SEND_REQS);
+    return ncclInternalError;
+  }
+  r->kind = MCP_REQ_SEND;
+  r->seq = seq;
+  r->size = (int)size;
+  if (n == 1) {
+    if (send_single(c, r, data, size, mhandle, &e[0]) != 0)
+      return (ncclResult_t)c->error;
+    c->seq = seq + 1;
+  } else {
+    if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
+      return (ncclResult_t)c->error;
+    ss->used[i] = 1;
+    ss->reqs[i] = r;
+    r->pending = 1;
+    if (++ss->matched == n) {
+      if (send_group_final(c, ss, slot) != 0)
+        return (ncclResult_t)c->error;
+      c->seq = seq + 1;
+    }
+  }
+  *request = r;
+  return ncclSuccess;
+}

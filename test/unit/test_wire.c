@@ -1,0 +1,739 @@
+/*
+ * test_wire.c - the handshake wire format: decode(encode(x)) == x over randomized
+ * messages of every type (fixed seed, so a failure reproduces), every truncation of
+ * every type failing cleanly, corrupted magic/version/type/lengths/strings/counts
+ * rejected with a reason, the 128-byte handle, random and mutated bytes never crashing
+ * (run it under MCPNET_SANITIZE=address,undefined to make "never" mean something), and
+ * frames streamed through the socket layer's receive buffer.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mcp_test.h"
+#include "mcpnet/sock.h"
+#include "mcpnet/wire.h"
+
+/* ---- Random values ---------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+/* xorshift64*: tiny, deterministic across platforms, good enough to cover fields. */
+static uint64_t rnd(void)
+{
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+static uint32_t rnd_below(uint32_t n) { return (uint32_t)(rnd() % n); }
+
+/* A random string of 0..max bytes, none of them NUL; often at the extremes. */
+static void rnd_str(char *dst, size_t max, size_t min)
+{
+  uint32_t pick = rnd_below(4);
+  size_t n = pick == 0 ? min : pick == 1 ? max : min + rnd_below((uint32_t)(max - min + 1));
+
+  for (size_t i = 0; i < n; i++)
+    dst[i] = (char)(1 + rnd_below(255));
+  dst[n] = '\0';
+}
+
+static void rnd_endpoint(struct mcp_wire_endpoint *ep)
+{
+  static const uint8_t families[] = {0, 4, 6};
+
+  memset(ep, 0, sizeof(*ep));
+  ep->stream_id = (uint32_t)rnd();
+  rnd_str(ep->dev_name, MCP_WIRE_DEVNAME_MAX, 1);
+  ep->port = (uint8_t)(1 + rnd_below(255));
+  ep->link_layer = (uint8_t)(1 + rnd_below(2));
+  ep->active_mtu = (uint8_t)(1 + rnd_below(5));
+  ep->gid_index = (uint8_t)rnd();
+  for (int i = 0; i < 16; i++)
+    ep->gid[i] = (uint8_t)rnd();
+  ep->lid = (uint16_t)rnd();
+  ep->nqps = (uint8_t)(1 + rnd_below(MCP_WIRE_MAX_QPS));
+  for (int i = 0; i < ep->nqps; i++) {
+    ep->qps[i].qpn = (uint32_t)rnd() & 0xffffff;
+    ep->qps[i].psn = (uint32_t)rnd() & 0xffffff;
+  }
+  ep->ring_addr = rnd();
+  ep->ring_rkey = (uint32_t)rnd();
+  ep->ring_slots = (uint32_t)rnd();
+  ep->fp.plugin_version = (uint32_t)rnd();
+  ep->fp.gid_type = (uint8_t)rnd_below(3);
+  ep->fp.gid_family = families[rnd_below(3)];
+  ep->fp.pkey = (uint16_t)rnd();
+  ep->fp.sl = (uint8_t)rnd_below(16);
+  ep->fp.tc = (uint8_t)rnd();
+  ep->fp.timeout = (uint8_t)rnd_below(32);
+  ep->fp.retry = (uint8_t)rnd_below(8);
+  ep->fp.rnr_retry = (uint8_t)rnd_below(8);
+  ep->fp.qps_per_conn = (uint8_t)(1 + rnd_below(MCP_WIRE_MAX_QPS));
+  ep->fp.speed_mbps = (uint32_t)rnd();
+  ep->fp.max_message = (uint32_t)rnd();
+}
+
+static void rnd_msg(struct mcp_wire_msg *m, uint16_t type)
+{
+  memset(m, 0, sizeof(*m));
+  m->type = type;
+  m->stream_id = rnd_below(4) == 0 ? 0 : (uint32_t)rnd();
+  switch (type) {
+  case MCP_WIRE_HELLO:
+    m->u.hello.nonce = rnd();
+    m->u.hello.pid = (uint32_t)rnd();
+    rnd_str(m->u.hello.hostname, MCP_WIRE_HOSTNAME_MAX, 0);
+    rnd_str(m->u.hello.plugin_version, MCP_WIRE_VERSTR_MAX, 0);
+    m->u.hello.local_rank = (int32_t)rnd();
+    break;
+  case MCP_WIRE_CONN_REQ:
+    m->u.conn_req.listen_token = rnd();
+    rnd_endpoint(&m->u.conn_req.ep);
+    break;
+  case MCP_WIRE_CONN_ACK:
+    rnd_endpoint(&m->u.conn_ack);
+    break;
+  case MCP_WIRE_CONN_REJECT:
+    m->u.reject.code = (uint32_t)rnd();
+    rnd_str(m->u.reject.reason, MCP_WIRE_REASON_MAX, 0);
+    break;
+  case MCP_WIRE_CLOSE:
+    m->u.close_stream_id = (uint32_t)rnd();
+    break;
+  case MCP_WIRE_PING:
+  case MCP_WIRE_PONG:
+    m->u.cookie = rnd();
+    break;
+  default:
+    break;
+  }
+}
+
+static size_t encode_ok(const struct mcp_wire_msg *m, uint8_t *buf)
+{
+  char err[MCP_WIRE_ERRLEN];
+  size_t len = 0;
+  int rc = mcp_wire_encode(m, buf, MCP_WIRE_MSG_MAX, &len, err, sizeof(err));
+
+  if (rc != 0) {
+    fprintf(stderr, "encode %s: %s\n", mcp_wire_type_name(m->type), err);
+    CHECK(0);
+  }
+  return len;
+}
+
+/* ---- Round trips -------------------------------------------------------------------- */
+
+static void test_roundtrip_property(void)
+{
+  uint8_t buf[MCP_WIRE_MSG_MAX], again[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  struct mcp_wire_msg in, out;
+  int failures = 0, per_type[MCP_WIRE_TYPE_MAX + 1] = {0};
+
+  for (int it = 0; it < 20000 && failures < 5; it++) {
+    uint16_t type = (uint16_t)(1 + rnd_below(MCP_WIRE_TYPE_MAX));
+    size_t len, len2 = 0, flen = 0;
+
+    rnd_msg(&in, type);
+    len = encode_ok(&in, buf);
+    if (mcp_wire_decode(buf, len, &out, err, sizeof(err)) != 0 || !mcp_wire_msg_equal(&in, &out)) {
+      fprintf(stderr, "iteration %d (%s): round trip failed: %s\n", it,
+              mcp_wire_type_name(type), err);
+      failures++;
+      continue;
+    }
+    /* Canonical: re-encoding the decoded message gives the same bytes. */
+    if (mcp_wire_encode(&out, again, sizeof(again), &len2, err, sizeof(err)) != 0 ||
+        len2 != len || memcmp(buf, again, len) != 0) {
+      fprintf(stderr, "iteration %d: re-encoding differs\n", it);
+      failures++;
+    }
+    if (mcp_wire_frame_len(buf, len, &flen, err, sizeof(err)) != 1 || flen != len) {
+      fprintf(stderr, "iteration %d: frame_len %zu != %zu\n", it, flen, len);
+      failures++;
+    }
+    per_type[type]++;
+  }
+  CHECK_EQ_INT(failures, 0);
+  for (int t = 1; t <= MCP_WIRE_TYPE_MAX; t++)
+    CHECK(per_type[t] > 1000);
+}
+
+/* The little-endian layout is a contract with other hosts: pin one frame byte by byte. */
+static void test_golden_bytes(void)
+{
+  static const uint8_t want[] = {
+      0x4e, 0x50, 0x43, 0x4d, /* magic "MCPN" as u32 LE */
+      0x01, 0x00,             /* version 1 */
+      0x07, 0x00,             /* PING */
+      0x08, 0x00, 0x00, 0x00, /* payload length 8 */
+      0x44, 0x33, 0x22, 0x11, /* stream id 0x11223344 */
+      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* cookie */
+  };
+  struct mcp_wire_msg m = {.type = MCP_WIRE_PING, .stream_id = 0x11223344};
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  size_t len;
+
+  m.u.cookie = 0x0102030405060708ull;
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(len, sizeof(want));
+  CHECK(memcmp(buf, want, sizeof(want)) == 0);
+
+  /* CONN_READY is a bare header; HELLO strings carry a u16 length and no NUL. */
+  m = (struct mcp_wire_msg){.type = MCP_WIRE_CONN_READY, .stream_id = 5};
+  CHECK_EQ_INT(encode_ok(&m, buf), MCP_WIRE_HDR_SIZE);
+  m = (struct mcp_wire_msg){.type = MCP_WIRE_HELLO};
+  strcpy(m.u.hello.hostname, "ab");
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(len, MCP_WIRE_HDR_SIZE + 8 + 4 + 2 + 2 + 2 + 0 + 4);
+  CHECK(buf[28] == 2 && buf[29] == 0 && buf[30] == 'a' && buf[31] == 'b');
+}
+
+/* Smallest and largest of every type, built by hand so both extremes are certain. */
+static int samples(struct mcp_wire_msg *out, int max)
+{
+  int n = 0;
+
+  for (uint16_t t = 1; t <= MCP_WIRE_TYPE_MAX && n + 2 <= max; t++) {
+    rnd_msg(&out[n], t);
+    if (t == MCP_WIRE_CONN_REQ)
+      out[n].u.conn_req.ep.nqps = 1;
+    if (t == MCP_WIRE_CONN_ACK)
+      out[n].u.conn_ack.nqps = 1;
+    n++;
+    rnd_msg(&out[n], t);
+    if (t == MCP_WIRE_CONN_REQ)
+      out[n].u.conn_req.ep.nqps = MCP_WIRE_MAX_QPS;
+    if (t == MCP_WIRE_CONN_ACK)
+      out[n].u.conn_ack.nqps = MCP_WIRE_MAX_QPS;
+    if (t == MCP_WIRE_CONN_REQ || t == MCP_WIRE_CONN_ACK) {
+      struct mcp_wire_endpoint *ep =
+          t == MCP_WIRE_CONN_REQ ? &out[n].u.conn_req.ep : &out[n].u.conn_ack;
+
+      for (int i = 0; i < MCP_WIRE_MAX_QPS; i++)
+        ep->qps[i] = (struct mcp_wire_qp){(uint32_t)i + 100, 0xffffff};
+      memset(ep->dev_name, 'd', MCP_WIRE_DEVNAME_MAX);
+      ep->dev_name[MCP_WIRE_DEVNAME_MAX] = '\0';
+    }
+    if (t == MCP_WIRE_CONN_REJECT) {
+      memset(out[n].u.reject.reason, 'r', MCP_WIRE_REASON_MAX);
+      out[n].u.reject.reason[MCP_WIRE_REASON_MAX] = '\0';
+    }
+    n++;
+  }
+  return n;
+}
+
+static void test_truncation_every_length(void)
+{
+  struct mcp_wire_msg s[2 * MCP_WIRE_TYPE_MAX], out;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  int n = samples(s, 2 * MCP_WIRE_TYPE_MAX), bad = 0;
+
+  for (int i = 0; i < n; i++) {
+    size_t len = encode_ok(&s[i], buf);
+
+    for (size_t cut = 0; cut < len; cut++) {
+      /* A copy of exactly cut bytes: ASan then catches any read past the input. */
+      uint8_t *copy = malloc(cut ? cut : 1);
+      size_t flen = 0;
+      int rc, frc, ok;
+
+      err[0] = '\0';
+      memcpy(copy, buf, cut);
+      rc = mcp_wire_decode(copy, cut, &out, err, sizeof(err));
+      frc = mcp_wire_frame_len(copy, cut, &flen, NULL, 0);
+      free(copy);
+      /* Short of a header: the header is truncated and the stream waits for more.
+       * A whole header: the stream knows the frame's length, the decoder says the
+       * payload is short. */
+      if (cut < MCP_WIRE_HDR_SIZE)
+        ok = rc == -EBADMSG && strstr(err, "truncated frame header") != NULL && frc == 0;
+      else
+        ok = rc == -EBADMSG && strstr(err, "announces") != NULL && frc == 1 && flen == len;
+      if (!ok) {
+        fprintf(stderr, "%s cut at %zu: rc %d frame_len %d: %s\n",
+                mcp_wire_type_name(s[i].type), cut, rc, frc, err);
+        bad++;
+      }
+    }
+  }
+  CHECK_EQ_INT(bad, 0);
+}
+
+static void put_u16(uint8_t *p, uint16_t v)
+{
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Rewrites the header's payload length and truncates/extends the payload to match, so
+ * the payload decoder itself meets the short or long input. */
+static int decode_with_payload_len(const uint8_t *frame, size_t plen, char *err, size_t errlen)
+{
+  uint8_t buf[MCP_WIRE_MSG_MAX + 16];
+  struct mcp_wire_msg out;
+
+  memset(buf, 0, sizeof(buf));
+  memcpy(buf, frame, MCP_WIRE_HDR_SIZE + plen);
+  put_u32(buf + 8, (uint32_t)plen);
+  return mcp_wire_decode(buf, MCP_WIRE_HDR_SIZE + plen, &out, err, errlen);
+}
+
+static void test_payload_truncation(void)
+{
+  struct mcp_wire_msg s[2 * MCP_WIRE_TYPE_MAX];
+  uint8_t buf[MCP_WIRE_MSG_MAX + 16];
+  char err[MCP_WIRE_ERRLEN];
+  int n = samples(s, 2 * MCP_WIRE_TYPE_MAX), bad = 0;
+
+  for (int i = 0; i < n; i++) {
+    size_t len = encode_ok(&s[i], buf), plen = len - MCP_WIRE_HDR_SIZE;
+
+    /* Consistent header, short payload: the field that runs out is named. */
+    for (size_t p = 0; p < plen; p++) {
+      err[0] = '\0';
+      if (decode_with_payload_len(buf, p, err, sizeof(err)) != -EBADMSG ||
+          (strstr(err, "truncated") == NULL && strstr(err, "malformed") == NULL)) {
+        fprintf(stderr, "%s payload %zu/%zu: %s\n", mcp_wire_type_name(s[i].type), p, plen, err);
+        bad++;
+      }
+    }
+    /* One byte too many. */
+    buf[len] = 0;
+    if (decode_with_payload_len(buf, plen + 1, err, sizeof(err)) != -EBADMSG ||
+        strstr(err, "trailing") == NULL) {
+      fprintf(stderr, "%s trailing byte: %s\n", mcp_wire_type_name(s[i].type), err);
+      bad++;
+    }
+  }
+  CHECK_EQ_INT(bad, 0);
+}
+
+static void expect_reject(const uint8_t *buf, size_t len, int want_rc, const char *want_text)
+{
+  struct mcp_wire_msg out;
+  char err[MCP_WIRE_ERRLEN] = "";
+  int rc = mcp_wire_decode(buf, len, &out, err, sizeof(err));
+
+  if (rc != want_rc || strstr(err, want_text) == NULL) {
+    fprintf(stderr, "expected %d \"%s\", got %d \"%s\"\n", want_rc, want_text, rc, err);
+    CHECK(0);
+  }
+  CHECK_EQ_INT(out.type, 0); /* nothing half-decoded leaks out */
+}
+
+static void test_corrupted_header(void)
+{
+  struct mcp_wire_msg m;
+  uint8_t good[MCP_WIRE_MSG_MAX], b[MCP_WIRE_MSG_MAX];
+  size_t len;
+  char err[MCP_WIRE_ERRLEN];
+  size_t flen;
+
+  rnd_msg(&m, MCP_WIRE_CONN_ACK);
+  len = encode_ok(&m, good);
+
+  memcpy(b, good, len);
+  b[0] ^= 0x01;
+  expect_reject(b, len, -EBADMSG, "not an mcpnet frame (magic 0x4d43504f");
+  /* A stray client: the first bytes alone already fail, before a whole header. */
+  CHECK_EQ_INT(mcp_wire_frame_len((const uint8_t *)"GET / HTTP/1.1\r\n", 3, &flen, err,
+                                  sizeof(err)), -1);
+  CHECK(strstr(err, "not an mcpnet frame") != NULL);
+
+  memcpy(b, good, len);
+  put_u16(b + 4, 2);
+  expect_reject(b, len, -EPROTONOSUPPORT, "version 2 is newer than this build's version 1");
+  put_u16(b + 4, 0xffff);
+  expect_reject(b, len, -EPROTONOSUPPORT, "version 65535");
+  put_u16(b + 4, 0);
+  expect_reject(b, len, -EBADMSG, "version 0 is invalid");
+
+  memcpy(b, good, len);
+  put_u16(b + 6, 0);
+  expect_reject(b, len, -EBADMSG, "unknown frame type 0");
+  put_u16(b + 6, MCP_WIRE_TYPE_MAX + 1);
+  expect_reject(b, len, -EBADMSG, "unknown frame type 9");
+  /* A valid but different type: the payload no longer fits it. */
+  put_u16(b + 6, MCP_WIRE_PING);
+  expect_reject(b, len, -EBADMSG, "PING payload");
+
+  memcpy(b, good, len);
+  put_u32(b + 8, MCP_WIRE_MAX_PAYLOAD + 1);
+  expect_reject(b, len, -EBADMSG, "more than the limit");
+  CHECK_EQ_INT(mcp_wire_frame_len(b, len, &flen, err, sizeof(err)), -1);
+  put_u32(b + 8, 0xffffffffu);
+  expect_reject(b, len, -EBADMSG, "more than the limit");
+  put_u32(b + 8, (uint32_t)(len - MCP_WIRE_HDR_SIZE - 1));
+  expect_reject(b, len, -EBADMSG, "but");
+  put_u32(b + 8, (uint32_t)(len - MCP_WIRE_HDR_SIZE + 1));
+  expect_reject(b, len, -EBADMSG, "but");
+  /* A frame of exactly the maximum payload is a valid header (its payload is not). */
+  put_u32(b + 8, MCP_WIRE_MAX_PAYLOAD);
+  CHECK_EQ_INT(mcp_wire_frame_len(b, len, &flen, err, sizeof(err)), 1);
+  CHECK_EQ_INT(flen, MCP_WIRE_MAX_FRAME);
+}
+
+/* Offsets inside an encoded CONN_ACK, from the layout in mcp_wire.c. */
+#define ACK_DEVLEN (MCP_WIRE_HDR_SIZE + 4)
+
+static void test_corrupted_fields(void)
+{
+  struct mcp_wire_msg m;
+  uint8_t good[MCP_WIRE_MSG_MAX], b[MCP_WIRE_MSG_MAX];
+  size_t len, dev, nq;
+
+  rnd_msg(&m, MCP_WIRE_CONN_ACK);
+  strcpy(m.u.conn_ack.dev_name, "mlx5_0");
+  m.u.conn_ack.nqps = 2;
+  len = encode_ok(&m, good);
+  dev = ACK_DEVLEN + 2;       /* the name's bytes */
+  nq = dev + 6 + 4 + 16 + 2; /* name, port..gid index, gid, lid */
+  CHECK(good[ACK_DEVLEN] == 6 && memcmp(good + dev, "mlx5_0", 6) == 0);
+  CHECK_EQ_INT(good[nq], 2);
+
+  memcpy(b, good, len);
+  b[dev + 2] = '\0';
+  expect_reject(b, len, -EBADMSG, "device name contains a NUL byte");
+  memcpy(b, good, len);
+  put_u16(b + ACK_DEVLEN, MCP_WIRE_DEVNAME_MAX + 1);
+  expect_reject(b, len, -EBADMSG, "device name of 65 bytes is longer than the limit of 64");
+  memcpy(b, good, len);
+  put_u16(b + ACK_DEVLEN, 0); /* the name's bytes now read as later fields */
+  expect_reject(b, len, -EBADMSG, "CONN_ACK payload");
+  memcpy(b, good, len);
+  b[nq] = 0;
+  expect_reject(b, len, -EBADMSG, "QP count 0 is not 1..16");
+  b[nq] = MCP_WIRE_MAX_QPS + 1;
+  expect_reject(b, len, -EBADMSG, "QP count 17 is not 1..16");
+  b[nq] = 3; /* claims one more QP than the payload holds */
+  expect_reject(b, len, -EBADMSG, "truncated CONN_ACK payload");
+  memcpy(b, good, len);
+  b[dev + 6] = 0; /* port */
+  expect_reject(b, len, -EBADMSG, "port 0");
+  memcpy(b, good, len);
+  b[dev + 7] = 3; /* link layer */
+  expect_reject(b, len, -EBADMSG, "link layer 3");
+  memcpy(b, good, len);
+  b[dev + 8] = 6; /* active MTU */
+  expect_reject(b, len, -EBADMSG, "active MTU enum 6");
+  memcpy(b, good, len);
+  b[nq + 1 + 3] = 0x01; /* top byte of the first QPN */
+  expect_reject(b, len, -EBADMSG, "does not fit 24 bits");
+  /* The fingerprint sits at the end: timeout is 8 bytes after the version. */
+  size_t fp = len - 22;
+  memcpy(b, good, len);
+  b[fp + 4] = 3;
+  expect_reject(b, len, -EBADMSG, "GID type 3");
+  memcpy(b, good, len);
+  b[fp + 5] = 5;
+  expect_reject(b, len, -EBADMSG, "GID family 5");
+  memcpy(b, good, len);
+  b[fp + 8] = 16;
+  expect_reject(b, len, -EBADMSG, "service level 16");
+  memcpy(b, good, len);
+  b[fp + 10] = 32;
+  expect_reject(b, len, -EBADMSG, "QP timeout 32");
+  memcpy(b, good, len);
+  b[fp + 11] = 8;
+  expect_reject(b, len, -EBADMSG, "retry count 8");
+  memcpy(b, good, len);
+  b[fp + 12] = 8;
+  expect_reject(b, len, -EBADMSG, "RNR retry count 8");
+  memcpy(b, good, len);
+  b[fp + 13] = 0;
+  expect_reject(b, len, -EBADMSG, "QPs per connection 0");
+}
+
+static void test_encode_errors(void)
+{
+  struct mcp_wire_msg m;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len, need;
+
+  rnd_msg(&m, MCP_WIRE_CONN_REQ);
+  need = encode_ok(&m, buf);
+  for (size_t cap = 0; cap < need; cap++) {
+    if (mcp_wire_encode(&m, buf, cap, &len, err, sizeof(err)) != -ENOBUFS || len != 0) {
+      fprintf(stderr, "cap %zu: expected -ENOBUFS\n", cap);
+      CHECK(0);
+    }
+  }
+  m.u.conn_req.ep.nqps = 0;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "QP count 0") != NULL);
+  m.u.conn_req.ep.nqps = 1;
+  m.u.conn_req.ep.dev_name[0] = '\0';
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "device name") != NULL);
+  memset(m.u.conn_req.ep.dev_name, 'x', sizeof(m.u.conn_req.ep.dev_name)); /* unterminated */
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  rnd_msg(&m, MCP_WIRE_HELLO);
+  memset(m.u.hello.hostname, 'h', sizeof(m.u.hello.hostname));
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  m.type = 0;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  m.type = MCP_WIRE_TYPE_MAX + 1;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  CHECK_EQ_STR(mcp_wire_type_name(MCP_WIRE_CONN_REJECT), "CONN_REJECT");
+  CHECK_EQ_STR(mcp_wire_type_name(0), "unknown");
+  CHECK_EQ_STR(mcp_wire_type_name(999), "unknown");
+}
+
+static void test_endpoint_equal(void)
+{
+  struct mcp_wire_endpoint a, b;
+
+  rnd_endpoint(&a);
+  a.nqps = 2;
+  b = a;
+  CHECK(mcp_wire_endpoint_equal(&a, &b));
+  b.qps[5].qpn ^= 1; /* beyond nqps: not part of the endpoint */
+  memset(b.dev_name + strlen(b.dev_name) + 1, 'z',
+         sizeof(b.dev_name) - strlen(b.dev_name) - 1); /* bytes after the NUL */
+  CHECK(mcp_wire_endpoint_equal(&a, &b));
+  b = a;
+  b.qps[1].psn ^= 1;
+  CHECK(!mcp_wire_endpoint_equal(&a, &b));
+  b = a;
+  b.fp.max_message ^= 1;
+  CHECK(!mcp_wire_endpoint_equal(&a, &b));
+  b = a;
+  b.gid[15] ^= 1;
+  CHECK(!mcp_wire_endpoint_equal(&a, &b));
+  b = a;
+  b.fp.tc ^= 1;
+  CHECK(!mcp_wire_endpoint_equal(&a, &b));
+}
+
+/* ---- The handle --------------------------------------------------------------------- */
+
+static void rnd_handle(struct mcp_wire_handle *h)
+{
+  memset(h, 0, sizeof(*h));
+  h->family = rnd_below(2) ? 4 : 6;
+  for (int i = 0; i < (h->family == 4 ? 4 : 16); i++)
+    h->addr[i] = (uint8_t)rnd();
+  h->port = (uint16_t)(1 + rnd_below(65535));
+  h->dev = (int32_t)rnd_below(1u << 31);
+  h->listen_token = rnd();
+  h->nonce = rnd();
+}
+
+static void test_handle(void)
+{
+  uint8_t buf[MCP_WIRE_HANDLE_SIZE], b[MCP_WIRE_HANDLE_SIZE];
+  char err[MCP_WIRE_ERRLEN];
+  struct mcp_wire_handle h, out;
+  union mcp_sockaddr sa, sb;
+  int bad = 0;
+
+  for (int it = 0; it < 10000; it++) {
+    rnd_handle(&h);
+    memset(buf, 0xee, sizeof(buf));
+    if (mcp_wire_handle_encode(&h, buf, err, sizeof(err)) != 0 ||
+        mcp_wire_handle_decode(buf, &out, err, sizeof(err)) != 0 ||
+        !mcp_wire_handle_equal(&h, &out))
+      bad++;
+    for (int i = MCP_WIRE_HANDLE_TAIL_OFFSET; i < MCP_WIRE_HANDLE_SIZE; i++)
+      if (buf[i] != 0)
+        bad++;
+  }
+  CHECK_EQ_INT(bad, 0);
+
+  /* The layout NCCL's handle buffer sees. */
+  h = (struct mcp_wire_handle){.family = 4, .addr = {127, 0, 0, 1}, .port = 0x1234, .dev = 3,
+                               .listen_token = 0x1122334455667788ull, .nonce = 1};
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, buf, err, sizeof(err)), 0);
+  CHECK(memcmp(buf, "NPCM\x01\x00\x04\x00\x7f\x00\x00\x01", 12) == 0);
+  CHECK(buf[24] == 0x34 && buf[25] == 0x12 && buf[28] == 3 && buf[32] == 0x88 && buf[39] == 0x11);
+  CHECK(buf[40] == 1);
+
+  /* The caller's connect state in the tail does not disturb decoding. */
+  memcpy(b, buf, sizeof(b));
+  memset(b + MCP_WIRE_HANDLE_TAIL_OFFSET, 0xa5, MCP_WIRE_HANDLE_TAIL_SIZE);
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), 0);
+  CHECK(mcp_wire_handle_equal(&h, &out));
+
+  memcpy(b, buf, sizeof(b));
+  b[3] = 0x00;
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "not an mcpnet handle (magic 0x0043504e, expected 0x4d43504e)") != NULL);
+  memset(b, 0, sizeof(b)); /* what another plugin's zeroed handle would look like */
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "not an mcpnet handle (magic 0x00000000") != NULL);
+  memcpy(b, buf, sizeof(b));
+  b[4] = 2;
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EPROTONOSUPPORT);
+  CHECK(strstr(err, "handle version 2 is newer than this build's version 1") != NULL);
+  memcpy(b, buf, sizeof(b));
+  b[6] = 5;
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "family 5") != NULL);
+  memcpy(b, buf, sizeof(b));
+  b[12] = 1; /* IPv4 with bytes past the first 4 */
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  memcpy(b, buf, sizeof(b));
+  b[24] = b[25] = 0;
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "port is 0") != NULL);
+  memcpy(b, buf, sizeof(b));
+  b[26] = 1;
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  memcpy(b, buf, sizeof(b));
+  b[31] = 0x80; /* negative device index */
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  for (int i = 48; i < MCP_WIRE_HANDLE_TAIL_OFFSET; i++) {
+    memcpy(b, buf, sizeof(b));
+    b[i] = 1;
+    if (mcp_wire_handle_decode(b, &out, err, sizeof(err)) != -EBADMSG) {
+      fprintf(stderr, "nonzero reserved byte %d accepted\n", i);
+      CHECK(0);
+    }
+  }
+  h.port = 0;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, buf, err, sizeof(err)), -EINVAL);
+
+  /* Socket addresses in and out, both families. */
+  CHECK_EQ_INT(mcp_sockaddr_parse("[fd00::2]:4242", &sa), 0);
+  CHECK_EQ_INT(mcp_wire_handle_set_sockaddr(&h, &sa), 0);
+  CHECK_EQ_INT(h.family, 6);
+  CHECK_EQ_INT(h.port, 4242);
+  mcp_wire_handle_get_sockaddr(&h, &sb);
+  CHECK(mcp_sockaddr_equal(&sa, &sb));
+  CHECK_EQ_INT(mcp_sockaddr_parse("127.0.0.1:9", &sa), 0);
+  CHECK_EQ_INT(mcp_wire_handle_set_sockaddr(&h, &sa), 0);
+  CHECK_EQ_INT(h.family, 4);
+  CHECK(h.addr[4] == 0 && h.addr[15] == 0);
+  mcp_wire_handle_get_sockaddr(&h, &sb);
+  CHECK(mcp_sockaddr_equal(&sa, &sb));
+  memset(&sa, 0, sizeof(sa));
+  CHECK_EQ_INT(mcp_wire_handle_set_sockaddr(&h, &sa), -EAFNOSUPPORT);
+}
+
+/* ---- Hostile bytes ----------------------------------------------------------------- */
+
+/* Random bytes (half of them behind a valid header so payload decoders are reached) and
+ * random mutations of valid frames: decoding never crashes, and whatever decodes
+ * re-encodes to exactly the input. */
+static void test_random_bytes(void)
+{
+  uint8_t buf[MCP_WIRE_MSG_MAX + 64], again[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  struct mcp_wire_msg m;
+  int decoded = 0, bad = 0;
+
+  for (int it = 0; it < 200000; it++) {
+    size_t len, len2;
+
+    if (it % 2 == 0) {
+      len = rnd_below(sizeof(buf));
+      for (size_t i = 0; i < len; i++)
+        buf[i] = (uint8_t)rnd();
+      if (it % 4 == 0 && len >= MCP_WIRE_HDR_SIZE) {
+        put_u32(buf, MCP_WIRE_MAGIC);
+        put_u16(buf + 4, MCP_WIRE_VERSION);
+        put_u16(buf + 6, (uint16_t)(1 + rnd_below(MCP_WIRE_TYPE_MAX)));
+        put_u32(buf + 8, (uint32_t)(len - MCP_WIRE_HDR_SIZE));
+      }
+    } else {
+      rnd_msg(&m, (uint16_t)(1 + rnd_below(MCP_WIRE_TYPE_MAX)));
+      len = encode_ok(&m, buf);
+      for (uint32_t k = 1 + rnd_below(3); k > 0; k--)
+        buf[rnd_below((uint32_t)len)] ^= (uint8_t)(1u << rnd_below(8));
+    }
+    if (mcp_wire_decode(buf, len, &m, err, sizeof(err)) != 0)
+      continue;
+    decoded++;
+    if (mcp_wire_encode(&m, again, sizeof(again), &len2, err, sizeof(err)) != 0 || len2 != len ||
+        memcmp(buf, again, len) != 0)
+      bad++;
+  }
+  printf("  %d of 200000 hostile inputs decoded; all re-encoded identically: %s\n", decoded,
+         bad == 0 ? "yes" : "NO");
+  CHECK_EQ_INT(bad, 0);
+  CHECK(decoded > 0);
+}
+
+/* ---- Through the socket layer ------------------------------------------------------ */
+
+static void test_stream_through_rbuf(void)
+{
+  struct mcp_wire_msg sent[300], got;
+  struct mcp_sock_sendq q;
+  struct mcp_sock_rbuf rb;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  int sv[2], n = 0, bad = 0;
+
+  CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+  mcp_sock_sendq_init(&q, 1 << 20);
+  mcp_sock_rbuf_init(&rb, MCP_WIRE_MAX_FRAME, mcp_wire_frame_len);
+  for (int i = 0; i < 300; i++) {
+    rnd_msg(&sent[i], (uint16_t)(1 + i % MCP_WIRE_TYPE_MAX));
+    size_t len = encode_ok(&sent[i], buf);
+    CHECK_EQ_INT(mcp_sock_sendq_push(&q, buf, len), 0);
+  }
+  for (int spin = 0; spin < 100000 && n < 300; spin++) {
+    const uint8_t *f;
+    size_t flen;
+    int rc;
+
+    CHECK(mcp_sock_sendq_flush(&q, sv[0]) >= 0);
+    CHECK(mcp_sock_rbuf_fill(&rb, sv[1]) >= 0);
+    while ((rc = mcp_sock_rbuf_next(&rb, &f, &flen, err, sizeof(err))) == 1) {
+      if (mcp_wire_decode(f, flen, &got, err, sizeof(err)) != 0 ||
+          !mcp_wire_msg_equal(&got, &sent[n]))
+        bad++;
+      n++;
+    }
+    CHECK(rc == 0);
+  }
+  CHECK_EQ_INT(n, 300);
+  CHECK_EQ_INT(bad, 0);
+
+  /* A stray client's text is refused at its first bytes, with the reason. */
+  const uint8_t *f;
+  size_t flen;
+  CHECK_EQ_INT(send(sv[0], "GET / HTTP/1.0\r\n\r\n", 18, MSG_NOSIGNAL), 18);
+  for (int spin = 0; spin < 1000 && mcp_sock_rbuf_pending(&rb) == 0; spin++)
+    mcp_sock_rbuf_fill(&rb, sv[1]);
+  CHECK_EQ_INT(mcp_sock_rbuf_next(&rb, &f, &flen, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "not an mcpnet frame") != NULL);
+  mcp_sock_sendq_free(&q);
+  mcp_sock_rbuf_free(&rb);
+  close(sv[0]);
+  close(sv[1]);
+}
+
+int main(void)
+{
+  RUN_TEST(test_roundtrip_property);
+  RUN_TEST(test_golden_bytes);
+  RUN_TEST(test_truncation_every_length);
+  RUN_TEST(test_payload_truncation);
+  RUN_TEST(test_corrupted_header);
+  RUN_TEST(test_corrupted_fields);
+  RUN_TEST(test_encode_errors);
+  RUN_TEST(test_endpoint_equal);
+  RUN_TEST(test_handle);
+  RUN_TEST(test_random_bytes);
+  RUN_TEST(test_stream_through_rbuf);
+  return TEST_EXIT();
+}
