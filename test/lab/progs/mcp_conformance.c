@@ -1,0 +1,510 @@
+/*
+ * mcp_conformance.c - the conformance suite: drives the plugin through its exported
+ * tables as NCCL's proxy threads do and checks every byte.
+ *
+ *   mcp-conformance [--plugin SO] [--abi 8|9|10|11] [--dev N] self TEST...
+ *   mcp-conformance ... pair --role a|b --xchg DIR TEST...
+ *
+ * In "self" one process connects to itself; in "pair" two processes (one per lab
+ * guest) swap listen handles through files in DIR and move data both ways at once.
+ * Tests: sizes, grouped, optional, flush, many, inflight-close, reload (see each
+ * function). Output: one "ok"/"FAIL" line per test, then "N passed, N failed".
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mcp_drive.h"
+
+#define MAX_SIZE (64u << 20)
+#define CANARY 0xa5
+#define CONNECT_TIMEOUT 120
+
+static const char *plugin_path = "libnccl-net-mcp.so";
+static int abi = 11, dev = 0, pair_mode = 0;
+static const char *role = "a", *xchg = NULL;
+static struct mcp_drive drv;
+static int passed, failed;
+
+#define FAILF(...)                                                                   \
+  do {                                                                               \
+    fprintf(stderr, "  error: " __VA_ARGS__);                                        \
+    fputc('\n', stderr);                                                             \
+    return -1;                                                                       \
+  } while (0)
+
+static uint8_t pattern(uint32_t seed, size_t i)
+{
+  uint32_t x = seed * 2654435761u + (uint32_t)i * 40503u + (uint32_t)(i >> 11);
+  return (uint8_t)(x >> 13);
+}
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+  size_t i;
+  for (i = 0; i < n; i++)
+    p[i] = pattern(seed, i);
+}
+
+static long check(const uint8_t *p, size_t n, uint32_t seed)
+{
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (p[i] != pattern(seed, i))
+      return (long)i;
+  return -1;
+}
+
+static uint32_t role_seed(const char *r) { return r[0] == 'a' ? 0x1000 : 0x2000; }
+static const char *peer_role(void) { return pair_mode ? (role[0] == 'a' ? "b" : "a") : role; }
+
+/* ---- connection setup ---- */
+
+static int write_file(const char *name, const void *data, size_t len)
+{
+  char tmp[512], path[512];
+  int fd;
+
+  snprintf(path, sizeof(path), "%s/%s", xchg, name);
+  snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", xchg, name);
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
+    perror(tmp);
+    return -1;
+  }
+  close(fd);
+  return rename(tmp, path);
+}
+
+static int read_file(const char *name, void *data, size_t len, int timeout_s)
+{
+  char path[512];
+  double deadline = drv_now() + timeout_s;
+
+  snprintf(path, sizeof(path), "%s/%s", xchg, name);
+  while (drv_now() < deadline) {
+    int fd = open(path, O_RDONLY);
+    if (fd >= 0) {
+      ssize_t n = read(fd, data, len);
+      close(fd);
+      if (n == (ssize_t)len)
+        return 0;
+    }
+    usleep(20000);
+  }
+  fprintf(stderr, "  error: %s did not appear within %d s\n", path, timeout_s);
+  return -1;
+}
+
+static int conn_counter;
+
+/* A send comm toward the peer (or ourselves) and a receive comm from it. */
+static int open_link(void **sc, void **rc)
+{
+  char handle[NCCL_NET_HANDLE_MAXSIZE], peer[NCCL_NET_HANDLE_MAXSIZE], name[64];
+  void *lc = NULL;
+  int rcode;
+
+  memset(handle, 0, sizeof(handle));
+  if (drv_listen(&drv, dev, handle, &lc) != ncclSuccess || lc == NULL)
+    FAILF("listen on device %d failed", dev);
+  if (pair_mode) {
+    snprintf(name, sizeof(name), "%s.handle.%d", role, conn_counter);
+    if (write_file(name, handle, sizeof(handle)) != 0)
+      return -1;
+    snprintf(name, sizeof(name), "%s.handle.%d", peer_role(), conn_counter);
+    if (read_file(name, peer, sizeof(peer), CONNECT_TIMEOUT) != 0)
+      return -1;
+  } else {
+    memcpy(peer, handle, sizeof(peer));
+  }
+  conn_counter++;
+  /* Alternate the call order between connections: both orders must work. */
+  rcode = drv_connect_pair(&drv, dev, peer, lc, sc, rc, CONNECT_TIMEOUT, conn_counter % 2);
+  drv_close_listen(&drv, lc);
+  return rcode;
+}
+
+static void close_link(void *sc, void *rc)
+{
+  if (sc != NULL)
+    drv_close_send(&drv, sc);
+  if (rc != NULL)
+    drv_close_recv(&drv, rc);
+}
+
+/* ---- one exchange: each side sends one message and receives one ---- */
+
+struct link {
+  void *sc, *rc;
+  uint8_t *sbuf, *rbuf;
+  size_t cap;
+  void *smh, *rmh;
+};
+
+static int link_open(struct link *l, size_t cap)
+{
+  memset(l, 0, sizeof(*l));
+  if (open_link(&l->sc, &l->rc) != 0)
+    return -1;
+  l->cap = cap;
+  l->sbuf = aligned_alloc(4096, cap);
+  l->rbuf = aligned_alloc(4096, cap);
+  if (l->sbuf == NULL || l->rbuf == NULL)
+    FAILF("out of memory for %zu-byte buffers", cap);
+  if (drv_regmr(&drv, l->sc, l->sbuf, cap, &l->smh) != ncclSuccess ||
+      drv_regmr(&drv, l->rc, l->rbuf, cap, &l->rmh) != ncclSuccess)
+    FAILF("regMr of %zu bytes failed", cap);
+  return 0;
+}
+
+static void link_close(struct link *l)
+{
+  if (l->smh)
+    drv_deregmr(&drv, l->sc, l->smh);
+  if (l->rmh)
+    drv_deregmr(&drv, l->rc, l->rmh);
+  close_link(l->sc, l->rc);
+  free(l->sbuf);
+  free(l->rbuf);
+  memset(l, 0, sizeof(*l));
+}
+
+static int wait_req(void *req, int *sizes, const char *what)
+{
+  double deadline = drv_now() + 120;
+  int done = 0;
+
+  while (!done) {
+    ncclResult_t r = drv_test(&drv, req, &done, sizes);
+    if (r != ncclSuccess)
+      FAILF("test of %s returned %d", what, r);
+    if (drv_now() > deadline)
+      FAILF("%s did not complete within 120 s", what);
+  }
+  return 0;
+}
+
+/* Post a receive of cap bytes and a send of size bytes; wait for both; verify. */
+static int exchange(struct link *l, size_t size, size_t cap, uint32_t msg)
+{
+  void *sreq = NULL, *rreq = NULL;
+  int tag = 7, rsize = -1, ssize = -1;
+  double deadline = drv_now() + 120;
+  long bad;
+  size_t i;
+
+  fill(l->sbuf, size, role_seed(role) + msg);
+  memset(l->rbuf, CANARY, cap);
+  if (drv_irecv(&drv, l->rc, 1, (void **)&l->rbuf, &cap, &tag, &l->rmh, &rreq) != ncclSuccess || rreq == NULL)
+    FAILF("irecv of %zu bytes failed", cap);
+  while (sreq == NULL) {
+    if (drv_isend(&drv, l->sc, l->sbuf, size, tag, l->smh, &sreq) != ncclSuccess)
+      FAILF("isend of %zu bytes failed", size);
+    if (drv_now() > deadline)
+      FAILF("isend of %zu bytes never found the peer's receive", size);
+  }
+  if (wait_req(sreq, &ssize, "send") != 0 || wait_req(rreq, &rsize, "receive") != 0)
+    return -1;
+  if (ssize != (int)size)
+    FAILF("send of %zu bytes reported %d", size, ssize);
+  if (rsize != (int)size)
+    FAILF("receive of a %zu-byte message reported %d bytes", size, rsize);
+  bad = check(l->rbuf, size, role_seed(peer_role()) + msg);
+  if (bad >= 0)
+    FAILF("message of %zu bytes: byte %ld differs", size, bad);
+  for (i = size; i < cap; i++)
+    if (l->rbuf[i] != CANARY)
+      FAILF("message of %zu bytes into a %zu-byte buffer: byte %zu past the end was written", size, cap, i);
+  return 0;
+}
+
+/* Every size from 0 to 64 MiB: powers of two and odd sizes, into larger buffers. */
+static int test_sizes(void)
+{
+  static const size_t odd[] = {3, 7, 100, 1000, 4095, 4097, 65535, 65537, 1048575, 3145733, 9999991};
+  struct link l;
+  uint32_t msg = 0;
+  size_t s, max = getenv("CONF_MAX_SIZE") ? strtoul(getenv("CONF_MAX_SIZE"), NULL, 0) : MAX_SIZE;
+  unsigned i;
+  int rc = 0;
+
+  if (link_open(&l, max + 8192) != 0)
+    return -1;
+  if (exchange(&l, 0, 64, msg++) != 0)
+    rc = -1;
+  for (s = 1; rc == 0 && s <= max; s *= 2)
+    rc = exchange(&l, s, s + 4096, msg++);
+  for (i = 0; rc == 0 && i < sizeof(odd) / sizeof(odd[0]); i++)
+    if (odd[i] <= max)
+      rc = exchange(&l, odd[i], odd[i] + 13, msg++);
+  /* Exactly the posted size, back to back. */
+  for (i = 0; rc == 0 && i < 64; i++)
+    rc = exchange(&l, 4096, 4096, msg++);
+  link_close(&l);
+  return rc;
+}
+
+/* Grouped receives: n = 1..8 buffers, tags shuffled, sends in another order. */
+static int test_grouped(void)
+{
+  struct link l;
+  int n, rc = 0;
+  const size_t chunk = 256 * 1024;
+
+  if (link_open(&l, 8 * chunk) != 0)
+    return -1;
+  for (n = 1; rc == 0 && n <= 8; n++) {
+    void *data[8], *mh[8], *sreq[8] = {0}, *rreq = NULL;
+    size_t sizes[8];
+    int tags[8], got[8], i, order[8];
+    double deadline = drv_now() + 120;
+
+    memset(l.rbuf, CANARY, 8 * chunk);
+    for (i = 0; i < n; i++) {
+      data[i] = l.rbuf + (size_t)i * chunk;
+      sizes[i] = chunk;
+      tags[i] = 100 + (i + n / 2) % n; /* a rotation of 100..100+n-1 */
+      mh[i] = l.rmh;
+      order[i] = n - 1 - i;            /* sends in reverse tag order */
+    }
+    for (i = 0; i < n; i++) {
+      int t = 100 + i;
+      size_t len = (size_t)(t * 997 + n * 13) % chunk;
+      if (i == 1)
+        len = 0; /* one empty element */
+      fill(l.sbuf + (size_t)i * chunk, len, role_seed(role) + (uint32_t)(t * 16 + n));
+    }
+    if (drv_irecv(&drv, l.rc, n, data, sizes, tags, mh, &rreq) != ncclSuccess || rreq == NULL)
+      FAILF("grouped irecv of %d buffers failed", n);
+    for (i = 0; i < n; i++) {
+      int t = 100 + order[i];
+      size_t len = order[i] == 1 ? 0 : (size_t)(t * 997 + n * 13) % chunk;
+      while (sreq[i] == NULL) {
+        if (drv_isend(&drv, l.sc, l.sbuf + (size_t)order[i] * chunk, len, t, l.smh, &sreq[i]) != ncclSuccess)
+          FAILF("isend with tag %d failed", t);
+        if (drv_now() > deadline)
+          FAILF("isend with tag %d never matched", t);
+      }
+    }
+    for (i = 0; i < n; i++)
+      if (wait_req(sreq[i], NULL, "grouped send") != 0)
+        return -1;
+    if (wait_req(rreq, got, "grouped receive") != 0)
+      return -1;
+    for (i = 0; i < n; i++) {
+      int t = tags[i];
+      size_t len = t - 100 == 1 ? 0 : (size_t)(t * 997 + n * 13) % chunk;
+      long bad;
+      if (got[i] != (int)len)
+        FAILF("group of %d: buffer %d (tag %d) reports %d bytes, sent %zu", n, i, t, got[i], len);
+      bad = check((uint8_t *)data[i], len, role_seed(peer_role()) + (uint32_t)(t * 16 + n));
+      if (bad >= 0)
+        FAILF("group of %d: buffer %d (tag %d) byte %ld differs", n, i, t, bad);
+      if (len < chunk && ((uint8_t *)data[i])[len] != CANARY)
+        FAILF("group of %d: buffer %d written past %zu bytes", n, i, len);
+    }
+  }
+  link_close(&l);
+  return rc;
+}
+
+/* The optional-completion hint: the receive may complete at once; the data lands anyway. */
+static int test_optional(void)
+{
+  struct link l;
+  int i, rc = 0;
+
+  if (link_open(&l, 1 << 16) != 0)
+    return -1;
+  for (i = 0; rc == 0 && i < 100; i++) {
+    void *rreq = (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION, *sreq = NULL;
+    size_t cap = 1 << 16, size = 8 + (size_t)i * 64;
+    int tag = 1, done = 0, sz[1];
+    double deadline = drv_now() + 60;
+
+    memset(l.rbuf, CANARY, cap);
+    fill(l.sbuf, size, role_seed(role) + 500 + (uint32_t)i);
+    if (drv_irecv(&drv, l.rc, 1, (void **)&l.rbuf, &cap, &tag, &l.rmh, &rreq) != ncclSuccess)
+      FAILF("irecv with the optional-completion hint failed");
+    if (rreq == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION)
+      FAILF("irecv left the 0x1 hint in *request");
+    if (rreq == NULL)
+      FAILF("irecv returned no request with the hint");
+    while (sreq == NULL)
+      if (drv_isend(&drv, l.sc, l.sbuf, size, tag, l.smh, &sreq) != ncclSuccess || drv_now() > deadline)
+        FAILF("isend failed");
+    while (!done)
+      if (drv_test(&drv, rreq, &done, sz) != ncclSuccess)
+        FAILF("test of an optional receive failed");
+    if (wait_req(sreq, NULL, "send") != 0)
+      return -1;
+    /* Whether or not test waited, the data must be there (poll the memory itself). */
+    while (check(l.rbuf, size, role_seed(peer_role()) + 500 + (uint32_t)i) >= 0) {
+      if (drv_now() > deadline)
+        FAILF("optional receive %d: the data never landed", i);
+      usleep(100);
+    }
+  }
+  /* The comm still works normally afterwards (released slots were recycled). */
+  for (i = 0; rc == 0 && i < 80; i++)
+    rc = exchange(&l, 1000, 1 << 16, 900 + (uint32_t)i);
+  link_close(&l);
+  return rc;
+}
+
+/* iflush through the loopback read (MCPNET_FORCE_FLUSH=1 makes host memory use it). */
+static int test_flush(void)
+{
+  struct link l;
+  int i, rc = 0;
+
+  if (link_open(&l, 1 << 20) != 0)
+    return -1;
+  for (i = 0; rc == 0 && i < 20; i++) {
+    void *freq = NULL;
+    int size = 4096 * (i + 1);
+    if (exchange(&l, (size_t)size, 1 << 20, 700 + (uint32_t)i) != 0)
+      return -1;
+    if (drv_iflush(&drv, l.rc, 1, (void **)&l.rbuf, &size, &l.rmh, &freq) != ncclSuccess)
+      FAILF("iflush failed");
+    if (getenv("MCPNET_FORCE_FLUSH") != NULL && freq == NULL)
+      FAILF("iflush returned no request although MCPNET_FORCE_FLUSH=1");
+    if (freq != NULL && wait_req(freq, NULL, "flush") != 0)
+      return -1;
+  }
+  link_close(&l);
+  return rc;
+}
+
+/* Many connections at once on one device, each moving verified data. */
+static int test_many(void)
+{
+  int n = getenv("CONF_CONNS") ? atoi(getenv("CONF_CONNS")) : 256, i, rc = 0;
+  struct link *ls = calloc((size_t)n, sizeof(*ls));
+
+  if (ls == NULL)
+    return -1;
+  for (i = 0; i < n; i++)
+    if (link_open(&ls[i], 65536) != 0)
+      FAILF("connection %d of %d could not be opened", i, n);
+  for (i = 0; rc == 0 && i < n; i++)
+    rc = exchange(&ls[i], 65536 - (size_t)i, 65536, 1000 + (uint32_t)i);
+  for (i = 0; i < n; i++)
+    link_close(&ls[i]);
+  free(ls);
+  return rc;
+}
+
+/* Closing comms with requests in flight returns promptly and crashes nothing. */
+static int test_inflight_close(void)
+{
+  struct link l;
+  int i;
+  double t0;
+
+  if (link_open(&l, 1 << 22) != 0)
+    return -1;
+  for (i = 0; i < 8; i++) {
+    void *req = NULL;
+    size_t cap = 1 << 19;
+    int tag = 3;
+    void *buf = l.rbuf + (size_t)i * cap;
+    if (drv_irecv(&drv, l.rc, 1, &buf, &cap, &tag, &l.rmh, &req) != ncclSuccess)
+      FAILF("irecv failed");
+  }
+  for (i = 0; i < 4; i++) {
+    void *req = NULL;
+    drv_isend(&drv, l.sc, l.sbuf + (size_t)i * (1 << 19), 1 << 19, 3, l.smh, &req);
+  }
+  t0 = drv_now();
+  link_close(&l);
+  if (drv_now() - t0 > 1.0)
+    FAILF("closing comms with requests in flight took %.2f s", drv_now() - t0);
+  return 0;
+}
+
+struct test {
+  const char *name;
+  int (*fn)(void);
+};
+
+static const struct test tests[] = {
+  {"sizes", test_sizes}, {"grouped", test_grouped}, {"optional", test_optional},
+  {"flush", test_flush}, {"many", test_many}, {"inflight-close", test_inflight_close},
+};
+
+static int run(const char *name)
+{
+  unsigned i;
+  double t0 = drv_now();
+
+  for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+    if (strcmp(tests[i].name, name) != 0)
+      continue;
+    if (tests[i].fn() == 0) {
+      printf("ok   %s (abi v%d, %.1f s)\n", name, abi, drv_now() - t0);
+      passed++;
+    } else {
+      printf("FAIL %s (abi v%d)\n", name, abi);
+      failed++;
+    }
+    fflush(stdout);
+    return 0;
+  }
+  fprintf(stderr, "unknown test '%s'\n", name);
+  return -1;
+}
+
+int main(int argc, char **argv)
+{
+  int i = 1, n = 0;
+
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  for (; i < argc && argv[i][0] == '-'; i++) {
+    if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
+      plugin_path = argv[++i];
+    else if (!strcmp(argv[i], "--abi") && i + 1 < argc)
+      abi = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--dev") && i + 1 < argc)
+      dev = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: %s [--plugin SO] [--abi N] [--dev N] self|pair [--role a|b --xchg DIR] TEST...\n", argv[0]);
+      return 2;
+    }
+  }
+  if (i < argc && !strcmp(argv[i], "pair")) {
+    pair_mode = 1;
+    for (i++; i + 1 < argc && argv[i][0] == '-'; i += 2) {
+      if (!strcmp(argv[i], "--role"))
+        role = argv[i + 1];
+      else if (!strcmp(argv[i], "--xchg"))
+        xchg = argv[i + 1];
+    }
+    if (xchg == NULL) {
+      fprintf(stderr, "pair mode needs --xchg DIR\n");
+      return 2;
+    }
+  } else if (i < argc && !strcmp(argv[i], "self")) {
+    i++;
+  }
+  if (drv_open(&drv, plugin_path, abi) != 0)
+    return 2;
+  if (drv_init(&drv) != ncclSuccess || drv_devices(&drv, &n) != ncclSuccess || n <= 0) {
+    fprintf(stderr, "plugin init failed or found no device\n");
+    return 2;
+  }
+  for (; i < argc; i++)
+    if (run(argv[i]) != 0)
+      return 2;
+  drv_finalize(&drv);
+  drv_close_lib(&drv);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 && passed > 0 ? 0 : 1;
+}

@@ -1,0 +1,53 @@
+/*
+ * mcp_drive.h - drives a net plugin through its exported ncclNetPlugin_v* table, the
+ * way NCCL's proxy threads do: dlopen with RTLD_NOW|RTLD_LOCAL, dlsym the table of the
+ * chosen ABI version, and call it. Used by the conformance suite and the benchmark so
+ * both test the plugin exactly as NCCL sees it.
+ */
+#ifndef MCP_DRIVE_H
+#define MCP_DRIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl/net.h"
+
+struct mcp_drive {
+  int abi;            /* 8, 9, 10 or 11 */
+  void *lib;
+  const ncclNet_v11_t *v11;
+  const ncclNet_v10_t *v10;
+  const ncclNet_v9_t *v9;
+  const ncclNet_v8_t *v8;
+  void *ctx;          /* v11 */
+  const char *name;
+};
+
+int drv_open(struct mcp_drive *d, const char *path, int abi);
+void drv_close_lib(struct mcp_drive *d);
+ncclResult_t drv_init(struct mcp_drive *d);
+ncclResult_t drv_finalize(struct mcp_drive *d);
+ncclResult_t drv_devices(struct mcp_drive *d, int *n);
+ncclResult_t drv_props(struct mcp_drive *d, int dev, ncclNetProperties_v11_t *p);
+ncclResult_t drv_listen(struct mcp_drive *d, int dev, void *handle, void **lc);
+ncclResult_t drv_connect(struct mcp_drive *d, int dev, void *handle, void **sc);
+ncclResult_t drv_accept(struct mcp_drive *d, void *lc, void **rc);
+ncclResult_t drv_regmr(struct mcp_drive *d, void *comm, void *data, size_t size, void **mh);
+ncclResult_t drv_deregmr(struct mcp_drive *d, void *comm, void *mh);
+ncclResult_t drv_isend(struct mcp_drive *d, void *sc, void *data, size_t size, int tag, void *mh, void **req);
+ncclResult_t drv_irecv(struct mcp_drive *d, void *rc, int n, void **data, size_t *sizes, int *tags,
+                       void **mh, void **req);
+ncclResult_t drv_iflush(struct mcp_drive *d, void *rc, int n, void **data, int *sizes, void **mh, void **req);
+ncclResult_t drv_test(struct mcp_drive *d, void *req, int *done, int *sizes);
+ncclResult_t drv_close_send(struct mcp_drive *d, void *sc);
+ncclResult_t drv_close_recv(struct mcp_drive *d, void *rc);
+ncclResult_t drv_close_listen(struct mcp_drive *d, void *lc);
+
+/* Connects a send comm and a receive comm between two listen handles from one thread,
+ * alternating connect and accept as NCCL's bootstrap does; gives up after timeout_s. */
+int drv_connect_pair(struct mcp_drive *d, int dev, void *peer_handle, void *lc, void **sc, void **rc,
+                     int timeout_s, int accept_first);
+
+double drv_now(void);
+
+#endif
