@@ -367,7 +367,7 @@ ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *c
 static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, ncclResult_t *rc)
 {
   struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class);
-  const struct mcp_wire_endpoint *r = &req->req.ep;
+  const struct mcp_wire_endpoint *r;
   char why[512];
   struct mcp_wire_msg m;
   int i;
@@ -377,12 +377,13 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     mcp_oob_request_free(req);
     return -1;
   }
+  c->remote = req->req.ep;
+  r = &c->remote;
   c->stream = mcp_oob_stream_open_for(req);
   mcp_oob_request_free(req);
   if (c->stream == NULL)
     goto fail;
   mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
-  c->remote = *r;
   /* The connecting side chooses SL/TC for both ends, as NCCL does. */
   c->sl = r->fp.sl;
   c->tc = r->fp.tc;

@@ -236,6 +236,9 @@ static void sock_describe_seen(const struct mcp_sock_ifaddr *list, int n,
   }
   if (shown == 0)
     sock_appendf(buf, len, "no interfaces at all");
+  /* Hosts with hundreds of veth interfaces overflow the message: say it was cut. */
+  if (len > 4 && strnlen(buf, len) == len - 1)
+    memcpy(buf + len - 4, "...", 4);
 }
 
 static void sock_choice_set(struct mcp_sock_iface_choice *choice, const struct sock_if_eval *ev)

@@ -43,7 +43,10 @@ static union mcp_sockaddr addr_of(const char *s)
   return a;
 }
 
-/* The slowest progress call seen: the "a few ms per call" budget is checked on it. */
+/* The slowest progress call seen. A call that waited on the peer would take the whole
+ * connect timeout (hundreds of ms here); the bound leaves room for a loaded CI host
+ * preempting a call that itself takes microseconds. */
+#define CALL_BUDGET_NS 20000000ull
 static uint64_t worst_call_ns;
 
 static enum mcp_sock_connect_state timed_progress(struct mcp_sock_connect *c)
@@ -280,6 +283,19 @@ static void test_iface_filters(void)
   struct mcp_sock_ifaddr v6first[] = {ifa("eth0", UPR, "fd00::2"), ifa("eth0", UPR, "192.0.2.2")};
   expect_choice(v6first, 2, NULL, AF_UNSPEC, "eth0", "192.0.2.2");
   expect_choice(v6first, 2, NULL, AF_INET6, "eth0", "fd00::2");
+
+  /* A container host with many veths: the failure message is cut, visibly. */
+  static struct mcp_sock_ifaddr many[200];
+  for (int i = 0; i < 200; i++) {
+    char name[IF_NAMESIZE];
+
+    snprintf(name, sizeof(name), "veth%d", i);
+    many[i] = ifa(name, 0, "10.9.0.1");
+  }
+  CHECK_EQ_INT(mcp_sock_iface_choose(many, 200, NULL, AF_INET, &ch), -ENODEV);
+  CHECK_EQ_INT(strlen(ch.reason), sizeof(ch.reason) - 1);
+  CHECK(strcmp(ch.reason + strlen(ch.reason) - 3, "...") == 0);
+  CHECK(strstr(ch.reason, "veth0 (down)") != NULL);
 }
 
 static void test_iface_find_host(void)
@@ -543,7 +559,7 @@ static void listen_connect_exchange(const char *where)
     exchange_frames(cfd, sfd, 400);
     exchange_frames(sfd, cfd, 50);
   }
-  CHECK(worst_call_ns < 5000000ull);
+  CHECK(worst_call_ns < CALL_BUDGET_NS);
   if (cfd >= 0)
     close(cfd);
   if (sfd >= 0)
@@ -590,7 +606,7 @@ static void test_connect_refused(void)
   CHECK_EQ_INT(mcp_sock_connect_take_fd(&c), -1);
   mcp_sock_connect_cancel(&c);
   mcp_sock_connect_cancel(&c);
-  CHECK(worst_call_ns < 5000000ull);
+  CHECK(worst_call_ns < CALL_BUDGET_NS);
 
   /* Bounded retries with doubling waits: 3 retries after 5, 10, 20 ms. */
   opts.max_retries = 3;
@@ -614,7 +630,7 @@ static void test_connect_refused(void)
   CHECK_EQ_INT(c.fail, MCP_SOCK_FAIL_REFUSED);
   CHECK(c.attempts >= 2 && c.attempts <= 3);
   CHECK(now_ns() - t0 < 150000000ull);
-  CHECK(worst_call_ns < 5000000ull);
+  CHECK(worst_call_ns < CALL_BUDGET_NS);
   close(hold);
 }
 
@@ -675,13 +691,13 @@ static void test_connect_timeout(void)
 
     CHECK_EQ_INT(c[timed_out].fail, MCP_SOCK_FAIL_TIMEOUT);
     CHECK_EQ_INT(c[timed_out].err, ETIMEDOUT);
-    CHECK(ms >= 250 && ms < 400);
+    CHECK(ms >= 250 && ms < 1000); /* the kernel's SYN retry would take 1 s and more */
     snprintf(want, sizeof(want), "a firewall or routing problem drops traffic to %s",
              mcp_sockaddr_format(&a, buf, sizeof(buf)));
     CHECK(strstr(c[timed_out].msg, want) != NULL);
     printf("  timeout: %s\n", c[timed_out].msg);
   }
-  CHECK(worst_call_ns < 5000000ull);
+  CHECK(worst_call_ns < CALL_BUDGET_NS);
   for (int i = 0; i < 8 && i <= timed_out; i++)
     mcp_sock_connect_cancel(&c[i]);
   close(lfd);
