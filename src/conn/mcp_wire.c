@@ -90,7 +90,8 @@ static int wire_rd_need(struct wire_rd *r, size_t n, const char *field)
 }
 
 /* Marks a decoded value out of range; the first failure's message wins. */
-static void wire_rd_bad(struct wire_rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wire_rd_bad(struct wire_rd *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static void wire_rd_bad(struct wire_rd *r, const char *fmt, ...)
 {
