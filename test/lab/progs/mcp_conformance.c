@@ -11,8 +11,10 @@
  * function). Output: one "ok"/"FAIL" line per test, then "N passed, N failed".
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -430,6 +432,387 @@ static int test_inflight_close(void)
   return 0;
 }
 
+
+/* ---- allocation counter: the data path must not allocate ---- */
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+static volatile int counting;
+static volatile long allocs;
+
+/* Exported (the build hides symbols by default) so the plugin's calls land here. */
+#define INTERPOSE __attribute__((visibility("default")))
+INTERPOSE void *malloc(size_t n);
+INTERPOSE void *calloc(size_t a, size_t b);
+INTERPOSE void *realloc(void *p, size_t n);
+INTERPOSE void free(void *p);
+
+void *malloc(size_t n)
+{
+  if (counting)
+    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
+  return __libc_malloc(n);
+}
+void *calloc(size_t a, size_t b)
+{
+  if (counting)
+    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
+  return __libc_calloc(a, b);
+}
+void *realloc(void *p, size_t n)
+{
+  if (counting)
+    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
+  return __libc_realloc(p, n);
+}
+void free(void *p)
+{
+  if (counting && p != NULL)
+    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
+  __libc_free(p);
+}
+
+/* isend/irecv/test without a single malloc or free after warm-up (100,000 calls). */
+static int test_noalloc(void)
+{
+  struct link l;
+  long calls = 0;
+  int tag = 9, i;
+
+  if (link_open(&l, 1 << 16) != 0)
+    return -1;
+  for (i = 0; i < 200; i++)
+    if (exchange(&l, 64, 4096, 2000 + (uint32_t)i) != 0)
+      return -1;
+  /* The counter must see the plugin's own allocations: a registration makes one. */
+  {
+    void *mh = NULL, *probe = aligned_alloc(4096, 4096); /* not covered by a cached MR */
+    counting = 1;
+    drv_regmr(&drv, l.sc, probe, 4096, &mh);
+    drv_deregmr(&drv, l.sc, mh);
+    counting = 0;
+    free(probe);
+    if (allocs == 0)
+      FAILF("the allocation counter does not see the plugin's malloc calls");
+    allocs = 0;
+  }
+  counting = 1;
+  while (calls < 100000) {
+    void *sreq = NULL, *rreq = NULL;
+    size_t cap = 4096;
+    int sd = 0, rd = 0;
+    if (drv_irecv(&drv, l.rc, 1, (void **)&l.rbuf, &cap, &tag, &l.rmh, &rreq) != ncclSuccess || rreq == NULL)
+      break;
+    calls++;
+    while (sreq == NULL && drv_isend(&drv, l.sc, l.sbuf, 8, tag, l.smh, &sreq) == ncclSuccess)
+      calls++;
+    while (!sd || !rd) {
+      if (!sd && drv_test(&drv, sreq, &sd, NULL) != ncclSuccess)
+        break;
+      if (!rd && drv_test(&drv, rreq, &rd, NULL) != ncclSuccess)
+        break;
+      calls += 2;
+    }
+  }
+  counting = 0;
+  link_close(&l);
+  if (calls < 100000)
+    FAILF("a call failed after %ld calls", calls);
+  if (allocs != 0)
+    FAILF("%ld malloc/free calls during %ld isend/irecv/test calls", allocs, calls);
+  printf("  %ld isend/irecv/test calls, %ld allocations\n", calls, allocs);
+  return 0;
+}
+
+/* ---- properties ---- */
+
+static int read_sysfs(const char *path, char *buf, size_t len)
+{
+  FILE *f = fopen(path, "r");
+  if (f == NULL || fgets(buf, (int)len, f) == NULL) {
+    if (f)
+      fclose(f);
+    return -1;
+  }
+  fclose(f);
+  buf[strcspn(buf, "\n")] = '\0';
+  return 0;
+}
+
+/* getProperties of every device: unique names, sysfs-backed pciPath and guid, sane limits. */
+static int test_props(void)
+{
+  int n = 0, i, j;
+  ncclNetProperties_v11_t p[32];
+
+  if (drv_devices(&drv, &n) != ncclSuccess || n <= 0 || n > 32)
+    FAILF("devices() returned %d", n);
+  for (i = 0; i < n; i++) {
+    char path[512], guid[64], expect[64], dname[64];
+    unsigned long long g;
+    if (drv_props(&drv, i, &p[i]) != ncclSuccess)
+      FAILF("getProperties(%d) failed", i);
+    if (p[i].name == NULL || p[i].name[0] == '\0')
+      FAILF("device %d has no name", i);
+    for (j = 0; j < i; j++)
+      if (strcmp(p[i].name, p[j].name) == 0)
+        FAILF("devices %d and %d share the name %s", j, i, p[i].name);
+    snprintf(dname, sizeof(dname), "%.*s", (int)strcspn(p[i].name, ":"), p[i].name);
+    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", dname);
+    if (access(path, F_OK) == 0) {
+      char *real = realpath(path, NULL);
+      if (p[i].pciPath == NULL || real == NULL || strcmp(real, p[i].pciPath) != 0)
+        FAILF("%s: pciPath %s, sysfs says %s", p[i].name, p[i].pciPath ? p[i].pciPath : "NULL", real ? real : "?");
+      free(real);
+    } else if (p[i].pciPath != NULL) {
+      FAILF("%s has no sysfs device node but reports pciPath %s", p[i].name, p[i].pciPath);
+    }
+    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/sys_image_guid", dname);
+    if (read_sysfs(path, guid, sizeof(guid)) != 0)
+      FAILF("cannot read %s", path);
+    g = p[i].guid;
+    snprintf(expect, sizeof(expect), "%04llx:%04llx:%04llx:%04llx", (g >> 48) & 0xffff, (g >> 32) & 0xffff,
+             (g >> 16) & 0xffff, g & 0xffff);
+    if (strcmp(expect, guid) != 0)
+      FAILF("%s: guid %s, sysfs sys_image_guid %s", p[i].name, expect, guid);
+    if (p[i].speed <= 0 || p[i].port < 1 || p[i].regIsGlobal != 1 || p[i].maxRecvs != 8 || p[i].maxComms <= 0)
+      FAILF("%s: speed %d port %d regIsGlobal %d maxRecvs %d maxComms %d", p[i].name, p[i].speed,
+            p[i].port, p[i].regIsGlobal, p[i].maxRecvs, p[i].maxComms);
+    if (abi >= 9 && (p[i].maxP2pBytes == 0 || p[i].maxP2pBytes > (1ULL << 40)))
+      FAILF("%s: maxP2pBytes %zu", p[i].name, p[i].maxP2pBytes);
+    if (!(p[i].ptrSupport & NCCL_PTR_HOST))
+      FAILF("%s: ptrSupport %#x lacks HOST", p[i].name, p[i].ptrSupport);
+    if ((p[i].ptrSupport & NCCL_PTR_CUDA) && access("/sys/module/nvidia_peermem", F_OK) != 0 &&
+        access("/sys/module/nv_peer_mem", F_OK) != 0)
+      FAILF("%s: CUDA pointer support claimed without a peer-memory module", p[i].name);
+    if (getenv("CONF_EXPECT_NO_DMABUF") && (p[i].ptrSupport & NCCL_PTR_DMABUF))
+      FAILF("%s: DMA-BUF support claimed on a device that has none", p[i].name);
+    printf("  %d: %s pciPath=%s guid=%s speed=%d port=%d ptrSupport=%#x maxComms=%d\n", i, p[i].name,
+           p[i].pciPath ? p[i].pciPath : "NULL", expect, p[i].speed, p[i].port, p[i].ptrSupport, p[i].maxComms);
+  }
+  return 0;
+}
+
+/* ---- several QPs per connection: every QP carries traffic ---- */
+
+struct qp_psn {
+  unsigned qpn;
+  unsigned long psn;
+};
+
+static int read_qp_psns(struct qp_psn *out, int max)
+{
+  char cmd[128], line[1024];
+  FILE *f;
+  int n = 0;
+
+  snprintf(cmd, sizeof(cmd), "rdma res show qp pid %d 2>&1", (int)getpid());
+  f = popen(cmd, "r");
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), f) != NULL && n < max) {
+    char *q = strstr(line, "lqpn "), *s = strstr(line, "sq-psn ");
+    if (q && s) {
+      out[n].qpn = (unsigned)strtoul(q + 5, NULL, 10);
+      out[n].psn = strtoul(s + 7, NULL, 10);
+      n++;
+    }
+  }
+  pclose(f);
+  return n;
+}
+
+static int test_qps(void)
+{
+  struct qp_psn before[64], after[64];
+  struct link l;
+  int nb, na, i, j, advanced = 0, want = getenv("NCCL_IB_QPS_PER_CONNECTION") ? atoi(getenv("NCCL_IB_QPS_PER_CONNECTION")) : 1;
+
+  if (link_open(&l, 8 << 20) != 0)
+    return -1;
+  nb = read_qp_psns(before, 64);
+  if (nb < 2 * want)
+    FAILF("rdma res show qp lists %d QPs of this process, expected %d", nb, 2 * want);
+  for (i = 0; i < 16; i++)
+    if (exchange(&l, i % 2 ? (size_t)(4 << 20) + (size_t)i : (size_t)(100 + i), 8 << 20, 3000 + (uint32_t)i) != 0)
+      return -1;
+  na = read_qp_psns(after, 64);
+  for (i = 0; i < na; i++)
+    for (j = 0; j < nb; j++)
+      if (after[i].qpn == before[j].qpn && after[i].psn != before[j].psn)
+        advanced++;
+  printf("  %d QPs per connection: %d of %d QPs of this process advanced their send PSN\n", want, advanced, na);
+  /* Every sender QP carries data, and the receiver's first QP carries clear-to-sends. */
+  if (advanced < want + 1)
+    FAILF("only %d QPs advanced their send PSN; %d sender QPs + 1 expected", advanced, want);
+  link_close(&l);
+  return 0;
+}
+
+/* ---- concurrency: two threads drive their own comms, a third registers memory ---- */
+
+struct thread_arg {
+  struct link *l;
+  int id, rc;
+  volatile int *stop;
+};
+
+static void *thread_drive(void *p)
+{
+  struct thread_arg *a = p;
+  int i;
+
+  for (i = 0; i < 300 && a->rc == 0; i++)
+    a->rc = exchange(a->l, (size_t)(1 + (i * 7919) % 200000), 1 << 18, (uint32_t)(a->id * 100000 + i));
+  return NULL;
+}
+
+static void *thread_register(void *p)
+{
+  struct thread_arg *a = p;
+  struct link *ls = a->l;
+  int i = 0;
+
+  while (!*a->stop && a->rc == 0) {
+    struct link *l = &ls[i % 2];
+    void *mh = NULL;
+    /* Pages overlapping the buffers in flight, and fresh ones. */
+    size_t off = (size_t)(i % 7) * 4096, len = 4096 * (size_t)(1 + i % 5);
+    void *comm = i % 2 ? l->sc : l->rc;
+    uint8_t *base = i % 3 ? l->rbuf : l->sbuf;
+    if (drv_regmr(&drv, comm, base + off, len, &mh) != ncclSuccess || mh == NULL)
+      a->rc = -1;
+    else if (drv_deregmr(&drv, comm, mh) != ncclSuccess)
+      a->rc = -1;
+    i++;
+  }
+  return NULL;
+}
+
+static int test_threads(void)
+{
+  struct link ls[2];
+  struct thread_arg a[3];
+  pthread_t t[3];
+  volatile int stop = 0;
+  int i, rc = 0;
+
+  if (link_open(&ls[0], 1 << 18) != 0 || link_open(&ls[1], 1 << 18) != 0)
+    return -1;
+  for (i = 0; i < 3; i++) {
+    a[i].l = i < 2 ? &ls[i] : ls;
+    a[i].id = i + 1;
+    a[i].rc = 0;
+    a[i].stop = &stop;
+    pthread_create(&t[i], NULL, i < 2 ? thread_drive : thread_register, &a[i]);
+  }
+  pthread_join(t[0], NULL);
+  pthread_join(t[1], NULL);
+  stop = 1;
+  pthread_join(t[2], NULL);
+  for (i = 0; i < 3; i++)
+    if (a[i].rc != 0) {
+      fprintf(stderr, "  error: thread %d failed\n", i);
+      rc = -1;
+    }
+  link_close(&ls[0]);
+  link_close(&ls[1]);
+  return rc;
+}
+
+/* ---- lifecycle: nothing of the plugin outlives the last comm and dlclose ---- */
+
+static int count_dir(const char *path)
+{
+  DIR *d = opendir(path);
+  struct dirent *e;
+  int n = 0;
+
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.')
+      n++;
+  closedir(d);
+  return n - 1; /* opendir's own descriptor, or nothing for task */
+}
+
+static int count_rdma(const char *what)
+{
+  char cmd[128], line[1024];
+  FILE *f;
+  int n = 0;
+
+  snprintf(cmd, sizeof(cmd), "rdma res show %s 2>/dev/null", what);
+  f = popen(cmd, "r");
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), f) != NULL)
+    n++;
+  pclose(f);
+  return n;
+}
+
+struct footprint {
+  int fds, tasks, qp, cq, mr, pd;
+};
+
+static void footprint(struct footprint *fp)
+{
+  fp->fds = count_dir("/proc/self/fd");
+  fp->tasks = count_dir("/proc/self/task") + 1;
+  fp->qp = count_rdma("qp");
+  fp->cq = count_rdma("cq");
+  fp->mr = count_rdma("mr");
+  fp->pd = count_rdma("pd");
+}
+
+/* One whole life: dlopen, init, transfer, close, finalize, dlclose. */
+static int one_life(int round)
+{
+  struct link l;
+  int n = 0, rc = 0;
+  void *again;
+
+  if (drv_open(&drv, plugin_path, abi) != 0)
+    FAILF("dlopen round %d failed", round);
+  if (drv_init(&drv) != ncclSuccess || drv_devices(&drv, &n) != ncclSuccess || n <= 0)
+    FAILF("init round %d failed", round);
+  if (link_open(&l, 1 << 20) != 0)
+    return -1;
+  rc = exchange(&l, 1 << 20, 1 << 20, 5000 + (uint32_t)round);
+  link_close(&l);
+  drv_finalize(&drv);
+  drv_close_lib(&drv);
+  again = dlopen(plugin_path, RTLD_NOW | RTLD_NOLOAD);
+  if (again != NULL) {
+    dlclose(again);
+    FAILF("round %d: the plugin is still mapped after dlclose", round);
+  }
+  return rc;
+}
+
+static int test_reload(void)
+{
+  struct footprint base, after;
+  int round;
+
+  footprint(&base);
+  for (round = 1; round <= 2; round++) {
+    if (one_life(round) != 0)
+      return -1;
+    footprint(&after);
+    printf("  after round %d: fds %d/%d threads %d/%d qp %d/%d cq %d/%d mr %d/%d pd %d/%d (now/baseline)\n",
+           round, after.fds, base.fds, after.tasks, base.tasks, after.qp, base.qp, after.cq, base.cq,
+           after.mr, base.mr, after.pd, base.pd);
+    if (memcmp(&base, &after, sizeof(base)) != 0)
+      FAILF("round %d left resources behind", round);
+  }
+  return 0;
+}
+
 struct test {
   const char *name;
   int (*fn)(void);
@@ -438,6 +821,8 @@ struct test {
 static const struct test tests[] = {
   {"sizes", test_sizes}, {"grouped", test_grouped}, {"optional", test_optional},
   {"flush", test_flush}, {"many", test_many}, {"inflight-close", test_inflight_close},
+  {"noalloc", test_noalloc}, {"props", test_props}, {"qps", test_qps}, {"threads", test_threads},
+  {"reload", test_reload},
 };
 
 static int run(const char *name)
@@ -494,17 +879,22 @@ int main(int argc, char **argv)
   } else if (i < argc && !strcmp(argv[i], "self")) {
     i++;
   }
-  if (drv_open(&drv, plugin_path, abi) != 0)
-    return 2;
-  if (drv_init(&drv) != ncclSuccess || drv_devices(&drv, &n) != ncclSuccess || n <= 0) {
-    fprintf(stderr, "plugin init failed or found no device\n");
-    return 2;
-  }
-  for (; i < argc; i++)
-    if (run(argv[i]) != 0)
+  if (i < argc && !strcmp(argv[i], "reload")) {
+    /* Measures the process before the plugin was ever loaded: nothing else may run. */
+    run(argv[i]);
+  } else {
+    if (drv_open(&drv, plugin_path, abi) != 0)
       return 2;
-  drv_finalize(&drv);
-  drv_close_lib(&drv);
+    if (drv_init(&drv) != ncclSuccess || drv_devices(&drv, &n) != ncclSuccess || n <= 0) {
+      fprintf(stderr, "plugin init failed or found no device\n");
+      return 2;
+    }
+    for (; i < argc; i++)
+      if (run(argv[i]) != 0)
+        return 2;
+    drv_finalize(&drv);
+    drv_close_lib(&drv);
+  }
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 && passed > 0 ? 0 : 1;
 }
