@@ -22,7 +22,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "mcp_drive.h"
+#include "mcpnet/sock.h"
+#include "mcpnet/wire.h"
 
 #define MAX_SIZE (64u << 20)
 #define CANARY 0xa5
@@ -32,7 +38,7 @@ static const char *plugin_path = "libnccl-net-mcp.so";
 static int abi = 11, dev = 0, pair_mode = 0;
 static const char *role = "a", *xchg = NULL;
 static struct mcp_drive drv;
-static int passed, failed;
+static int passed, failed, expect_init_fail;
 
 #define FAILF(...)                                                                   \
   do {                                                                               \
@@ -813,6 +819,203 @@ static int test_reload(void)
   return 0;
 }
 
+/* ---- registration cache ---- */
+
+/* A sub-range of a registered range is a hit; the last deregistration frees at once. */
+static int test_mrcache(void)
+{
+  struct link l;
+  void *a = NULL, *b = NULL, *c = NULL;
+  uint8_t *buf;
+  int base, n1, n2, n3, n4;
+
+  if (link_open(&l, 4096) != 0)
+    return -1;
+  buf = aligned_alloc(4096, 1 << 20);
+  base = count_rdma("mr");
+  if (drv_regmr(&drv, l.sc, buf, 1 << 20, &a) != ncclSuccess)
+    FAILF("regMr of 1 MiB failed");
+  n1 = count_rdma("mr");
+  if (drv_regmr(&drv, l.rc, buf + 8192, 65536, &b) != ncclSuccess)
+    FAILF("regMr of a sub-range failed");
+  n2 = count_rdma("mr");
+  drv_deregmr(&drv, l.sc, a);
+  n3 = count_rdma("mr");
+  drv_deregmr(&drv, l.rc, b);
+  n4 = count_rdma("mr");
+  if (drv_regmr(&drv, l.sc, buf + 4096, 4096, &c) != ncclSuccess)
+    FAILF("regMr after release failed");
+  drv_deregmr(&drv, l.sc, c);
+  printf("  MRs: baseline %d, +1 MiB %d, +sub-range %d, -first %d, -second %d\n", base, n1, n2, n3, n4);
+  free(buf);
+  link_close(&l);
+  if (n1 != base + 1 || n2 != n1 || n3 != n1 || n4 != base)
+    FAILF("the cache did not share the covering MR or did not free it with the last reference");
+  return 0;
+}
+
+/* ---- connection setup never waits on the peer ---- */
+
+/* connect toward an address nobody answers: every call returns within 100 ms, and the
+ * connect fails at its deadline (MCPNET_CONNECT_TIMEOUT) naming address and port. */
+static int test_unreachable(void)
+{
+  char handle[NCCL_NET_HANDLE_MAXSIZE], err[MCP_WIRE_ERRLEN];
+  struct mcp_wire_handle h;
+  union mcp_sockaddr addr;
+  void *lc = NULL, *sc = NULL;
+  double worst = 0, t0 = drv_now();
+  ncclResult_t rc = ncclSuccess;
+  int calls = 0;
+
+  memset(handle, 0, sizeof(handle));
+  if (drv_listen(&drv, dev, handle, &lc) != ncclSuccess)
+    FAILF("listen failed");
+  if (mcp_wire_handle_decode((uint8_t *)handle, &h, err, sizeof(err)) != 0)
+    FAILF("cannot decode our own handle: %s", err);
+  /* TEST-NET-1: routed nowhere in the guest; its SYNs go unanswered. */
+  mcp_sockaddr_parse(getenv("CONF_UNREACHABLE") ? getenv("CONF_UNREACHABLE") : "192.0.2.99:9", &addr);
+  mcp_wire_handle_set_sockaddr(&h, &addr);
+  mcp_wire_handle_encode(&h, (uint8_t *)handle, err, sizeof(err));
+  while (rc == ncclSuccess && sc == NULL && drv_now() - t0 < 60) {
+    double c0 = drv_now(), dt;
+    rc = drv_connect(&drv, dev, handle, &sc);
+    dt = drv_now() - c0;
+    worst = dt > worst ? dt : worst;
+    calls++;
+    usleep(1000);
+  }
+  drv_close_listen(&drv, lc);
+  printf("  %d connect calls, slowest %.1f ms, failed after %.1f s with %d\n", calls, worst * 1e3,
+         drv_now() - t0, rc);
+  if (sc != NULL)
+    FAILF("connect to an unreachable address succeeded");
+  if (rc == ncclSuccess)
+    FAILF("connect to an unreachable address did not fail within 60 s");
+  if (worst > 0.1)
+    FAILF("a connect call took %.1f ms (limit 100 ms)", worst * 1e3);
+  return 0;
+}
+
+static int oob_addr_of(const char *handle, union mcp_sockaddr *addr)
+{
+  struct mcp_wire_handle h;
+  char err[MCP_WIRE_ERRLEN];
+
+  if (mcp_wire_handle_decode((const uint8_t *)handle, &h, err, sizeof(err)) != 0)
+    return -1;
+  mcp_wire_handle_get_sockaddr(&h, addr);
+  return 0;
+}
+
+static int raw_connect(const union mcp_sockaddr *addr)
+{
+  int fd = socket(addr->sa.sa_family, SOCK_STREAM, 0);
+
+  if (fd >= 0 && connect(fd, &addr->sa, mcp_sockaddr_len(addr)) != 0) {
+    close(fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+/* Strangers on the out-of-band port: a silent client, random bytes, a truncated and a
+ * wrong-magic frame. Each is refused; the listen is not consumed and still works. */
+static int test_stray(void)
+{
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  union mcp_sockaddr addr;
+  void *lc = NULL, *sc = NULL, *rc = NULL;
+  uint8_t junk[256];
+  int fds[4], i;
+  struct link l;
+
+  memset(handle, 0, sizeof(handle));
+  if (drv_listen(&drv, dev, handle, &lc) != ncclSuccess || oob_addr_of(handle, &addr) != 0)
+    FAILF("listen failed");
+  for (i = 0; i < (int)sizeof(junk); i++)
+    junk[i] = (uint8_t)(i * 37 + 11);
+  for (i = 0; i < 4; i++) {
+    fds[i] = raw_connect(&addr);
+    if (fds[i] < 0)
+      FAILF("cannot connect to the out-of-band port");
+  }
+  /* 0: silent. 1: random bytes. 2: a valid magic, then nothing (truncated). 3: wrong magic. */
+  if (write(fds[1], junk, sizeof(junk)) < 0 || write(fds[2], "NPCM\x01\x00", 6) < 0 ||
+      write(fds[3], "XXXXXXXXXXXXXXXXXXXXXXXX", 24) < 0)
+    FAILF("write to the out-of-band port failed");
+  close(fds[2]);
+  /* The accept must find nothing to accept, however often it is called. */
+  for (i = 0; i < 50; i++) {
+    if (drv_accept(&drv, lc, &rc) != ncclSuccess)
+      FAILF("accept failed because of a stray connection");
+    if (rc != NULL)
+      FAILF("a stray connection was accepted as a comm");
+    usleep(2000);
+  }
+  /* The same listen then serves a real connection. */
+  if (drv_connect_pair(&drv, dev, handle, lc, &sc, &rc, CONNECT_TIMEOUT, 0) != 0)
+    FAILF("the listen did not serve a real connection after the strays");
+  drv_close_listen(&drv, lc);
+  for (i = 0; i < 4; i++)
+    if (i != 2)
+      close(fds[i]);
+  memset(&l, 0, sizeof(l));
+  l.sc = sc;
+  l.rc = rc;
+  l.cap = 1 << 16;
+  l.sbuf = aligned_alloc(4096, l.cap);
+  l.rbuf = aligned_alloc(4096, l.cap);
+  if (drv_regmr(&drv, sc, l.sbuf, l.cap, &l.smh) != ncclSuccess || drv_regmr(&drv, rc, l.rbuf, l.cap, &l.rmh) != ncclSuccess)
+    FAILF("regMr failed");
+  i = exchange(&l, 1000, l.cap, 6000);
+  link_close(&l);
+  return i;
+}
+
+static int count_sockets(void)
+{
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+  char path[300], target[64];
+  int n = 0;
+
+  while (d != NULL && (e = readdir(d)) != NULL) {
+    ssize_t k;
+    snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+    k = readlink(path, target, sizeof(target) - 1);
+    if (k > 0) {
+      target[k] = '\0';
+      n += strncmp(target, "socket:", 7) == 0;
+    }
+  }
+  if (d)
+    closedir(d);
+  return n;
+}
+
+/* 1,000 comms between two ends share a few sockets, not one each. */
+static int test_sockets(void)
+{
+  int n = getenv("CONF_CONNS") ? atoi(getenv("CONF_CONNS")) : 500, i, rc = 0, socks;
+  void **sc = calloc((size_t)n, sizeof(void *)), **rcv = calloc((size_t)n, sizeof(void *));
+
+  for (i = 0; i < n; i++)
+    if (open_link(&sc[i], &rcv[i]) != 0)
+      FAILF("link %d of %d failed", i, n);
+  socks = count_sockets();
+  printf("  %d comms open, %d sockets in this process\n", 2 * n, socks);
+  if (socks > 4) {
+    fprintf(stderr, "  error: %d sockets for %d comms (expected at most 4)\n", socks, 2 * n);
+    rc = -1;
+  }
+  for (i = 0; i < n; i++)
+    close_link(sc[i], rcv[i]);
+  free(sc);
+  free(rcv);
+  return rc;
+}
+
 struct test {
   const char *name;
   int (*fn)(void);
@@ -822,7 +1025,8 @@ static const struct test tests[] = {
   {"sizes", test_sizes}, {"grouped", test_grouped}, {"optional", test_optional},
   {"flush", test_flush}, {"many", test_many}, {"inflight-close", test_inflight_close},
   {"noalloc", test_noalloc}, {"props", test_props}, {"qps", test_qps}, {"threads", test_threads},
-  {"reload", test_reload},
+  {"reload", test_reload}, {"mrcache", test_mrcache}, {"unreachable", test_unreachable},
+  {"stray", test_stray}, {"sockets", test_sockets},
 };
 
 static int run(const char *name)
@@ -859,6 +1063,8 @@ int main(int argc, char **argv)
       abi = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--dev") && i + 1 < argc)
       dev = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--expect-init-fail"))
+      expect_init_fail = 1;
     else {
       fprintf(stderr, "usage: %s [--plugin SO] [--abi N] [--dev N] self|pair [--role a|b --xchg DIR] TEST...\n", argv[0]);
       return 2;
@@ -886,8 +1092,17 @@ int main(int argc, char **argv)
     if (drv_open(&drv, plugin_path, abi) != 0)
       return 2;
     if (drv_init(&drv) != ncclSuccess || drv_devices(&drv, &n) != ncclSuccess || n <= 0) {
+      drv_finalize(&drv);
+      if (expect_init_fail) {
+        printf("init failed, as expected\n1 passed, 0 failed\n");
+        return 0;
+      }
       fprintf(stderr, "plugin init failed or found no device\n");
       return 2;
+    }
+    if (expect_init_fail) {
+      printf("FAIL init succeeded with %d device(s) although it should have failed\n0 passed, 1 failed\n", n);
+      return 1;
     }
     for (; i < argc; i++)
       if (run(argv[i]) != 0)

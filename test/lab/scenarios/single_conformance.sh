@@ -17,5 +17,21 @@ NCCL_IB_QPS_PER_CONNECTION=4 conf self qps sizes grouped
 for abi in 8 9 10; do
   CONF_MAX_SIZE=$((16 << 20)) conf --abi "$abi" self props sizes grouped optional
 done
+conf self mrcache stray sockets
+# A peer that never answers: SYNs into a dummy netdev vanish. Every connect call
+# returns within 100 ms and the connect fails at MCPNET_CONNECT_TIMEOUT.
+ip link add mcpdrop type dummy && ip addr add 198.51.100.1/24 dev mcpdrop && ip link set mcpdrop up
+MCPNET_CONNECT_TIMEOUT=3 CONF_UNREACHABLE=198.51.100.2:9 conf self unreachable 2> /tmp/unreach.err
+cat /tmp/unreach.err
+lab_grep '198\.51\.100\.2:9' /tmp/unreach.err "the connect failure names the address and port"
 conf self reload
 conf --abi 8 self reload
+
+# No usable device: init fails after one WARN that says what was found and why.
+NCCL_IB_HCA=mlx5 conf --expect-init-fail self 2> /tmp/nodev.err
+lab_grep 'rxe0: not selected by NCCL_IB_HCA=mlx5' /tmp/nodev.err "the WARN names rxe0 and why it was excluded"
+lab_grep 'NCCL_NET=MCP' /tmp/nodev.err "the WARN says NCCL would fall back"
+# No rdma-core at all: the plugin still loads; init fails with a clear WARN.
+unshare -m bash -c "mount --bind /dev/null /usr/lib/x86_64-linux-gnu/libibverbs.so.1 &&
+  timeout 60 bin/mcp-conformance --plugin plugin/libnccl-net-mcp.so --expect-init-fail self" 2> /tmp/noverbs.err
+lab_grep 'libibverbs.so.1 cannot be loaded' /tmp/noverbs.err "init explains the missing libibverbs"
