@@ -52,7 +52,7 @@ static struct {
   struct mcp_oob_listener *listeners;
   int connect_timeout_ms;
   int local_rank;
-  struct timespec last_poll;
+  atomic_ullong last_poll_ms; /* read before trylock by every waiting test() */
 } oob = {.lock = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1};
 
 static void listener_unlink(struct mcp_oob_listener *l);
@@ -428,16 +428,15 @@ void mcp_oob_progress(void)
 void mcp_oob_poll(unsigned interval_ms)
 {
   struct timespec now;
-  long long elapsed_ms;
+  unsigned long long now_ms;
 
   clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  elapsed_ms = (now.tv_sec - oob.last_poll.tv_sec) * 1000LL +
-               (now.tv_nsec - oob.last_poll.tv_nsec) / 1000000;
-  if (elapsed_ms < (long long)interval_ms)
+  now_ms = (unsigned long long)now.tv_sec * 1000ull + (unsigned long long)now.tv_nsec / 1000000ull;
+  if (now_ms - atomic_load_explicit(&oob.last_poll_ms, memory_order_relaxed) < interval_ms)
     return;
   if (pthread_mutex_trylock(&oob.lock) != 0)
     return;
-  oob.last_poll = now;
+  atomic_store_explicit(&oob.last_poll_ms, now_ms, memory_order_relaxed);
   progress_locked();
   pthread_mutex_unlock(&oob.lock);
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -441,52 +442,32 @@ static int test_inflight_close(void)
 
 /* ---- allocation counter: the data path must not allocate ---- */
 
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void __libc_free(void *);
-static volatile int counting;
-static volatile long allocs;
+/* The counter lives in libmcp-alloc-count.so, preloaded for this test only, so the
+ * sanitizer and valgrind runs keep their own malloc. */
+struct alloc_counter {
+  void (*enable)(int on);
+  long (*count)(void);
+  void (*reset)(void);
+};
 
-/* Exported (the build hides symbols by default) so the plugin's calls land here. */
-#define INTERPOSE __attribute__((visibility("default")))
-INTERPOSE void *malloc(size_t n);
-INTERPOSE void *calloc(size_t a, size_t b);
-INTERPOSE void *realloc(void *p, size_t n);
-INTERPOSE void free(void *p);
-
-void *malloc(size_t n)
+static int alloc_counter_find(struct alloc_counter *a)
 {
-  if (counting)
-    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
-  return __libc_malloc(n);
-}
-void *calloc(size_t a, size_t b)
-{
-  if (counting)
-    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
-  return __libc_calloc(a, b);
-}
-void *realloc(void *p, size_t n)
-{
-  if (counting)
-    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
-  return __libc_realloc(p, n);
-}
-void free(void *p)
-{
-  if (counting && p != NULL)
-    __atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
-  __libc_free(p);
+  a->enable = (void (*)(int))dlsym(RTLD_DEFAULT, "mcp_alloc_count_enable");
+  a->count = (long (*)(void))dlsym(RTLD_DEFAULT, "mcp_alloc_count");
+  a->reset = (void (*)(void))dlsym(RTLD_DEFAULT, "mcp_alloc_count_reset");
+  return a->enable && a->count && a->reset ? 0 : -1;
 }
 
 /* isend/irecv/test without a single malloc or free after warm-up (100,000 calls). */
 static int test_noalloc(void)
 {
+  struct alloc_counter ac;
   struct link l;
-  long calls = 0;
+  long calls = 0, allocs;
   int tag = 9, i;
 
+  if (alloc_counter_find(&ac) != 0)
+    FAILF("run this test with LD_PRELOAD=<build>/lib/libmcp-alloc-count.so");
   if (link_open(&l, 1 << 16) != 0)
     return -1;
   for (i = 0; i < 200; i++)
@@ -495,16 +476,17 @@ static int test_noalloc(void)
   /* The counter must see the plugin's own allocations: a registration makes one. */
   {
     void *mh = NULL, *probe = aligned_alloc(4096, 4096); /* not covered by a cached MR */
-    counting = 1;
+    ac.reset();
+    ac.enable(1);
     drv_regmr(&drv, l.sc, probe, 4096, &mh);
     drv_deregmr(&drv, l.sc, mh);
-    counting = 0;
+    ac.enable(0);
     free(probe);
-    if (allocs == 0)
+    if (ac.count() == 0)
       FAILF("the allocation counter does not see the plugin's malloc calls");
-    allocs = 0;
+    ac.reset();
   }
-  counting = 1;
+  ac.enable(1);
   while (calls < 100000) {
     void *sreq = NULL, *rreq = NULL;
     size_t cap = 4096;
@@ -522,7 +504,8 @@ static int test_noalloc(void)
       calls += 2;
     }
   }
-  counting = 0;
+  ac.enable(0);
+  allocs = ac.count();
   link_close(&l);
   if (calls < 100000)
     FAILF("a call failed after %ld calls", calls);
@@ -662,7 +645,7 @@ static int test_qps(void)
 struct thread_arg {
   struct link *l;
   int id, rc;
-  volatile int *stop;
+  atomic_int *stop;
 };
 
 static void *thread_drive(void *p)
@@ -681,7 +664,7 @@ static void *thread_register(void *p)
   struct link *ls = a->l;
   int i = 0;
 
-  while (!*a->stop && a->rc == 0) {
+  while (!atomic_load(a->stop) && a->rc == 0) {
     struct link *l = &ls[i % 2];
     void *mh = NULL;
     /* Pages overlapping the buffers in flight, and fresh ones. */
@@ -702,7 +685,7 @@ static int test_threads(void)
   struct link ls[2];
   struct thread_arg a[3];
   pthread_t t[3];
-  volatile int stop = 0;
+  atomic_int stop = 0;
   int i, rc = 0;
 
   if (link_open(&ls[0], 1 << 18) != 0 || link_open(&ls[1], 1 << 18) != 0)
@@ -716,7 +699,7 @@ static int test_threads(void)
   }
   pthread_join(t[0], NULL);
   pthread_join(t[1], NULL);
-  stop = 1;
+  atomic_store(&stop, 1);
   pthread_join(t[2], NULL);
   for (i = 0; i < 3; i++)
     if (a[i].rc != 0) {

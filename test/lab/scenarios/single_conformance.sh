@@ -11,7 +11,8 @@ set -euo pipefail
 cd "$MCPNET_BUILD_DIR"
 conf() { timeout 300 bin/mcp-conformance --plugin plugin/libnccl-net-mcp.so "$@"; }
 
-CONF_EXPECT_NO_DMABUF=1 conf self props sizes grouped optional many inflight-close noalloc threads
+CONF_EXPECT_NO_DMABUF=1 conf self props sizes grouped optional many inflight-close threads
+LD_PRELOAD=$MCPNET_BUILD_DIR/lib/libmcp-alloc-count.so conf self noalloc
 MCPNET_FORCE_FLUSH=1 conf self flush
 NCCL_IB_QPS_PER_CONNECTION=4 conf self qps sizes grouped
 for abi in 8 9 10; do

@@ -1,0 +1,279 @@
+/*
+ * bench_xchg.c - how the two processes of a pair swap their listen handles before any
+ * plugin connection exists: files in a shared folder (--xchg, as the lab's guests
+ * share one) or one TCP connection (--server/--client, for real hosts). It carries
+ * one fixed-size blob each way and nothing else; everything later travels over the
+ * plugin itself. It binds and connects only to the addresses the user named.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static const char *role_name(enum bench_role r) { return r == BENCH_ROLE_A ? "a" : "b"; }
+
+/* Splits "HOST:PORT", "[V6]:PORT" or "PORT" (host NULL) into host and port. */
+static int split_hostport(const char *s, char *host, size_t hlen, char *port, size_t plen, int need_host)
+{
+  const char *colon = strrchr(s, ':');
+
+  host[0] = '\0';
+  if (colon == NULL) {
+    if (need_host)
+      return -1;
+    snprintf(port, plen, "%s", s);
+    return 0;
+  }
+  if (s[0] == '[') {
+    const char *end = strchr(s, ']');
+    if (end == NULL || end + 1 != colon)
+      return -1;
+    snprintf(host, hlen, "%.*s", (int)(end - s - 1), s + 1);
+  } else {
+    snprintf(host, hlen, "%.*s", (int)(colon - s), s);
+  }
+  snprintf(port, plen, "%s", colon + 1);
+  return port[0] == '\0' ? -1 : 0;
+}
+
+static int tcp_listen_accept(const char *spec, int timeout_s)
+{
+  char host[256], port[32];
+  struct addrinfo hints, *ai = NULL, *p;
+  struct pollfd pfd;
+  int fd = -1, one = 1, cfd, rc;
+
+  if (split_hostport(spec, host, sizeof(host), port, sizeof(port), 0) != 0) {
+    fprintf(stderr, "mcpnet-bench: --server wants [HOST:]PORT, got '%s'\n", spec);
+    return -1;
+  }
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  hints.ai_family = host[0] ? AF_UNSPEC : AF_INET6; /* v6 wildcard also takes v4 */
+  rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+  if (rc != 0 && !host[0]) {
+    hints.ai_family = AF_INET;
+    rc = getaddrinfo(NULL, port, &hints, &ai);
+  }
+  if (rc != 0) {
+    fprintf(stderr, "mcpnet-bench: --server %s: %s\n", spec, gai_strerror(rc));
+    return -1;
+  }
+  for (p = ai; p != NULL; p = p->ai_next) {
+    fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+    if (fd < 0)
+      continue;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, p->ai_addr, p->ai_addrlen) == 0 && listen(fd, 1) == 0)
+      break;
+    close(fd);
+    fd = -1;
+  }
+  freeaddrinfo(ai);
+  if (fd < 0) {
+    fprintf(stderr, "mcpnet-bench: cannot listen on %s: %s\n", spec, strerror(errno));
+    return -1;
+  }
+  fprintf(stderr, "mcpnet-bench: role a waiting for role b on %s\n", spec);
+  pfd.fd = fd;
+  pfd.events = POLLIN;
+  if (poll(&pfd, 1, timeout_s * 1000) != 1) {
+    fprintf(stderr, "mcpnet-bench: no peer connected to %s within %d s\n", spec, timeout_s);
+    close(fd);
+    return -1;
+  }
+  cfd = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+  close(fd);
+  if (cfd < 0)
+    perror("mcpnet-bench: accept");
+  return cfd;
+}
+
+/* The server may start later than the client: retry until timeout_s. */
+static int tcp_connect(const char *spec, int timeout_s)
+{
+  char host[256], port[32];
+  struct addrinfo hints, *ai = NULL, *p;
+  double deadline = drv_now() + timeout_s;
+  int fd = -1, rc, err = 0;
+
+  if (split_hostport(spec, host, sizeof(host), port, sizeof(port), 1) != 0) {
+    fprintf(stderr, "mcpnet-bench: --client wants HOST:PORT, got '%s'\n", spec);
+    return -1;
+  }
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  rc = getaddrinfo(host, port, &hints, &ai);
+  if (rc != 0) {
+    fprintf(stderr, "mcpnet-bench: --client %s: %s\n", spec, gai_strerror(rc));
+    return -1;
+  }
+  while (fd < 0 && drv_now() < deadline) {
+    for (p = ai; p != NULL && fd < 0; p = p->ai_next) {
+      fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+      if (fd >= 0 && connect(fd, p->ai_addr, p->ai_addrlen) != 0) {
+        err = errno;
+        close(fd);
+        fd = -1;
+      }
+    }
+    if (fd < 0)
+      usleep(100000);
+  }
+  freeaddrinfo(ai);
+  if (fd < 0)
+    fprintf(stderr, "mcpnet-bench: cannot connect to %s within %d s: %s\n", spec, timeout_s, strerror(err));
+  return fd;
+}
+
+int bench_xchg_open(struct bench_xchg *x, const struct bench_opts *o)
+{
+  int one = 1;
+
+  memset(x, 0, sizeof(*x));
+  x->fd = -1;
+  x->dir = o->xchg;
+  if (o->server != NULL)
+    x->fd = tcp_listen_accept(o->server, o->timeout_s);
+  else if (o->client != NULL)
+    x->fd = tcp_connect(o->client, o->timeout_s);
+  else
+    return 0;
+  if (x->fd < 0)
+    return -1;
+  setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+  const char *p = buf;
+
+  while (len > 0) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len, int timeout_s)
+{
+  char *p = buf;
+  double deadline = drv_now() + timeout_s;
+
+  while (len > 0) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    ssize_t n;
+    if (poll(&pfd, 1, 200) == 0) {
+      if (drv_now() > deadline)
+        return -1;
+      continue;
+    }
+    n = recv(fd, p, len, 0);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return -1;
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+/* Write to a hidden name, then rename: the peer never reads half a file. */
+static int file_put(const char *dir, const char *name, const void *data, size_t len, char *path, size_t plen)
+{
+  char tmp[512];
+  int fd;
+
+  snprintf(path, plen, "%s/%s", dir, name);
+  snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, name, (int)getpid());
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "mcpnet-bench: cannot write %s: %s\n", tmp, strerror(errno));
+    return -1;
+  }
+  if (write(fd, data, len) != (ssize_t)len) {
+    fprintf(stderr, "mcpnet-bench: cannot write %s: %s\n", tmp, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  close(fd);
+  if (rename(tmp, path) != 0) {
+    fprintf(stderr, "mcpnet-bench: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static int file_get(const char *dir, const char *name, void *data, size_t len, int timeout_s)
+{
+  char path[512];
+  double deadline = drv_now() + timeout_s;
+
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  while (drv_now() < deadline) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t n = read(fd, data, len);
+      close(fd);
+      if (n == (ssize_t)len)
+        return 0;
+    }
+    usleep(20000);
+  }
+  fprintf(stderr, "mcpnet-bench: %s did not appear within %d s (is the other role running with the same --xchg?)\n",
+          path, timeout_s);
+  return -1;
+}
+
+int bench_xchg_swap(struct bench_xchg *x, const struct bench_opts *o, const void *mine, void *peer,
+                    size_t len, int timeout_s)
+{
+  char name[64];
+
+  if (x->fd >= 0) {
+    if (write_all(x->fd, mine, len) != 0 || read_all(x->fd, peer, len, timeout_s) != 0) {
+      fprintf(stderr, "mcpnet-bench: the handle exchange over TCP failed (peer gone or timed out)\n");
+      return -1;
+    }
+    return 0;
+  }
+  snprintf(name, sizeof(name), "mcpnet-bench.%s.hello", role_name(o->role));
+  if (file_put(x->dir, name, mine, len, x->own_file, sizeof(x->own_file)) != 0)
+    return -1;
+  snprintf(name, sizeof(name), "mcpnet-bench.%s.hello", role_name(o->role == BENCH_ROLE_A ? BENCH_ROLE_B : BENCH_ROLE_A));
+  return file_get(x->dir, name, peer, len, timeout_s);
+}
+
+/* Once connected, the peer has read our handles: removing them keeps a later run in
+ * the same folder from finding stale ones. */
+void bench_xchg_done(struct bench_xchg *x)
+{
+  if (x->own_file[0] != '\0')
+    unlink(x->own_file);
+  x->own_file[0] = '\0';
+}
+
+void bench_xchg_close(struct bench_xchg *x)
+{
+  bench_xchg_done(x);
+  if (x->fd >= 0)
+    close(x->fd);
+  x->fd = -1;
+}
