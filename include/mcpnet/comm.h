@@ -31,6 +31,9 @@
 #define MCP_RECV_REQS (MCP_SLOTS + NCCL_NET_MAX_REQUESTS) /* slots plus flushes */
 #define MCP_STRIPE_MIN (64 * 1024)        /* smallest chunk worth a QP of its own */
 #define MCP_CQ_BATCH 16
+/* Receive WRs per QP: every slot can have its immediate in flight while up to a batch of
+ * consumed WRs waits to be reposted. */
+#define MCP_RQ_DEPTH (MCP_SLOTS + MCP_CQ_BATCH)
 
 /* One element of a CTS entry: 32 bytes, written by the receiver's NIC. */
 struct mcp_cts_elem {
@@ -202,6 +205,7 @@ int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count);
 void mcp_comm_destroy(struct mcp_comm *c);
 void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mcp_comm_fill_endpoint(struct mcp_comm *c);
+uint32_t mcp_version_number(void);
 
 /* Requests (mcp_xfer_req.c). */
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);

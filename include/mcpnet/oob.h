@@ -69,6 +69,8 @@ void mcp_oob_listener_remove(struct mcp_oob_listener *l);
  * mcp_oob_stream_open_for or drop it with mcp_oob_request_free. */
 int mcp_oob_listener_take(struct mcp_oob_listener *l, struct mcp_oob_request **req);
 void mcp_oob_request_free(struct mcp_oob_request *req);
+/* Tells the connecting side why its request cannot be served. */
+int mcp_oob_request_reject(struct mcp_oob_request *req, uint32_t code, const char *why);
 
 /* Streams. open_to finds or starts the connection to a listener (sharing an existing
  * one to the same process); open_for answers a request on the request's connection. */

@@ -44,8 +44,8 @@ static uint32_t random_psn(void)
 {
   uint32_t v = 0;
 
-  if (getrandom(&v, sizeof(v), 0) != sizeof(v))
-    v = (uint32_t)time(NULL);
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+    v = (uint32_t)time(NULL) ^ (uint32_t)clock();
   return v & 0xffffff;
 }
 
@@ -85,8 +85,6 @@ int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
       return -1;
     }
     c->max_inline = (int)init.cap.max_inline_data;
-    if (c->max_inline > cfg->inline_bytes && c->max_inline < 64)
-      c->max_inline = 0;
     c->psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;
@@ -199,6 +197,15 @@ int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
   return 0;
 }
 
+/* MCPNET_VERSION "major.minor.patch" as major<<16 | minor<<8 | patch. */
+uint32_t mcp_version_number(void)
+{
+  unsigned major = 0, minor = 0, patch = 0;
+
+  sscanf(MCPNET_VERSION, "%u.%u.%u", &major, &minor, &patch);
+  return (major << 16) | ((minor & 0xff) << 8) | (patch & 0xff);
+}
+
 void mcp_comm_fill_endpoint(struct mcp_comm *c)
 {
   const struct mcp_config *cfg = mcp_net_config();
@@ -226,7 +233,7 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
   ep->ring_addr = (uintptr_t)c->ring;
   ep->ring_rkey = c->ring_mr->rkey;
   ep->ring_slots = MCP_SLOTS;
-  ep->fp.plugin_version = (0u << 16) | (1u << 8) | 0u;
+  ep->fp.plugin_version = mcp_version_number();
   ep->fp.gid_type = d->link_layer == IBV_LINK_LAYER_ETHERNET
                         ? (d->gid.type == MCP_GID_TYPE_ROCE_V2 ? MCP_WIRE_GID_ROCE_V2 : MCP_WIRE_GID_ROCE_V1)
                         : MCP_WIRE_GID_IB;

@@ -42,11 +42,13 @@ static uint64_t now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int choose_sl_tc(int configured, int traffic_class)
+/* NCCL_IB_SL / NCCL_IB_TC win; else the communicator's traffic class; else 0. A traffic
+ * class is a TC (0..255) but only an SL when it fits the 4-bit field. */
+static int choose_sl_tc(int configured, int traffic_class, int max)
 {
   if (configured >= 0)
     return configured;
-  return traffic_class >= 0 ? traffic_class : 0;
+  return traffic_class >= 0 && traffic_class <= max ? traffic_class : 0;
 }
 
 static void *ring_alloc(size_t bytes)
@@ -75,8 +77,8 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
   c->kind = kind;
   c->dev = dev;
   c->traffic_class = traffic_class;
-  c->sl = choose_sl_tc(cfg->ib_sl, traffic_class);
-  c->tc = choose_sl_tc(cfg->ib_tc, traffic_class);
+  c->sl = choose_sl_tc(cfg->ib_sl, traffic_class, 15);
+  c->tc = choose_sl_tc(cfg->ib_tc, traffic_class, 255);
   c->seq = 1;
   c->dc = mcp_devctx_get(mcp_net_fabric(), dev);
   if (c->dc == NULL)
@@ -116,7 +118,22 @@ static int comm_resources(struct mcp_comm *c, int nqps)
     return -1;
   if (mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV) != 0)
     return -1;
-  return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_SLOTS + MCP_CQ_BATCH);
+  return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH);
+}
+
+/* Tells the other end why the connection is abandoned, so it fails now, not at its
+ * connect timeout. */
+static void send_reject(struct mcp_comm *c, uint32_t code, const char *why)
+{
+  struct mcp_wire_msg m;
+
+  if (c->stream == NULL || c->stream->remote_id == 0)
+    return;
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REJECT;
+  m.u.reject.code = code;
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "%.256s", why);
+  (void)mcp_oob_stream_send(c->stream, &m);
 }
 
 /* What must agree between the two ends; mismatches that only cost speed are warned. */
@@ -299,15 +316,18 @@ static int connect_step(struct mcp_comm *c)
   c->remote = m.u.conn_ack;
   c->stream->remote_id = c->remote.stream_id;
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
+    send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
     mcp_comm_fail(c, ncclInvalidUsage, "connect to %s: %s", c->peer_name, why);
     return -1;
   }
   if (c->remote.nqps != c->nqps) {
+    send_reject(c, MCP_WIRE_REJECT_INTERNAL, "QP count mismatch");
     mcp_comm_fail(c, ncclRemoteError, "connect to %s: the peer answered with %d QPs for our %d",
                   c->peer_name, c->remote.nqps, c->nqps);
     return -1;
   }
   if (mcp_qp_connect_all(c) != 0) {
+    send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not bring its QPs to RTS (see its log)");
     mcp_comm_fail(c, ncclSystemError, "connect to %s: queue pairs could not be connected", c->peer_name);
     return -1;
   }
@@ -374,6 +394,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
 
   *rc = ncclSystemError;
   if (c == NULL) {
+    mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not create a comm (see its log)");
     mcp_oob_request_free(req);
     return -1;
   }
@@ -391,11 +412,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     goto fail;
   mcp_comm_fill_endpoint(c);
   if (check_peer(c, r, why, sizeof(why)) != 0) {
-    memset(&m, 0, sizeof(m));
-    m.type = MCP_WIRE_CONN_REJECT;
-    m.u.reject.code = MCP_WIRE_REJECT_MISMATCH;
-    snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "%.256s", why);
-    (void)mcp_oob_stream_send(c->stream, &m);
+    send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
     mcp_comm_fail(c, ncclInvalidUsage, "accept from %s: %s", c->peer_name, why);
     *rc = ncclInvalidUsage;
     goto fail;
@@ -403,7 +420,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   if (mcp_qp_connect_all(c) != 0)
     goto fail;
   for (i = 0; i < c->nqps; i++)
-    if (mcp_qp_post_recvs(c, i, MCP_SLOTS) != 0)
+    if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
       goto fail;
   c->remote_ring = r->ring_addr;
   c->remote_rkey = r->ring_rkey;
@@ -417,9 +434,11 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   lc->accepting = c;
   return 0;
 fail:
-  if (c->error == 0)
+  if (c->error == 0) {
     MCP_WARN("accept on %s from %s failed while setting up the connection",
              mcp_net_fabric()->dev[lc->dev].name, c->peer_name);
+    send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not set up its QPs (see its log)");
+  }
   mcp_comm_destroy(c);
   return -1;
 }

@@ -36,6 +36,7 @@ struct mcp_oob_peer {
   struct mcp_sock_sendq sq;
   struct mcp_sock_rbuf rb;
   int refs; /* streams and queued requests */
+  uint64_t hello_deadline_ms; /* an incoming connection must say HELLO by then */
   char dead_reason[MCP_WIRE_REASON_MAX];
   struct mcp_oob_peer *next;
 };
@@ -57,13 +58,30 @@ static struct {
 
 static void listener_unlink(struct mcp_oob_listener *l);
 
+#define HELLO_TIMEOUT_MS 10000
+
+static uint64_t now_ms(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Tokens and nonces only need to differ between processes and listens, so never wait
+ * for the kernel's entropy at boot: mix in time, pid and a counter when it is not ready. */
 static uint64_t random_u64(void)
 {
+  static atomic_ullong counter;
+  struct timespec ts;
   uint64_t v = 0;
 
-  while (getrandom(&v, sizeof(v), 0) != sizeof(v) || v == 0)
-    ;
-  return v;
+  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
+        (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+  }
+  return v != 0 ? v : 1;
 }
 
 static const char *peer_name(const struct mcp_oob_peer *p, char *buf, size_t len)
@@ -158,14 +176,13 @@ static void peer_free(struct mcp_oob_peer *p)
   free(p);
 }
 
+/* An idle connection stays open while the process has comms: the peer may be sending a
+ * new request on it right now. Dead and unreferenced ones are freed by progress. */
 static void peer_unref(struct mcp_oob_peer *p)
 {
-  if (--p->refs > 0)
-    return;
-  /* Flush what is queued (a CLOSE, typically) before letting go; never wait for it. */
+  p->refs--;
   if (p->fd >= 0 && mcp_sock_sendq_pending(&p->sq) > 0)
     (void)mcp_sock_sendq_flush(&p->sq, p->fd);
-  peer_free(p);
 }
 
 static void send_hello(struct mcp_oob_peer *p)
@@ -370,6 +387,7 @@ static void accept_new(void)
     p->fd = fd;
     p->addr = from;
     p->state = PEER_HELLO;
+    p->hello_deadline_ms = now_ms() + HELLO_TIMEOUT_MS;
     send_hello(p);
   }
 }
@@ -393,6 +411,12 @@ static void progress_peer(struct mcp_oob_peer *p)
   }
   if (p->state != PEER_HELLO && p->state != PEER_UP)
     return;
+  if (p->state == PEER_HELLO && !p->outgoing && now_ms() > p->hello_deadline_ms) {
+    MCP_WARN("out-of-band: %s connected but sent no HELLO within %d s (not an mcpnet peer?); closed",
+             peer_name(p, name, sizeof(name)), HELLO_TIMEOUT_MS / 1000);
+    peer_kill(p, "no HELLO from %s", name);
+    return;
+  }
   left = mcp_sock_sendq_flush(&p->sq, p->fd);
   if (left < 0) {
     peer_kill(p, "sending to %s failed: %s", peer_name(p, name, sizeof(name)), strerror((int)-left));
@@ -564,6 +588,16 @@ int mcp_oob_listener_take(struct mcp_oob_listener *l, struct mcp_oob_request **r
   }
   pthread_mutex_unlock(&oob.lock);
   return got;
+}
+
+int mcp_oob_request_reject(struct mcp_oob_request *req, uint32_t code, const char *why)
+{
+  pthread_mutex_lock(&oob.lock);
+  reject(req->peer, req->req.ep.stream_id, code, why);
+  if (req->peer->fd >= 0)
+    (void)mcp_sock_sendq_flush(&req->peer->sq, req->peer->fd);
+  pthread_mutex_unlock(&oob.lock);
+  return 0;
 }
 
 void mcp_oob_request_free(struct mcp_oob_request *req)

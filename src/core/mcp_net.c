@@ -31,6 +31,7 @@ static struct {
   int ready;        /* configuration loaded and fabric discovered */
   int ctxs;         /* live contexts from v11 init */
   int comms;        /* live listen/send/recv comms */
+  int had_ctx;      /* a v11 init happened: finalize exists, teardown is allowed */
   struct mcp_config cfg;
   struct mcp_fabric fab;
 } g;
@@ -45,6 +46,16 @@ int mcp_ctx_traffic_class(const void *ctx)
 const struct mcp_fabric *mcp_net_fabric(void) { return g.ready ? &g.fab : NULL; }
 const struct mcp_config *mcp_net_config(void) { return &g.cfg; }
 
+static void teardown_locked(void)
+{
+  if (!g.ready)
+    return;
+  mcp_fabric_release(&g.fab);
+  mcp_param_free(&g.cfg);
+  g.ready = 0;
+  g.had_ctx = 0;
+}
+
 void mcp_net_comm_ref(void)
 {
   pthread_mutex_lock(&net_lock);
@@ -55,17 +66,11 @@ void mcp_net_comm_ref(void)
 void mcp_net_comm_unref(void)
 {
   pthread_mutex_lock(&net_lock);
-  g.comms--;
+  /* Comms closed after the last finalize: the next init rebuilds from scratch. The
+   * v8-v10 tables have no finalize; their state goes with dlclose. */
+  if (--g.comms == 0 && g.ctxs == 0 && g.had_ctx)
+    teardown_locked();
   pthread_mutex_unlock(&net_lock);
-}
-
-static void teardown_locked(void)
-{
-  if (!g.ready)
-    return;
-  mcp_fabric_release(&g.fab);
-  mcp_param_free(&g.cfg);
-  g.ready = 0;
 }
 
 /* Configuration, verbs and discovery, once. */
@@ -112,8 +117,10 @@ ncclResult_t mcp_net_init(void **ctx, uint64_t comm_id, const struct mcp_comm_co
   }
   pthread_mutex_lock(&net_lock);
   rc = setup_locked();
-  if (rc == ncclSuccess && x != NULL)
+  if (rc == ncclSuccess && x != NULL) {
     g.ctxs++;
+    g.had_ctx = 1;
+  }
   pthread_mutex_unlock(&net_lock);
   if (rc != ncclSuccess) {
     free(x);
@@ -162,7 +169,8 @@ ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
   props->speed_mbps = d->speed_mbps;
   props->port = d->port;
   props->latency_us = 0;
-  props->max_comms = d->max_qp;
+  /* Each comm takes its QPs, plus a loopback QP for flushes on the receive side. */
+  props->max_comms = d->max_qp / (g.cfg.ib_qps_per_conn + 1);
   props->max_recvs = MCP_MAX_RECVS;
   props->max_p2p_bytes = MCP_MAX_P2P_BYTES;
   props->max_coll_bytes = MCP_MAX_P2P_BYTES;

@@ -414,9 +414,13 @@ static void derive(struct mcp_config *cfg)
   cfg->ib_af = family_of(cfg->ib_addr_family, AF_INET);
   cfg->socket_af = family_of(cfg->socket_family, AF_UNSPEC);
   cfg->oob_port_lo = cfg->oob_port_hi = 0;
-  if (cfg->oob_port_range != NULL &&
-      sscanf(cfg->oob_port_range, "%d-%d", &cfg->oob_port_lo, &cfg->oob_port_hi) != 2)
-    cfg->oob_port_lo = cfg->oob_port_hi = 0;
+  if (cfg->oob_port_range != NULL) {
+    int n = sscanf(cfg->oob_port_range, "%d-%d", &cfg->oob_port_lo, &cfg->oob_port_hi);
+    if (n == 1)
+      cfg->oob_port_hi = cfg->oob_port_lo; /* a single port */
+    else if (n != 2)
+      cfg->oob_port_lo = cfg->oob_port_hi = 0;
+  }
 }
 
 static void log_time_to_error(struct loader *ld)

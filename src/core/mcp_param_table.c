@@ -78,9 +78,11 @@ static int check_port_range(const char *value, char *why, size_t whylen)
   const char *dash = strchr(value, '-');
   long long lo, hi;
 
+  if (dash == NULL && parse_port(value, strlen(value), &lo) == 0)
+    return 0; /* one port */
   if (dash == NULL || parse_port(value, (size_t)(dash - value), &lo) != 0 ||
       parse_port(dash + 1, strlen(dash + 1), &hi) != 0) {
-    snprintf(why, whylen, "must be LO-HI with ports 1..65535, e.g. 40000-40100");
+    snprintf(why, whylen, "must be PORT or LO-HI with ports 1..65535, e.g. 40000-40100");
     return -EINVAL;
   }
   if (lo > hi) {
@@ -154,16 +156,16 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
   STR_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, NULL, "rank map",
           "Per-local-rank placement: "
-          "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."),
+          "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."" [planned: not in effect yet]"),
   INT_ROW(MCP_PARAM_LOCAL_RANK, "MCPNET_LOCAL_RANK", -1, -1, 4095, local_rank,
-          "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ...",
+          "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ..."" [planned: not in effect yet]",
           "-1 looks the local rank up in the launcher's variables"),
   BOOL_ROW(MCP_PARAM_STRICT, "MCPNET_STRICT", 1, strict,
-           "A requested device that is missing or unusable fails init instead of being skipped"),
+           "A requested device that is missing or unusable fails init instead of being skipped"" [planned: not in effect yet]"),
   [MCP_PARAM_TENANT_PKEY] = {
     .id = MCP_PARAM_TENANT_PKEY, .name = "MCPNET_TENANT_PKEY", .aliases = tenant_pkey_aliases,
     .type = MCP_PARAM_INT, .def = -1, .min = -1, .max = 0xffff, .hex = true,
-    .doc = "P_Key value (e.g. 0x8001) this tenant's traffic must carry; -1 uses NCCL_IB_PKEY's index",
+    .doc = "P_Key value (e.g. 0x8001) this tenant's traffic must carry; -1 uses NCCL_IB_PKEY's index"" [planned: not in effect yet]",
     .why = "a P_Key is 16 bits; -1 leaves it unset", .offset = OFF(tenant_pkey) },
   [MCP_PARAM_MTU] = {
     .id = MCP_PARAM_MTU, .name = "MCPNET_MTU", .type = MCP_PARAM_INT, .def = 0, .min = 0,
@@ -179,28 +181,28 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   BOOL_ROW(MCP_PARAM_ALLOW_INFINITE_RETRY, "MCPNET_ALLOW_INFINITE_RETRY", 0, allow_infinite_retry,
            "Allow NCCL_IB_TIMEOUT=0 or MCPNET_RNR_RETRY=7, which can hang a job forever"),
   STR_ROW(MCP_PARAM_OOB_PORT_RANGE, "MCPNET_OOB_PORT_RANGE", NULL, oob_port_range,
-          check_port_range, "LO-HI within 1-65535",
+          check_port_range, "PORT or LO-HI within 1-65535",
           "TCP ports the out-of-band listener may bind, so firewalls can open them; unset = any"),
   INT_ROW(MCP_PARAM_CONNECT_TIMEOUT, "MCPNET_CONNECT_TIMEOUT", 30, 1, 3600, connect_timeout_s,
           "Seconds an out-of-band connect keeps retrying before it fails",
           "a connect deadline is 1 s to 1 h"),
   INT_ROW(MCP_PARAM_RECOVERY_TIMEOUT, "MCPNET_RECOVERY_TIMEOUT", 30, 0, 3600, recovery_timeout_s,
-          "Seconds to re-establish a connection after a transport error; 0 disables recovery",
+          "Seconds to re-establish a connection after a transport error; 0 disables recovery"" [planned: not in effect yet]",
           "recovery may take up to 1 h; 0 disables it"),
   [MCP_PARAM_WATCHDOG_SEC] = {
     .id = MCP_PARAM_WATCHDOG_SEC, .name = "MCPNET_WATCHDOG_SEC", .aliases = watchdog_aliases,
     .type = MCP_PARAM_INT, .def = 300, .min = 0, .max = 86400,
-    .doc = "Seconds without progress before a request's stall is reported (once); 0 turns it off",
+    .doc = "Seconds without progress before a request's stall is reported (once); 0 turns it off"" [planned: not in effect yet]",
     .why = "the watchdog period is at most a day; 0 turns it off", .offset = OFF(watchdog_s) },
   BOOL_ROW(MCP_PARAM_ABORT_ON_ERROR, "MCPNET_ABORT_ON_ERROR", 0, abort_on_error,
            "Abort the process at the first error, for a core dump"),
   BOOL_ROW(MCP_PARAM_FORCE_FLUSH, "MCPNET_FORCE_FLUSH", 0, force_flush,
-           "Flush GPU-bound receives even when the device does not ask for it"),
+           "Run iflush's loopback read for host buffers too (GPU buffers are always flushed when NCCL asks)"),
   INT_ROW(MCP_PARAM_PROGRESS_CPU, "MCPNET_PROGRESS_CPU", -1, -1, 4095, progress_cpu,
-          "CPU the background thread (async events, recovery) is pinned to; -1 = not pinned",
+          "CPU a future background thread (async events, recovery) is pinned to; -1 = not pinned"" [planned: not in effect yet]",
           "-1 leaves the thread unpinned"),
   INT_ROW(MCP_PARAM_INLINE_BYTES, "MCPNET_INLINE_BYTES", 64, 0, 1024, inline_bytes,
-          "Largest message sent inline in the work request; 0 never inlines",
+          "Largest data message written inline; 0 never inlines data (small control writes still are)",
           "devices inline at most about 1 KiB"),
   STR_ROW(MCP_PARAM_CONFIG, "MCPNET_CONFIG", NULL, config_path, NULL, "path",
           "File of KEY=VALUE lines read before the environment (which wins); '#' starts a comment"),

@@ -8,6 +8,10 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/udmabuf.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -146,7 +150,53 @@ static int gid_table_read(struct ibv_context *ctx, const char *ibdev, int port, 
   return n;
 }
 
-static int probe_ptr_support(struct ibv_context *ctx)
+/* A real DMA-BUF to register: a page of a sealed memfd exported by /dev/udmabuf.
+ * Returns the dma-buf fd, or -1 when this host has no udmabuf. */
+static int udmabuf_page(void)
+{
+  struct udmabuf_create create;
+  int dev, mfd, buf = -1;
+
+  dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+  if (dev < 0)
+    return -1;
+  mfd = memfd_create("mcpnet-dmabuf-probe", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+  if (mfd >= 0 && ftruncate(mfd, 4096) == 0 && fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0) {
+    memset(&create, 0, sizeof(create));
+    create.memfd = (uint32_t)mfd;
+    create.flags = UDMABUF_FLAGS_CLOEXEC;
+    create.size = 4096;
+    buf = ioctl(dev, UDMABUF_CREATE, &create);
+  }
+  if (mfd >= 0)
+    close(mfd);
+  close(dev);
+  return buf;
+}
+
+/* DMA-BUF support: a registration of a real dma-buf must succeed. Without udmabuf on
+ * this host, fall back to what the driver says about an invalid fd: a driver without
+ * the verb answers EOPNOTSUPP before it looks at the fd. */
+static int probe_dmabuf(struct ibv_pd *pd, const char *ibdev)
+{
+  int fd = udmabuf_page(), ok;
+  struct ibv_mr *mr;
+
+  errno = 0;
+  mr = mcp_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, fd, IBV_ACCESS_LOCAL_WRITE);
+  if (mr != NULL)
+    mcp_ibv.dereg_mr(mr);
+  ok = fd >= 0 ? mr != NULL
+               : mr == NULL && errno != EOPNOTSUPP && errno != ENOSYS && errno != EPROTONOSUPPORT && errno != 0;
+  MCP_INFO(NCCL_INIT | NCCL_NET, "%s: DMA-BUF %s (%s)", ibdev, ok ? "supported" : "not supported",
+           fd >= 0 ? (mr != NULL ? "a udmabuf page registered" : "registering a udmabuf page failed")
+                   : "no /dev/udmabuf: judged by the driver's answer to an invalid fd");
+  if (fd >= 0)
+    close(fd);
+  return ok;
+}
+
+static int probe_ptr_support(struct ibv_context *ctx, const char *ibdev)
 {
   int support = NCCL_PTR_HOST;
   struct ibv_pd *pd;
@@ -158,11 +208,7 @@ static int probe_ptr_support(struct ibv_context *ctx)
   pd = mcp_ibv.alloc_pd(ctx);
   if (pd == NULL)
     return support;
-  /* A registration of an invalid fd fails either way; a driver without DMA-BUF support
-   * says EOPNOTSUPP before it ever looks at the fd. */
-  errno = 0;
-  if (mcp_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE) == NULL &&
-      errno != EOPNOTSUPP && errno != ENOSYS && errno != EPROTONOSUPPORT && errno != 0)
+  if (probe_dmabuf(pd, ibdev))
     support |= NCCL_PTR_DMABUF;
   mcp_ibv.dealloc_pd(pd);
   return support;
@@ -340,7 +386,7 @@ int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
       mcp_ibv.close_device(dd.ctx);
       continue;
     }
-    dd.ptr_support = probe_ptr_support(dd.ctx);
+    dd.ptr_support = probe_ptr_support(dd.ctx, dd.ibdev);
     for (port = 1; port <= dd.attr.phys_port_cnt; port++)
       discover_port(fab, &dd, port, cfg, &hca, &log);
     mcp_ibv.close_device(dd.ctx);

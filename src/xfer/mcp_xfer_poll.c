@@ -41,6 +41,13 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
                   c->peer_name, c->stream->dead_reason);
     return -1;
   }
+  /* Only callers that wait get here: work is pending that the closed end will never do. */
+  if (atomic_load(&c->stream->closed_by_peer)) {
+    mcp_comm_fail(c, ncclRemoteError, "%s %s: the peer closed its end of this connection with work "
+                  "still pending here", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
+                  c->peer_name);
+    return -1;
+  }
   return 0;
 }
 

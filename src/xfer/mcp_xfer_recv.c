@@ -40,10 +40,11 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
     MCP_WARN("irecv with %d buffers: 1..%d are supported", n, MCP_MAX_RECVS);
     return ncclInvalidArgument;
   }
-  if (c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
-    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
   seq = c->seq;
   slot = (int)(seq % MCP_SLOTS);
+  /* The slot is busy until its data has arrived and its request was handed back. */
+  if (c->rslots[slot].req != NULL || c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
+    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
   e = c->staging[slot].e;
   for (i = 0; i < n; i++) {
     const struct mcp_mr *mh = mhandles[i];
@@ -164,8 +165,12 @@ ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
     return ncclSystemError;
   }
   r = mcp_req_get(c);
-  if (r == NULL)
-    return ncclSuccess;
+  if (r == NULL) {
+    /* A NULL request would tell NCCL the flush is done: refuse loudly instead. */
+    mcp_comm_fail(c, ncclInternalError, "iflush on %s: more than %d requests outstanding",
+                  c->dc->info->name, MCP_RECV_REQS);
+    return ncclInternalError;
+  }
   r->kind = MCP_REQ_FLUSH;
   r->n = 0;
   r->pending = 1;

@@ -404,8 +404,8 @@ static void test_string_checks(void)
   static const char *const bad_cidr[] = { "10.1.0.0/33", "fd00::/129", "10.1.0/16", "10.1.0.0/",
                                           "/16", "10.1.0.0/16x", "10.1.0.0/0x10", "fe80::zz/64",
                                           "10.1.0.0/-1" };
-  static const char *const good_ports[] = { "1-65535", "40000-40000", "50000-50100" };
-  static const char *const bad_ports[] = { "0-10", "10-65536", "40000", "a-b", "40000-", "-1-5",
+  static const char *const good_ports[] = { "1-65535", "40000-40000", "50000-50100", "40000" };
+  static const char *const bad_ports[] = { "0-10", "10-65536", "0", "a-b", "40000-", "-1-5",
                                            "1 -2", "0x10-0x20" };
   const struct mcp_param_def *range = mcp_param_find("NCCL_IB_ADDR_RANGE");
   const struct mcp_param_def *ports = mcp_param_find("MCPNET_OOB_PORT_RANGE");

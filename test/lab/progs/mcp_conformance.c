@@ -765,16 +765,23 @@ static int one_life(int round)
   int n = 0, rc = 0;
   void *again;
 
+  double t0 = drv_now(), t1, t2, t3;
+
   if (drv_open(&drv, plugin_path, abi) != 0)
     FAILF("dlopen round %d failed", round);
   if (drv_init(&drv) != ncclSuccess || drv_devices(&drv, &n) != ncclSuccess || n <= 0)
     FAILF("init round %d failed", round);
+  t1 = drv_now();
   if (link_open(&l, 1 << 20) != 0)
     return -1;
   rc = exchange(&l, 1 << 20, 1 << 20, 5000 + (uint32_t)round);
+  t2 = drv_now();
   link_close(&l);
   drv_finalize(&drv);
   drv_close_lib(&drv);
+  t3 = drv_now();
+  printf("  round %d: init %.2f s, connect+transfer %.2f s, close+finalize+dlclose %.2f s\n", round,
+         t1 - t0, t2 - t1, t3 - t2);
   again = dlopen(plugin_path, RTLD_NOW | RTLD_NOLOAD);
   if (again != NULL) {
     dlclose(again);

@@ -1,0 +1,172 @@
+/*
+ * bench_report.c - the human output, shaped like nccl-tests': a block of '#' lines
+ * saying exactly what was measured and how (so a pasted table carries its own
+ * context), then one row per size with, for every series, the median and the spread,
+ * the data check count, and the mcpnet/perftest ratios that answer "how close to the
+ * verbs ceiling". Missing values print as "-", never as 0.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+static const char *mode_text(const struct bench_opts *o, char *buf, size_t len)
+{
+  const char *role = o->role == BENCH_ROLE_A ? "a" : "b";
+
+  if (o->role == BENCH_SELF)
+    snprintf(buf, len, "one process connected to itself");
+  else if (o->xchg != NULL)
+    snprintf(buf, len, "two processes, this is role %s (handles through files in %s)", role, o->xchg);
+  else
+    snprintf(buf, len, "two processes, this is role %s (handles over TCP %s)", role,
+             o->server ? o->server : o->client);
+  return buf;
+}
+
+void bench_report_header(const struct bench_ctx *c, FILE *f)
+{
+  const struct bench_opts *o = c->o;
+  const struct bench_results *r = c->res;
+  char buf[600];
+
+  fprintf(f, "# mcpnet-bench %s\n", MCPNET_VERSION);
+  fprintf(f, "#  plugin   : %s (net \"%s\", table ncclNetPlugin_v%d)\n", c->plugin_path,
+          c->drv.name ? c->drv.name : "?", o->abi);
+  fprintf(f, "#  device   : %d = %s port %d, speed %d Mb/s, maxRecvs %d\n", o->dev,
+          c->props.name ? c->props.name : "?", c->props.port, c->props.speed, c->props.maxRecvs);
+  fprintf(f, "#  mode     : %s\n", mode_text(o, buf, sizeof(buf)));
+  if (o->nccl_steps)
+    fprintf(f, "#  driving  : NCCL steps of %zu B over %d slots, %d in flight, %d connection(s), group %d\n",
+            o->step_size, BENCH_MAX_DEPTH, o->depth, o->conns, o->group);
+  else
+    fprintf(f, "#  driving  : one message per transfer, up to %d posted ahead / in flight, %d connection(s), "
+               "group %d\n", o->depth, o->conns, o->group);
+  if (r->nsizes > 0)
+    fprintf(f, "#  sweep    : %zu .. %zu B x%g (%d sizes), %d run(s) interleaved, series order rotating; ",
+            r->sizes[0], r->sizes[r->nsizes - 1], o->factor, r->nsizes, o->runs);
+  if (o->iters > 0)
+    fprintf(f, "%ld iterations per point\n", o->iters);
+  else
+    fprintf(f, "iterations calibrated to %.2g s per point\n", o->point_time);
+  fprintf(f, "#  check    : %s\n", o->check ? "every byte and size verified (timings include it)" : "off (-c)");
+  if (o->compare)
+    fprintf(f, "#  perftest : %s on %s, GID index %d (%s), TCP port %d\n",
+            o->compare >= 2 ? "ib_write_bw ib_write_lat ib_send_bw ib_send_lat" : "ib_write_bw ib_write_lat",
+            c->dev_name, c->gid_index, c->gid_ip[0] ? c->gid_ip : "?", o->perftest_port);
+  fprintf(f, "#  units    : size = bytes per isend; MB/s = 1e6 B/s over all connections (perftest's MiB/s "
+             "converted); latency = one-way us, median of round trips / 2\n");
+  fprintf(f, "#  stats    : median over runs; spread = (max - min) / median\n");
+  fflush(f);
+}
+
+static int has_value(const struct bench_cell *cell) { return cell->n > 0; }
+
+static double median_of(const struct bench_cell *cell)
+{
+  struct bench_summary s;
+
+  bench_stats_summarize(cell->samples, cell->n, &s);
+  return s.median;
+}
+
+static void print_cell(FILE *f, const struct bench_cell *cell)
+{
+  struct bench_summary s;
+
+  if (!has_value(cell)) {
+    fprintf(f, " %10s %7s", "-", "-");
+    return;
+  }
+  bench_stats_summarize(cell->samples, cell->n, &s);
+  fprintf(f, " %10.2f %6.1f%%", s.median, s.spread * 100.0);
+}
+
+/* The ratio columns: every mcpnet series against every perftest series of its kind. */
+struct ratio_col {
+  enum bench_kind mcp, pt;
+  char label[16];
+};
+
+static int ratio_cols(const struct bench_results *r, struct ratio_col *cols)
+{
+  int n = 0, i;
+
+  for (i = 0; i < r->nseries; i++) {
+    enum bench_kind k = r->series[i];
+    const struct bench_series_info *in = bench_series_info(k);
+    if (in->tool == NULL)
+      continue;
+    cols[n].mcp = in->is_bw ? BENCH_MCP_BW : BENCH_MCP_LAT;
+    cols[n].pt = k;
+    /* "bw/wr", "lat/sd": the perftest label's prefix names the verb. */
+    snprintf(cols[n].label, sizeof(cols[n].label), "%s/%.2s", in->is_bw ? "bw" : "lat", in->label);
+    n++;
+  }
+  return n;
+}
+
+void bench_report_table(const struct bench_ctx *c, FILE *f)
+{
+  const struct bench_results *r = c->res;
+  struct ratio_col cols[BENCH_KIND_COUNT];
+  int ncols = ratio_cols(r, cols), i, si;
+
+  if (r->ncmds > 0) {
+    fprintf(f, "# perftest command lines, as run (each once per run and size):\n");
+    for (i = 0; i < r->ncmds; i++)
+      fprintf(f, "#   %s\n", r->cmds[i]);
+  }
+  fprintf(f, "#\n# %10s", "");
+  for (i = 0; i < r->nseries; i++) {
+    fprintf(f, " %10s %7s", bench_series_info(r->series[i])->label, "");
+    if (r->series[i] == BENCH_MCP_LAT)
+      fprintf(f, " %7s", "");
+  }
+  if (ncols > 0)
+    fprintf(f, "  mcpnet/perftest");
+  fprintf(f, "\n# %10s", "size");
+  for (i = 0; i < r->nseries; i++) {
+    fprintf(f, " %10s %7s", bench_series_info(r->series[i])->is_bw ? "MB/s" : "us", "spread");
+    if (r->series[i] == BENCH_MCP_LAT)
+      fprintf(f, " %7s", "#wrong");
+  }
+  for (i = 0; i < ncols; i++)
+    fprintf(f, " %8s", cols[i].label);
+  fputc('\n', f);
+
+  for (si = 0; si < r->nsizes; si++) {
+    fprintf(f, "  %10zu", r->sizes[si]);
+    for (i = 0; i < r->nseries; i++) {
+      print_cell(f, &r->cells[r->series[i]][si]);
+      if (r->series[i] == BENCH_MCP_LAT) {
+        const struct bench_cell *bw = &r->cells[BENCH_MCP_BW][si], *lat = &r->cells[BENCH_MCP_LAT][si];
+        /* Without -c the sizes test reports are still compared, so the count means something. */
+        fprintf(f, " %7llu", (unsigned long long)(bw->wrong + lat->wrong));
+      }
+    }
+    for (i = 0; i < ncols; i++) {
+      const struct bench_cell *m = &r->cells[cols[i].mcp][si], *p = &r->cells[cols[i].pt][si];
+      double pm = has_value(p) ? median_of(p) : 0.0;
+      if (has_value(m) && pm > 0)
+        fprintf(f, " %8.3f", median_of(m) / pm);
+      else
+        fprintf(f, " %8s", "-");
+    }
+    fputc('\n', f);
+  }
+  for (i = 0; i < r->nseries; i++)
+    for (si = 0; si < r->nsizes; si++) {
+      const struct bench_cell *cell = &r->cells[r->series[i]][si];
+      if (cell->note[0] && (cell->skipped || cell->failed))
+        fprintf(f, "# note: %s at %zu B: %s%s\n", bench_series_info(r->series[i])->name, r->sizes[si], cell->note,
+                cell->failed ? " (failed runs are left out)" : "");
+    }
+  if (c->o->check)
+    fprintf(f, "# check: %llu messages verified on both sides, %llu wrong\n", (unsigned long long)r->checked,
+            (unsigned long long)r->wrong);
+  else
+    fprintf(f, "# check: off (sizes reported by test were still compared: %llu wrong)\n",
+            (unsigned long long)r->wrong);
+  fflush(f);
+}
