@@ -1006,6 +1006,50 @@ static int test_sockets(void)
   return rc;
 }
 
+/* ---- the peer host vanishes: close* still returns within 1 s ---- */
+
+/* Role b opens the link, says it is ready and then waits to be powered off by its
+ * scenario; role a posts work toward it, waits until b is gone, and closes. */
+static int test_peergone(void)
+{
+  struct link l;
+  char flag[8] = "x";
+  double t0, dt;
+  int i;
+
+  if (!pair_mode)
+    FAILF("peergone needs pair mode");
+  if (link_open(&l, 1 << 20) != 0)
+    return -1;
+  if (role[0] == 'b') {
+    if (read_file("a.posted", flag, 1, CONNECT_TIMEOUT) != 0)
+      return -1;
+    write_file("b.ready", "1", 1);
+    printf("  host b: ready to vanish\n");
+    sleep(600); /* powered off here */
+    return -1;
+  }
+  for (i = 0; i < 4; i++) {
+    void *req = NULL;
+    size_t cap = 1 << 18;
+    int tag = 5;
+    void *buf = l.rbuf + (size_t)i * cap;
+    if (drv_irecv(&drv, l.rc, 1, &buf, &cap, &tag, &l.rmh, &req) != ncclSuccess)
+      FAILF("irecv failed");
+  }
+  write_file("a.posted", "1", 1);
+  if (read_file("b.ready", flag, 1, CONNECT_TIMEOUT) != 0)
+    return -1;
+  sleep(5); /* b powers off meanwhile */
+  t0 = drv_now();
+  link_close(&l);
+  dt = drv_now() - t0;
+  printf("  closing both comms toward the vanished host took %.3f s\n", dt);
+  if (dt > 1.0)
+    FAILF("close took %.2f s with the peer host gone (limit 1 s)", dt);
+  return 0;
+}
+
 struct test {
   const char *name;
   int (*fn)(void);
@@ -1016,7 +1060,7 @@ static const struct test tests[] = {
   {"flush", test_flush}, {"many", test_many}, {"inflight-close", test_inflight_close},
   {"noalloc", test_noalloc}, {"props", test_props}, {"qps", test_qps}, {"threads", test_threads},
   {"reload", test_reload}, {"mrcache", test_mrcache}, {"unreachable", test_unreachable},
-  {"stray", test_stray}, {"sockets", test_sockets},
+  {"stray", test_stray}, {"sockets", test_sockets}, {"peergone", test_peergone},
 };
 
 static int run(const char *name)
