@@ -15,6 +15,7 @@
 #ifndef MCPNET_COMM_H
 #define MCPNET_COMM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -109,6 +110,8 @@ struct mcp_send_slot {
   struct mcp_request *reqs[MCP_MAX_RECVS];
 };
 
+enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_THREAD_FAILED };
+
 enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
 
 struct mcp_comm {
@@ -127,8 +130,10 @@ struct mcp_comm {
   struct mcp_wire_endpoint local, remote;
   char peer_name[160];
 
-  /* Connection setup (connect or accept). */
+  /* Connection setup (connect or accept); RTR/RTS runs on qp_thread (may block). */
   int state;
+  pthread_t qp_thread;
+  atomic_int qp_thread_state;       /* enum below */
   uint64_t listen_token;
   uint64_t deadline_ns;
 

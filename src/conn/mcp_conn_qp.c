@@ -265,6 +265,9 @@ void mcp_comm_destroy(struct mcp_comm *c)
 
   if (c == NULL)
     return;
+  /* A setup thread still in ibv_modify_qp uses the QPs: wait for it. */
+  if (atomic_load(&c->qp_thread_state) != MCP_QP_THREAD_NONE)
+    pthread_join(c->qp_thread, NULL);
   for (i = 0; i < c->nqps; i++)
     if (c->qp[i] != NULL)
       mcp_ibv.destroy_qp(c->qp[i]);

@@ -6,13 +6,19 @@
  * wait for the peer. connect keeps its comm in the tail of NCCL's handle buffer, which
  * stays at one address across the calls; accept keeps its comm in the listen comm.
  *
- *   connect: WAIT_OOB (TCP + HELLO) -> send CONN_REQ -> WAIT_ACK -> RTR/RTS, send READY -> done
- *   accept:  take CONN_REQ -> create QPs, RTR/RTS, post receives, send CONN_ACK -> WAIT_READY -> done
+ *   connect: WAIT_OOB (TCP + HELLO) -> send CONN_REQ -> WAIT_ACK -> WAIT_QP (RTR/RTS) -> send READY -> done
+ *   accept:  take CONN_REQ -> create QPs -> WAIT_QP (RTR/RTS) -> post receives, send CONN_ACK
+ *            -> WAIT_READY -> done
+ *
+ * The move to RTR may resolve the peer's address inside the kernel (RoCE on most NICs)
+ * and block for seconds when it is unreachable, so it runs on a short-lived thread of
+ * its own (WAIT_QP) that the next call joins; no thread outlives the setup.
  *
  * The acceptor returns its comm only after READY, so by then the sender's QPs accept
  * the clear-to-send writes the first irecv makes.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +29,7 @@
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 
-enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_READY, ST_DONE };
+enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_QP, ST_WAIT_READY, ST_DONE };
 
 #define CONNECT_TAIL_MAGIC 0x4d435043u /* "MCPC" */
 
@@ -119,6 +125,37 @@ static int comm_resources(struct mcp_comm *c, int nqps)
   if (mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV) != 0)
     return -1;
   return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH);
+}
+
+static void *qp_thread_main(void *arg)
+{
+  struct mcp_comm *c = arg;
+
+  atomic_store(&c->qp_thread_state, mcp_qp_connect_all(c) == 0 ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
+  return NULL;
+}
+
+static int qp_thread_start(struct mcp_comm *c)
+{
+  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_RUNNING);
+  if (pthread_create(&c->qp_thread, NULL, qp_thread_main, c) != 0) {
+    atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+    return -1;
+  }
+  c->state = ST_WAIT_QP;
+  return 0;
+}
+
+/* 0 while the QPs are still being connected, 1 when they are at RTS, -1 failed. */
+static int qp_thread_poll(struct mcp_comm *c)
+{
+  int st = atomic_load(&c->qp_thread_state);
+
+  if (st == MCP_QP_THREAD_RUNNING)
+    return 0;
+  pthread_join(c->qp_thread, NULL);
+  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  return st == MCP_QP_THREAD_OK ? 1 : -1;
 }
 
 /* Tells the other end why the connection is abandoned, so it fails now, not at its
@@ -271,49 +308,38 @@ static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_
   return c;
 }
 
-/* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
-static int connect_step(struct mcp_comm *c)
+static int connect_send_request(struct mcp_comm *c)
 {
   struct mcp_wire_msg m;
-  char why[512];
-  int ready;
 
-  if (c->state == ST_WAIT_OOB) {
-    ready = mcp_oob_stream_ready(c->stream);
-    if (ready < 0) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
-      return -1;
-    }
-    if (ready == 0)
-      goto check_deadline;
-    mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
-    mcp_comm_fill_endpoint(c);
-    memset(&m, 0, sizeof(m));
-    m.type = MCP_WIRE_CONN_REQ;
-    m.u.conn_req.listen_token = c->listen_token;
-    m.u.conn_req.ep = c->local;
-    if (mcp_oob_stream_send(c->stream, &m) != 0) {
-      mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot send the request", c->peer_name);
-      return -1;
-    }
-    c->state = ST_WAIT_ACK;
-  }
-  if (!mcp_oob_stream_recv(c->stream, &m)) {
-    if (atomic_load(&c->stream->dead)) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
-      return -1;
-    }
-    goto check_deadline;
-  }
-  if (m.type == MCP_WIRE_CONN_REJECT) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s refused: %s", c->peer_name, m.u.reject.reason);
+  mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
+  mcp_comm_fill_endpoint(c);
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REQ;
+  m.u.conn_req.listen_token = c->listen_token;
+  m.u.conn_req.ep = c->local;
+  if (mcp_oob_stream_send(c->stream, &m) != 0) {
+    mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot send the request", c->peer_name);
     return -1;
   }
-  if (m.type != MCP_WIRE_CONN_ACK) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m.type));
+  c->state = ST_WAIT_ACK;
+  return 0;
+}
+
+/* The acceptor's answer: check it, then connect the QPs off this thread. */
+static int connect_on_answer(struct mcp_comm *c, const struct mcp_wire_msg *m)
+{
+  char why[512];
+
+  if (m->type == MCP_WIRE_CONN_REJECT) {
+    mcp_comm_fail(c, ncclRemoteError, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
     return -1;
   }
-  c->remote = m.u.conn_ack;
+  if (m->type != MCP_WIRE_CONN_ACK) {
+    mcp_comm_fail(c, ncclRemoteError, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m->type));
+    return -1;
+  }
+  c->remote = m->u.conn_ack;
   c->stream->remote_id = c->remote.stream_id;
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
@@ -326,7 +352,23 @@ static int connect_step(struct mcp_comm *c)
                   c->peer_name, c->remote.nqps, c->nqps);
     return -1;
   }
-  if (mcp_qp_connect_all(c) != 0) {
+  if (qp_thread_start(c) != 0) {
+    send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not start its QP setup");
+    mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
+    return -1;
+  }
+  return 0;
+}
+
+/* The QPs are at RTS (or failed): tell the acceptor. */
+static int connect_finish(struct mcp_comm *c)
+{
+  struct mcp_wire_msg m;
+  int st = qp_thread_poll(c);
+
+  if (st == 0)
+    return 0;
+  if (st < 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not bring its QPs to RTS (see its log)");
     mcp_comm_fail(c, ncclSystemError, "connect to %s: queue pairs could not be connected", c->peer_name);
     return -1;
@@ -343,7 +385,34 @@ static int connect_step(struct mcp_comm *c)
   MCP_INFO(NCCL_NET, "connected %s -> %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
            c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   return 1;
-check_deadline:
+}
+
+/* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
+static int connect_step(struct mcp_comm *c)
+{
+  struct mcp_wire_msg m;
+  int ready;
+
+  if (c->state == ST_WAIT_OOB) {
+    ready = mcp_oob_stream_ready(c->stream);
+    if (ready < 0) {
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+      return -1;
+    }
+    if (ready > 0 && connect_send_request(c) != 0)
+      return -1;
+  }
+  if (c->state == ST_WAIT_ACK) {
+    if (mcp_oob_stream_recv(c->stream, &m)) {
+      if (connect_on_answer(c, &m) != 0)
+        return -1;
+    } else if (atomic_load(&c->stream->dead)) {
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+      return -1;
+    }
+  }
+  if (c->state == ST_WAIT_QP)
+    return connect_finish(c);
   if (now_ns() > c->deadline_ns) {
     mcp_comm_fail(c, ncclRemoteError, "connect to %s: no answer within MCPNET_CONNECT_TIMEOUT=%d s "
                   "(is the peer's accept ever called? is a firewall dropping the port?)",
@@ -389,8 +458,6 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class);
   const struct mcp_wire_endpoint *r;
   char why[512];
-  struct mcp_wire_msg m;
-  int i;
 
   *rc = ncclSystemError;
   if (c == NULL) {
@@ -417,20 +484,11 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     *rc = ncclInvalidUsage;
     goto fail;
   }
-  if (mcp_qp_connect_all(c) != 0)
-    goto fail;
-  for (i = 0; i < c->nqps; i++)
-    if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
-      goto fail;
   c->remote_ring = r->ring_addr;
   c->remote_rkey = r->ring_rkey;
-  memset(&m, 0, sizeof(m));
-  m.type = MCP_WIRE_CONN_ACK;
-  m.u.conn_ack = c->local;
-  if (mcp_oob_stream_send(c->stream, &m) != 0)
-    goto fail;
-  c->state = ST_WAIT_READY;
   c->deadline_ns = now_ns() + (uint64_t)mcp_net_config()->connect_timeout_s * 1000000000ull;
+  if (qp_thread_start(c) != 0)
+    goto fail;
   lc->accepting = c;
   return 0;
 fail:
@@ -441,6 +499,36 @@ fail:
   }
   mcp_comm_destroy(c);
   return -1;
+}
+
+/* The QPs are at RTS: post the receive WRs and answer with our endpoint. */
+static void accept_answer(struct mcp_comm *c)
+{
+  struct mcp_wire_msg m;
+  int i, st = qp_thread_poll(c);
+
+  if (st == 0)
+    return;
+  if (st < 0) {
+    send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not bring its QPs to RTS (see its log)");
+    mcp_comm_fail(c, ncclSystemError, "accept from %s: queue pairs could not be connected", c->peer_name);
+    return;
+  }
+  for (i = 0; i < c->nqps; i++) {
+    if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0) {
+      send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not post receives");
+      mcp_comm_fail(c, ncclSystemError, "accept from %s: posting receive WRs failed", c->peer_name);
+      return;
+    }
+  }
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_ACK;
+  m.u.conn_ack = c->local;
+  if (mcp_oob_stream_send(c->stream, &m) != 0) {
+    mcp_comm_fail(c, ncclRemoteError, "accept from %s: cannot send the answer", c->peer_name);
+    return;
+  }
+  c->state = ST_WAIT_READY;
 }
 
 ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
@@ -463,18 +551,25 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
       return rc;
   }
   c = lc->accepting;
-  if (!mcp_oob_stream_recv(c->stream, &m)) {
-    if (atomic_load(&c->stream->dead))
+  if (c->state == ST_WAIT_QP)
+    accept_answer(c);
+  if (c->error == 0 && c->state == ST_WAIT_READY) {
+    if (mcp_oob_stream_recv(c->stream, &m)) {
+      if (m.type == MCP_WIRE_CONN_READY)
+        c->state = ST_DONE;
+      else
+        mcp_comm_fail(c, ncclRemoteError, "accept from %s: expected READY, got %s%s%s", c->peer_name,
+                      mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
+                      m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
+    } else if (atomic_load(&c->stream->dead)) {
       mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, c->stream->dead_reason);
-    else if (now_ns() > c->deadline_ns)
-      mcp_comm_fail(c, ncclRemoteError, "accept from %s: no READY within MCPNET_CONNECT_TIMEOUT=%d s",
-                    c->peer_name, mcp_net_config()->connect_timeout_s);
-    else
+    }
+  }
+  if (c->error == 0 && c->state != ST_DONE) {
+    if (now_ns() <= c->deadline_ns)
       return ncclSuccess;
-  } else if (m.type != MCP_WIRE_CONN_READY) {
-    mcp_comm_fail(c, ncclRemoteError, "accept from %s: expected READY, got %s%s%s", c->peer_name,
-                  mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
-                  m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
+    mcp_comm_fail(c, ncclRemoteError, "accept from %s: the connection was not completed within "
+                  "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_net_config()->connect_timeout_s);
   }
   lc->accepting = NULL;
   if (c->error != 0) {
@@ -482,7 +577,6 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
     mcp_comm_destroy(c);
     return rc;
   }
-  c->state = ST_DONE;
   MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
            c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   *recv_comm = c;

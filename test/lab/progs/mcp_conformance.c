@@ -795,6 +795,8 @@ static int test_reload(void)
   struct footprint base, after;
   int round;
 
+  if (drv.lib != NULL)
+    FAILF("reload must be the only test of its run: the plugin is already loaded");
   footprint(&base);
   for (round = 1; round <= 2; round++) {
     if (one_life(round) != 0)
