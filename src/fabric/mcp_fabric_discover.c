@@ -23,32 +23,16 @@
 #include "mcpnet/fabric.h"
 #include "mcpnet/fabric_gid.h"
 #include "mcpnet/fabric_hca.h"
+#include "mcpnet/fabric_netns.h"
+#include "mcpnet/fabric_sysfs.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 #include "nccl/net_common.h"
 
-#define SYSFS_IB "/sys/class/infiniband"
+#define SYSFS_ROOT "/sys"
+#define SYSFS_IB SYSFS_ROOT "/class/infiniband"
 #define GID_TABLE_MAX 256
-
-static int read_line(const char *path, char *buf, size_t len)
-{
-  FILE *f = fopen(path, "re");
-  size_t n;
-
-  if (f == NULL)
-    return -errno;
-  if (fgets(buf, (int)len, f) == NULL) {
-    int err = ferror(f) ? -EIO : -ENODATA;
-    fclose(f);
-    return err;
-  }
-  fclose(f);
-  n = strlen(buf);
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-    buf[--n] = '\0';
-  return 0;
-}
 
 int mcp_fabric_speed_mbps(uint8_t width_code, uint32_t speed_code)
 {
@@ -114,40 +98,6 @@ static char *sysfs_pci_path(const char *ibdev)
 
   snprintf(path, sizeof(path), SYSFS_IB "/%s/device", ibdev);
   return realpath(path, NULL);
-}
-
-/* The GID table of one port, with each entry's type and netdev. */
-static int gid_table_read(struct ibv_context *ctx, const char *ibdev, int port, int tbl_len,
-                          struct mcp_gid_entry *tab, int max)
-{
-  int i, n = 0;
-
-  for (i = 0; i < tbl_len && n < max; i++) {
-    struct mcp_gid_entry *e = &tab[n];
-    char path[PATH_MAX], text[64];
-    union ibv_gid gid;
-
-    memset(e, 0, sizeof(*e));
-    if (mcp_ibv.query_gid(ctx, (uint8_t)port, i, &gid) != 0)
-      continue;
-    memcpy(e->raw, gid.raw, 16);
-    e->index = i;
-    /* An empty slot, or one owned by another namespace, reads EINVAL: skip it. */
-    snprintf(path, sizeof(path), SYSFS_IB "/%s/ports/%d/gid_attrs/types/%d", ibdev, port, i);
-    if (read_line(path, text, sizeof(text)) != 0)
-      continue;
-    e->type = strstr(text, "v2") != NULL ? MCP_GID_TYPE_ROCE_V2 : MCP_GID_TYPE_ROCE_V1;
-    snprintf(path, sizeof(path), SYSFS_IB "/%s/ports/%d/gid_attrs/ndevs/%d", ibdev, port, i);
-    if (read_line(path, e->netdev, sizeof(e->netdev)) == 0) {
-      char state[32];
-      /* Only our own namespace's netdevs appear under /sys/class/net. */
-      snprintf(path, sizeof(path), "/sys/class/net/%s/operstate", e->netdev);
-      e->netdev_in_ns = read_line(path, state, sizeof(state)) == 0;
-      e->netdev_up = e->netdev_in_ns && strcmp(state, "down") != 0;
-    }
-    n++;
-  }
-  return n;
 }
 
 /* A real DMA-BUF to register: a page of a sealed memfd exported by /dev/udmabuf.
@@ -259,7 +209,37 @@ struct discover_dev {
   const char *ibdev;
   struct ibv_device_attr attr;
   int ptr_support;
+  struct mcp_sysfs_dev sys;  /* the device as sysfs shows it: GID tables */
+  int sys_ok;
 };
+
+/* The port's readable GID entries from sysfs. Which are ours is decided by RDMA
+ * netlink's answer for the port: its netdev, and what this namespace links above it,
+ * when that netdev is here. Names alone prove nothing (every namespace has a lo, many
+ * an eth0); they are trusted only when netlink cannot be asked. */
+static int gid_table_read(const struct discover_dev *dd, int port, struct mcp_gid_entry *tab, int max)
+{
+  const struct mcp_sysfs_port *p = dd->sys_ok ? mcp_sysfs_port_find(&dd->sys, port) : NULL;
+  struct mcp_netns_view view = {.n = 0};
+  char ndev[IF_NAMESIZE];
+  int rc, i;
+
+  if (p == NULL)
+    return 0;
+  rc = mcp_netns_port_netdev(dd->ibdev, port, ndev, sizeof(ndev));
+  if (rc == 0) {
+    mcp_netns_view_add(&view, SYSFS_ROOT, ndev);
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: netdev in this network namespace: %s", dd->ibdev,
+             port, ndev[0] ? ndev : "none (its GIDs belong to another namespace)");
+  } else {
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: RDMA netlink cannot name the port's netdev (%s); "
+             "GIDs count as ours when their netdev's name exists here, which names shared "
+             "across network namespaces can fool", dd->ibdev, port, strerror(-rc));
+    for (i = 0; i < p->ngid; i++)
+      mcp_netns_view_add(&view, SYSFS_ROOT, p->gid[i].netdev);
+  }
+  return mcp_netns_gid_rows(p, &view, tab, max);
+}
 
 static void discover_port(struct mcp_fabric *fab, const struct discover_dev *dd, int port,
                           const struct mcp_config *cfg, const struct mcp_hca_list *hca,
@@ -295,7 +275,7 @@ static void discover_port(struct mcp_fabric *fab, const struct discover_dev *dd,
   if (pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
     struct mcp_gid_entry tab[GID_TABLE_MAX];
     struct mcp_gid_policy pol;
-    int n = gid_table_read(dd->ctx, dd->ibdev, port, pattr.gid_tbl_len, tab, GID_TABLE_MAX);
+    int n = gid_table_read(dd, port, tab, GID_TABLE_MAX);
 
     gid_policy_from_config(&pol, cfg);
     if (mcp_gid_choose(tab, n, &pol, &d->gid, err, sizeof(err)) != 0) {
@@ -387,8 +367,12 @@ int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
       continue;
     }
     dd.ptr_support = probe_ptr_support(dd.ctx, dd.ibdev);
+    dd.sys_ok = mcp_sysfs_dev_read(SYSFS_ROOT, dd.ibdev, &dd.sys, err, sizeof(err)) == 0;
+    if (!dd.sys_ok)
+      MCP_INFO(NCCL_INIT | NCCL_NET, "%s: no GID table from sysfs: %s", dd.ibdev, err);
     for (port = 1; port <= dd.attr.phys_port_cnt; port++)
       discover_port(fab, &dd, port, cfg, &hca, &log);
+    mcp_sysfs_dev_free(&dd.sys);
     mcp_ibv.close_device(dd.ctx);
   }
   mcp_ibv.free_device_list(list);

@@ -89,6 +89,26 @@ int mcp_hca_token_matches(const struct mcp_hca_list *list, int i, const char *de
   return strncmp(list->e[i].name, dev, strlen(list->e[i].name)) == 0;
 }
 
+int mcp_hca_token_devices(const struct mcp_hca_list *list, int i, const char *const *devs, int ndev,
+                          char *out, size_t outlen)
+{
+  size_t used = 0;
+  int k, hits = 0;
+
+  if (outlen > 0)
+    out[0] = '\0';
+  for (k = 0; k < ndev; k++) {
+    if (!mcp_hca_token_matches(list, i, devs[k]))
+      continue;
+    if (used < outlen) {
+      int w = snprintf(out + used, outlen - used, "%s%s", hits ? ", " : "", devs[k]);
+      used += w > 0 ? (size_t)w : 0;
+    }
+    hits++;
+  }
+  return hits;
+}
+
 int mcp_hca_allows(const struct mcp_hca_list *list, const char *dev, int port)
 {
   int i, hit = 0;
