@@ -51,7 +51,7 @@ struct bench_series_info {
   int is_bw;           /* 1: MB/s, higher is better; 0: microseconds */
 };
 
-const struct bench_series_info *bench_series_info(enum bench_kind k);
+const struct bench_series_info *bench_series_lookup(enum bench_kind k);
 
 struct bench_opts {
   const char *plugin;      /* as given to dlopen */
@@ -70,6 +70,7 @@ struct bench_opts {
   long iters;              /* fixed iterations per point; 0 = calibrate */
   double point_time;       /* seconds one measured point should take when calibrating */
   int timeout_s;           /* no progress for this long is an error */
+  int spin;                /* never yield the CPU in the progress loop */
   int check;
   const char *json;        /* file or "-" */
   const char *plot;        /* PNG file */
@@ -89,9 +90,9 @@ struct bench_opts {
 /* Parses argv; prints usage and returns BENCH_EXIT_USAGE (or -1 after --help). */
 int bench_opts_parse(struct bench_opts *o, int argc, char **argv);
 /* The options that both processes of a pair must agree on, as one line. */
-void bench_opts_signature(const struct bench_opts *o, char *buf, size_t len);
+void bench_opts_describe(const struct bench_opts *o, char *buf, size_t len);
 /* The sweep: fills sizes[] and returns how many. */
-int bench_opts_sizes(const struct bench_opts *o, size_t *sizes, int max);
+int bench_opts_sweep(const struct bench_opts *o, size_t *sizes, int max);
 
 /* ---- handle exchange between the two processes of a pair (bench_xchg.c) ---- */
 struct bench_xchg {
@@ -104,7 +105,7 @@ int bench_xchg_open(struct bench_xchg *x, const struct bench_opts *o);
 /* Sends len bytes and receives the peer's len bytes; gives up after timeout_s. */
 int bench_xchg_swap(struct bench_xchg *x, const struct bench_opts *o, const void *mine, void *peer,
                     size_t len, int timeout_s);
-void bench_xchg_done(struct bench_xchg *x);
+void bench_xchg_tidy(struct bench_xchg *x);
 void bench_xchg_close(struct bench_xchg *x);
 
 /* ---- plugin connections (bench_link.c) ---- */
@@ -176,7 +177,7 @@ struct bench_geom {
 };
 
 void bench_geom_make(const struct bench_opts *o, size_t size, struct bench_geom *g);
-size_t bench_geom_ring_bytes(const struct bench_geom *g);
+size_t bench_ring_measure(const struct bench_geom *g);
 
 struct bench_flow {
   struct mcp_drive *d;
@@ -189,6 +190,7 @@ struct bench_flow {
   double *stamps;       /* latency: receive-completion time of each transfer of conn 0 */
   uint64_t nstamps;
   int timeout_s;
+  int yield;            /* sched_yield after a pass that moved nothing (NCCL does) */
   uint64_t checked, wrong;
   char err[256];
 };
@@ -200,7 +202,7 @@ int bench_flow_begin(struct bench_flow *f, uint64_t s_steps, uint64_t r_steps);
 int bench_flow_run(struct bench_flow *f, double *elapsed);
 
 /* ---- data patterns (bench_pattern.c) ---- */
-uint64_t bench_pattern_seed(uint32_t sender, int conn, uint64_t step, int elem);
+uint64_t bench_pattern_derive(uint32_t sender, int conn, uint64_t step, int elem);
 void bench_pattern_fill(uint8_t *p, size_t n, uint64_t seed);
 /* Returns the offset of the first wrong byte, or -1. */
 long bench_pattern_check(const uint8_t *p, size_t n, uint64_t seed);
@@ -211,7 +213,7 @@ struct bench_summary {
   int n;
 };
 void bench_stats_summarize(const double *v, int n, struct bench_summary *s);
-double bench_stats_median(double *v, size_t n); /* sorts v in place */
+double bench_median_find(double *v, size_t n); /* sorts v in place */
 
 /* ---- results ---- */
 struct bench_cell {     /* one (series, size) */
@@ -282,8 +284,8 @@ struct bench_pt_job {
   char out_path[256];
 };
 
-/* perftest can not measure every size (ib_*_lat stops at 8 MiB): why not, or NULL. */
-const char *bench_perftest_unsupported(enum bench_kind k, size_t size);
+/* Why perftest can not measure this point, or NULL when it can. */
+const char *bench_perftest_refuses(enum bench_kind k, size_t size);
 int bench_perftest_start(struct bench_pt_job *j);
 /* Waits until the server listens on its port (or died). */
 int bench_perftest_wait_listen(struct bench_pt_job *j, int timeout_s);
@@ -292,14 +294,15 @@ int bench_perftest_finish(struct bench_pt_job *j, int timeout_s);
 void bench_perftest_kill(struct bench_pt_job *j);
 /* Reads the result: MB/s (1e6 bytes/s) for bandwidth tools, t_typical us for latency. */
 int bench_perftest_parse(const struct bench_pt_job *j, double *value, double *mean);
-int bench_perftest_available(const char *tool);
+/* Whether tool is an executable in PATH. */
+int bench_perftest_find(const char *tool);
 
 int bench_gid_pick(const char *dev, int port, int *index, char *ip, size_t iplen);
-int bench_gid_address(const char *dev, int port, int index, char *ip, size_t iplen);
+int bench_gid_resolve(const char *dev, int port, int index, char *ip, size_t iplen);
 
 /* ---- outputs ---- */
-void bench_report_header(const struct bench_ctx *c, FILE *f);
-void bench_report_table(const struct bench_ctx *c, FILE *f);
+void bench_header_print(const struct bench_ctx *c, FILE *f);
+void bench_table_print(const struct bench_ctx *c, FILE *f);
 int bench_json_write(const struct bench_ctx *c, const char *path);
 int bench_plot_draw(const struct bench_ctx *c, const char *path);
 

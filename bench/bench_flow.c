@@ -10,8 +10,10 @@
  * 0..group-1, all in one slot of the connection's registered ring. The same loop
  * measures latency: a gate lets a side send transfer t only after it has received
  * transfer t (initiator) or t+1 (responder), which makes the flow a ping-pong with the
- * receives still posted ahead. Nothing here allocates, logs or sleeps on success.
+ * receives still posted ahead. Nothing here allocates, logs or sleeps on success; a
+ * pass that moved nothing yields the CPU, as NCCL's proxy does.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,7 +50,7 @@ void bench_geom_make(const struct bench_opts *o, size_t size, struct bench_geom 
   }
 }
 
-size_t bench_geom_ring_bytes(const struct bench_geom *g)
+size_t bench_ring_measure(const struct bench_geom *g)
 {
   return (size_t)g->nslots * (size_t)g->group * g->slot_bytes;
 }
@@ -104,7 +106,7 @@ static void verify(struct bench_flow *f, struct bench_conn *c, int idx, uint64_t
     int size_ok = sizes[e] == (int)len;
 
     if (f->check && size_ok)
-      bad = bench_pattern_check(slot_ptr(c->rbuf, g, j, e), len, bench_pattern_seed(f->peer_id, idx, j, e));
+      bad = bench_pattern_check(slot_ptr(c->rbuf, g, j, e), len, bench_pattern_derive(f->peer_id, idx, j, e));
     f->checked++;
     if (size_ok && bad < 0)
       continue;
@@ -158,7 +160,7 @@ static int post_sends(struct bench_flow *f, struct bench_conn *c, int idx, int *
     if (f->check && !c->s_filled) {
       int e;
       for (e = 0; e < g->group; e++)
-        bench_pattern_fill(slot_ptr(c->sbuf, g, j, e), len, bench_pattern_seed(f->my_id, idx, j, e));
+        bench_pattern_fill(slot_ptr(c->sbuf, g, j, e), len, bench_pattern_derive(f->my_id, idx, j, e));
       c->s_filled = 1;
     }
     for (; c->s_part < g->group; c->s_part++) {
@@ -230,19 +232,26 @@ int bench_flow_run(struct bench_flow *f, double *elapsed)
   if (f->stamps != NULL)
     f->stamps[f->nstamps++] = t0;
   while (busy) {
+    int moved = 0;
     busy = 0;
     for (i = 0; i < f->nconns; i++) {
       struct bench_conn *c = &f->conns[i];
       if (c->r_done < c->r_total) {
-        if (reap_recvs(f, c, i, &progress) != 0 || post_recvs(f, c) != 0)
+        if (reap_recvs(f, c, i, &moved) != 0 || post_recvs(f, c) != 0)
           return -1;
       }
       if (c->s_done < c->s_total) {
-        if (post_sends(f, c, i, &progress) != 0 || reap_sends(f, c, i, &progress) != 0)
+        if (post_sends(f, c, i, &moved) != 0 || reap_sends(f, c, i, &moved) != 0)
           return -1;
       }
       busy |= c->r_done < c->r_total || c->s_done < c->s_total;
     }
+    progress |= moved;
+    /* NCCL's progress thread yields after a pass that moved nothing, which leaves
+     * the CPU to whoever completes the work (soft-RoCE's kernel threads, the peer
+     * process on the same host); --spin measures without that courtesy. */
+    if (!moved && f->yield)
+      sched_yield();
     /* The clock is read rarely: a stall is a matter of seconds, not of passes. */
     if (busy && ++spins % 4096 == 0) {
       now = drv_now();

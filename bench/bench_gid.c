@@ -120,10 +120,10 @@ int bench_gid_pick(const char *dev, int port, int *index, char *ip, size_t iplen
   if (best < 0)
     return -1;
   *index = best;
-  return bench_gid_address(dev, port, best, ip, iplen);
+  return bench_gid_resolve(dev, port, best, ip, iplen);
 }
 
-int bench_gid_address(const char *dev, int port, int index, char *ip, size_t iplen)
+int bench_gid_resolve(const char *dev, int port, int index, char *ip, size_t iplen)
 {
   char type[64];
   uint8_t gid[16];

@@ -65,8 +65,8 @@ static void put_config(const struct bench_ctx *c, FILE *f)
     fprintf(f, "%s%zu", i ? ", " : "", r->sizes[i]);
   fprintf(f, "], \"runs\": %d, \"conns\": %d, \"group\": %d, \"depth\": %d, \"nccl_steps\": %s, \"step_size\": %zu",
           o->runs, o->conns, o->group, o->depth, o->nccl_steps ? "true" : "false", o->step_size);
-  fprintf(f, ", \"check\": %s, \"point_time\": %g, \"iters\": %ld", o->check ? "true" : "false", o->point_time,
-          o->iters);
+  fprintf(f, ", \"check\": %s, \"spin\": %s, \"point_time\": %g, \"iters\": %ld", o->check ? "true" : "false",
+          o->spin ? "true" : "false", o->point_time, o->iters);
   fprintf(f, ", \"compare\": %s, \"gid_index\": %d, \"perftest_port\": %d", o->compare ? "true" : "false",
           c->gid_index, o->perftest_port);
   fputs(", \"units\": {\"bw\": \"MB/s (1e6 bytes/s)\", \"lat\": \"us one-way\"}", f);
@@ -77,7 +77,7 @@ static void put_result(const struct bench_ctx *c, FILE *f, enum bench_kind k, in
 {
   const struct bench_results *r = c->res;
   const struct bench_cell *cell = &r->cells[k][si];
-  const struct bench_series_info *in = bench_series_info(k);
+  const struct bench_series_info *in = bench_series_lookup(k);
   struct bench_summary s;
   struct bench_geom g;
   int i, first = 1;
@@ -93,7 +93,7 @@ static void put_result(const struct bench_ctx *c, FILE *f, enum bench_kind k, in
   fputs(", \"max\": ", f);
   put_num(f, cell->n ? s.max : NAN);
   fputs(", \"spread\": ", f);
-  put_num(f, cell->n ? s.spread : NAN);
+  put_num(f, cell->n > 1 ? s.spread : NAN);
   fputs(", \"samples\": ", f);
   put_array(f, cell->samples, cell->n);
   if (!in->is_bw) {
@@ -111,10 +111,10 @@ static void put_result(const struct bench_ctx *c, FILE *f, enum bench_kind k, in
       enum bench_kind pk = r->series[i];
       const struct bench_cell *p = &r->cells[pk][si];
       struct bench_summary ps;
-      if (bench_series_info(pk)->tool == NULL || bench_series_info(pk)->is_bw != in->is_bw)
+      if (bench_series_lookup(pk)->tool == NULL || bench_series_lookup(pk)->is_bw != in->is_bw)
         continue;
       bench_stats_summarize(p->samples, p->n, &ps);
-      fprintf(f, "%s\"%s\": ", first ? "" : ", ", bench_series_info(pk)->name);
+      fprintf(f, "%s\"%s\": ", first ? "" : ", ", bench_series_lookup(pk)->name);
       put_num(f, p->n && cell->n && ps.median > 0 ? s.median / ps.median : NAN);
       first = 0;
     }

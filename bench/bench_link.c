@@ -8,6 +8,7 @@
  * alternation (plan, ready, status) keep the two sides on the same point without a
  * second transport. It is idle while data moves, so it never competes with it.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +91,7 @@ int bench_link_open(struct bench_link *l, struct mcp_drive *d, const struct benc
     goto out;
 
   snprintf(mine->magic, sizeof(mine->magic), "%s", HELLO_MAGIC);
-  bench_opts_signature(o, mine->signature, sizeof(mine->signature));
+  bench_opts_describe(o, mine->signature, sizeof(mine->signature));
   mine->nhandles = (uint32_t)n;
   for (i = 0; i < n; i++) {
     if (drv_listen(d, o->dev, mine->handles[i], &lc[i]) != ncclSuccess || lc[i] == NULL) {
@@ -122,7 +123,7 @@ int bench_link_open(struct bench_link *l, struct mcp_drive *d, const struct benc
     }
   }
   if (x != NULL)
-    bench_xchg_done(x);
+    bench_xchg_tidy(x);
   for (i = 0; i < l->nconns; i++)
     if (conn_buffers(l, &l->conns[i], ring_bytes, i) != 0)
       goto out;
@@ -166,6 +167,8 @@ static int ctl_wait(struct bench_link *l, void *req, int *size, int timeout_s, c
       fprintf(stderr, "mcpnet-bench: control %s did not complete within %d s (peer gone?)\n", what, timeout_s);
       return -1;
     }
+    if (!done)
+      sched_yield(); /* the control channel waits; the CPU is better used elsewhere */
   }
   return 0;
 }
@@ -186,6 +189,8 @@ int bench_ctl_send(struct bench_link *l, struct bench_ctl_msg *m, int timeout_s)
       fprintf(stderr, "mcpnet-bench: the peer posted no control receive within %d s (peer gone?)\n", timeout_s);
       return -1;
     }
+    if (req == NULL)
+      sched_yield();
   }
   return ctl_wait(l, req, NULL, timeout_s, "send");
 }
@@ -206,6 +211,8 @@ int bench_ctl_recv(struct bench_link *l, struct bench_ctl_msg *m, int timeout_s)
       fprintf(stderr, "mcpnet-bench: could not post a control receive within %d s\n", timeout_s);
       return -1;
     }
+    if (req == NULL)
+      sched_yield();
   }
   if (ctl_wait(l, req, &got, timeout_s, "receive") != 0)
     return -1;

@@ -99,7 +99,7 @@ static void setup_perftest(struct bench_ctx *c)
 
   c->gid_index = o->gid_index;
   if (c->gid_index >= 0) {
-    if (bench_gid_address(c->dev_name, c->ib_port, c->gid_index, c->gid_ip, sizeof(c->gid_ip)) != 0)
+    if (bench_gid_resolve(c->dev_name, c->ib_port, c->gid_index, c->gid_ip, sizeof(c->gid_ip)) != 0)
       c->gid_ip[0] = '\0';
   } else if (bench_gid_pick(c->dev_name, c->ib_port, &c->gid_index, c->gid_ip, sizeof(c->gid_ip)) != 0) {
     c->gid_index = 0; /* native IB (or no sysfs): perftest's own default */
@@ -123,8 +123,8 @@ static int check_tools(const struct bench_opts *o)
   unsigned i;
 
   for (i = 0; i < (o->compare >= 2 ? 4u : o->compare ? 2u : 0u); i++) {
-    const char *tool = bench_series_info(kinds[i])->tool;
-    if (!bench_perftest_available(tool)) {
+    const char *tool = bench_series_lookup(kinds[i])->tool;
+    if (!bench_perftest_find(tool)) {
       fprintf(stderr, "mcpnet-bench: --compare needs %s in PATH (Debian: apt-get install perftest)\n", tool);
       return -1;
     }
@@ -140,8 +140,8 @@ static size_t ring_bytes_for(const struct bench_opts *o, const struct bench_resu
   for (i = 0; i < r->nsizes; i++) {
     struct bench_geom g;
     bench_geom_make(o, r->sizes[i], &g);
-    if (bench_geom_ring_bytes(&g) > max)
-      max = bench_geom_ring_bytes(&g);
+    if (bench_ring_measure(&g) > max)
+      max = bench_ring_measure(&g);
   }
   return max;
 }
@@ -156,7 +156,7 @@ static int run(struct bench_ctx *c)
   if (setup_device(c) != 0 || check_tools(o) != 0)
     return BENCH_EXIT_USAGE;
   setup_perftest(c);
-  c->res->nsizes = bench_opts_sizes(o, c->res->sizes, BENCH_MAX_SIZES);
+  c->res->nsizes = bench_opts_sweep(o, c->res->sizes, BENCH_MAX_SIZES);
   c->lat_stamps = malloc((2 * BENCH_LAT_MAX_ROUNDS + 2) * sizeof(double));
   if (c->lat_stamps == NULL)
     return BENCH_EXIT_FAIL;
@@ -165,7 +165,7 @@ static int run(struct bench_ctx *c)
   if (bench_link_open(&c->link, &c->drv, o, o->role == BENCH_SELF ? NULL : &x, ring_bytes_for(o, c->res)) != 0)
     goto out;
   bench_xchg_close(&x);
-  bench_report_header(c, out);
+  bench_header_print(c, out);
   if (o->role == BENCH_ROLE_A) {
     printf("# role a: serving role b; the results are printed by role b\n");
     rc = bench_point_serve(c);
@@ -177,7 +177,7 @@ static int run(struct bench_ctx *c)
   rc = bench_run_sweep(c);
   if (rc != 0)
     goto out;
-  bench_report_table(c, out);
+  bench_table_print(c, out);
   if (o->json != NULL && bench_json_write(c, o->json) != 0)
     rc = -1;
   if (o->plot != NULL && bench_plot_draw(c, o->plot) != 0)

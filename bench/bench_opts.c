@@ -50,7 +50,9 @@ static const char usage_text[] =
   "                       one registered buffer, as NCCL's Simple protocol does\n"
   "  --step-size SIZE     NCCL step size (default 512K)\n"
   "  --mem SIZE           registered memory per direction for all connections\n"
-  "                       (default 256M; large sizes then get fewer slots)\n"
+  "                       (default 128M; large sizes then get fewer slots)\n"
+  "  --spin               never yield the CPU between progress passes (NCCL's proxy\n"
+  "                       calls sched_yield after a pass that moved nothing)\n"
   "  -c, --check          verify every received byte and size (slower; timings\n"
   "                       then include the verification)\n"
   "  --timeout SEC        fail when nothing progresses for SEC seconds (default 120)\n"
@@ -80,7 +82,7 @@ static const char usage_text[] =
 enum {
   OPT_PLUGIN = 256, OPT_ABI, OPT_DEV, OPT_XCHG, OPT_ROLE, OPT_SERVER, OPT_CLIENT, OPT_POINT_TIME,
   OPT_DEPTH, OPT_CONNS, OPT_GROUP, OPT_STEPS, OPT_STEP_SIZE, OPT_MEM, OPT_TIMEOUT, OPT_COMPARE,
-  OPT_COMPARE_ALL, OPT_GID, OPT_IBDEV, OPT_PT_PORT, OPT_PT_HOST, OPT_JSON, OPT_PLOT
+  OPT_COMPARE_ALL, OPT_GID, OPT_IBDEV, OPT_PT_PORT, OPT_PT_HOST, OPT_JSON, OPT_PLOT, OPT_SPIN
 };
 
 static const struct option long_opts[] = {
@@ -104,6 +106,7 @@ static const struct option long_opts[] = {
   {"step-size", required_argument, NULL, OPT_STEP_SIZE},
   {"mem", required_argument, NULL, OPT_MEM},
   {"check", no_argument, NULL, 'c'},
+  {"spin", no_argument, NULL, OPT_SPIN},
   {"timeout", required_argument, NULL, OPT_TIMEOUT},
   {"compare", no_argument, NULL, OPT_COMPARE},
   {"compare-all", no_argument, NULL, OPT_COMPARE_ALL},
@@ -171,7 +174,7 @@ static int check_combination(struct bench_opts *o)
     BAD("-e %zu is over NCCL's 1 GiB per message", o->max_size);
   if (!(o->factor > 1.0))
     BAD("-f must be greater than 1");
-  if (bench_opts_sizes(o, sizes, BENCH_MAX_SIZES + 1) > BENCH_MAX_SIZES)
+  if (bench_opts_sweep(o, sizes, BENCH_MAX_SIZES + 1) > BENCH_MAX_SIZES)
     BAD("the sweep has more than %d sizes: raise -f or narrow -b/-e", BENCH_MAX_SIZES);
   if (o->nccl_steps && (o->step_size < 1 || o->step_size > (1u << 30)))
     BAD("--step-size must be between 1 byte and 1 GiB");
@@ -214,7 +217,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
   o->group = 1;
   o->depth = BENCH_MAX_DEPTH;
   o->step_size = 512u << 10;
-  o->mem_max = 256u << 20;
+  o->mem_max = 128u << 20;
   o->point_time = 0.3;
   o->timeout_s = 120;
   o->gid_index = -1;
@@ -298,6 +301,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
         BAD("--mem wants a size such as 256M");
       break;
     case 'c': o->check = 1; break;
+    case OPT_SPIN: o->spin = 1; break;
     case OPT_TIMEOUT:
       if (parse_int(optarg, 1, 86400, &v) != 0)
         BAD("--timeout wants seconds");
@@ -337,7 +341,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
   return check_combination(o);
 }
 
-int bench_opts_sizes(const struct bench_opts *o, size_t *sizes, int max)
+int bench_opts_sweep(const struct bench_opts *o, size_t *sizes, int max)
 {
   double s = (double)o->min_size;
   size_t last = 0;
@@ -354,7 +358,7 @@ int bench_opts_sizes(const struct bench_opts *o, size_t *sizes, int max)
   return n;
 }
 
-void bench_opts_signature(const struct bench_opts *o, char *buf, size_t len)
+void bench_opts_describe(const struct bench_opts *o, char *buf, size_t len)
 {
   snprintf(buf, len,
            "mcpnet-bench/1 sizes=%zu..%zu*%g conns=%d group=%d depth=%d steps=%d/%zu mem=%zu check=%d "

@@ -19,7 +19,7 @@ static inline uint64_t mix64(uint64_t x)
   return x;
 }
 
-uint64_t bench_pattern_seed(uint32_t sender, int conn, uint64_t step, int elem)
+uint64_t bench_pattern_derive(uint32_t sender, int conn, uint64_t step, int elem)
 {
   return mix64(((uint64_t)sender << 56) ^ ((uint64_t)(uint32_t)conn << 40) ^ (step << 4) ^ (uint64_t)elem);
 }

@@ -18,17 +18,15 @@
 
 #include "bench.h"
 
-/* perftest's latency tools size their runs for messages up to 2^23 (their -a sweep). */
-#define PT_LAT_MAX_SIZE (8u << 20)
-
-const char *bench_perftest_unsupported(enum bench_kind k, size_t size)
+/* perftest takes any RC message size from 1 byte to 2^31 (checked for all four tools
+ * up to 64 MiB); zero-byte messages it refuses. */
+const char *bench_perftest_refuses(enum bench_kind k, size_t size)
 {
-  if (!bench_series_info(k)->is_bw && size > PT_LAT_MAX_SIZE)
-    return "perftest latency tools stop at 8 MiB";
-  return NULL;
+  (void)k;
+  return size == 0 ? "perftest needs messages of at least 1 byte" : NULL;
 }
 
-int bench_perftest_available(const char *tool)
+int bench_perftest_find(const char *tool)
 {
   const char *path = getenv("PATH");
   char buf[1024];
@@ -50,7 +48,7 @@ static void build_argv(struct bench_pt_job *j, char **argv, char (*store)[32])
 {
   int n = 0, s = 0;
 
-  argv[n++] = (char *)bench_series_info(j->kind)->tool;
+  argv[n++] = (char *)bench_series_lookup(j->kind)->tool;
   argv[n++] = "-d";
   argv[n++] = (char *)j->dev;
   if (j->ib_port > 1) {
@@ -230,7 +228,7 @@ void bench_perftest_kill(struct bench_pt_job *j)
 
 int bench_perftest_parse(const struct bench_pt_job *j, double *value, double *mean)
 {
-  int is_bw = bench_series_info(j->kind)->is_bw;
+  int is_bw = bench_series_lookup(j->kind)->is_bw;
   const char *hdr = strstr(j->out, is_bw ? "BW average[" : "t_typical[");
   const char *line;
   double scale = 1.0;

@@ -37,7 +37,7 @@ static void put_panel(FILE *f, const struct bench_results *r, int want_bw)
 
   fputs("plot ", f);
   for (i = 0; i < r->nseries; i++) {
-    const struct bench_series_info *in = bench_series_info(r->series[i]);
+    const struct bench_series_info *in = bench_series_lookup(r->series[i]);
     if (in->is_bw != want_bw)
       continue;
     fprintf(f, "%s$s%d using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.6 title '%s'", first ? "" : ", \\\n     ", i,

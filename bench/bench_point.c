@@ -58,6 +58,7 @@ static void flow_setup(struct bench_ctx *c, enum bench_kind k, size_t size, uint
   f->conns = c->link.conns;
   f->check = o->check;
   f->timeout_s = o->timeout_s;
+  f->yield = !o->spin;
   f->my_id = role == BENCH_ROLE_B ? 2 : 1;
   f->peer_id = role == BENCH_ROLE_A ? 2 : 1;
   bench_geom_make(o, size, &f->g);
@@ -91,12 +92,12 @@ static void lat_result(struct bench_ctx *c, double *value, double *mean)
     sum += t[i];
   }
   *mean = n ? sum / (double)n : 0.0;
-  *value = bench_stats_median(t, (size_t)n);
+  *value = bench_median_find(t, (size_t)n);
 }
 
 static int flow_fail(struct bench_ctx *c, enum bench_kind k, size_t size)
 {
-  fprintf(stderr, "mcpnet-bench: %s at %zu bytes: %s\n", bench_series_info(k)->name, size, c->flow.err);
+  fprintf(stderr, "mcpnet-bench: %s at %zu bytes: %s\n", bench_series_lookup(k)->name, size, c->flow.err);
   return -1;
 }
 

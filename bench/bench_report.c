@@ -24,7 +24,7 @@ static const char *mode_text(const struct bench_opts *o, char *buf, size_t len)
   return buf;
 }
 
-void bench_report_header(const struct bench_ctx *c, FILE *f)
+void bench_header_print(const struct bench_ctx *c, FILE *f)
 {
   const struct bench_opts *o = c->o;
   const struct bench_results *r = c->res;
@@ -42,6 +42,8 @@ void bench_report_header(const struct bench_ctx *c, FILE *f)
   else
     fprintf(f, "#  driving  : one message per transfer, up to %d posted ahead / in flight, %d connection(s), "
                "group %d\n", o->depth, o->conns, o->group);
+  fprintf(f, "#  progress : one thread; %s\n",
+          o->spin ? "spins without yielding (--spin)" : "sched_yield after a pass that moved nothing, as NCCL's proxy");
   if (r->nsizes > 0)
     fprintf(f, "#  sweep    : %zu .. %zu B x%g (%d sizes), %d run(s) interleaved, series order rotating; ",
             r->sizes[0], r->sizes[r->nsizes - 1], o->factor, r->nsizes, o->runs);
@@ -57,6 +59,9 @@ void bench_report_header(const struct bench_ctx *c, FILE *f)
   fprintf(f, "#  units    : size = bytes per isend; MB/s = 1e6 B/s over all connections (perftest's MiB/s "
              "converted); latency = one-way us, median of round trips / 2\n");
   fprintf(f, "#  stats    : median over runs; spread = (max - min) / median\n");
+  if (o->compare)
+    fprintf(f, "#  ratios   : mcpnet / perftest medians (bandwidth: 1.0 is perftest's rate, higher is "
+               "better; latency: lower is better)\n");
   fflush(f);
 }
 
@@ -79,7 +84,14 @@ static void print_cell(FILE *f, const struct bench_cell *cell)
     return;
   }
   bench_stats_summarize(cell->samples, cell->n, &s);
-  fprintf(f, " %10.2f %6.1f%%", s.median, s.spread * 100.0);
+  /* Enough digits for the lab's 0.004 MB/s and a NIC's 45000 MB/s in one column. */
+  fprintf(f, s.median >= 100 ? " %10.1f" : s.median >= 1 ? " %10.2f" : " %10.4f", s.median);
+  if (s.n < 2)
+    fprintf(f, " %7s", "-"); /* one run has no spread */
+  else if (s.spread >= 10.0)
+    fprintf(f, " %7s", ">999%"); /* keeps the columns; the JSON has the samples */
+  else
+    fprintf(f, " %6.1f%%", s.spread * 100.0);
 }
 
 /* The ratio columns: every mcpnet series against every perftest series of its kind. */
@@ -94,7 +106,7 @@ static int ratio_cols(const struct bench_results *r, struct ratio_col *cols)
 
   for (i = 0; i < r->nseries; i++) {
     enum bench_kind k = r->series[i];
-    const struct bench_series_info *in = bench_series_info(k);
+    const struct bench_series_info *in = bench_series_lookup(k);
     if (in->tool == NULL)
       continue;
     cols[n].mcp = in->is_bw ? BENCH_MCP_BW : BENCH_MCP_LAT;
@@ -106,7 +118,7 @@ static int ratio_cols(const struct bench_results *r, struct ratio_col *cols)
   return n;
 }
 
-void bench_report_table(const struct bench_ctx *c, FILE *f)
+void bench_table_print(const struct bench_ctx *c, FILE *f)
 {
   const struct bench_results *r = c->res;
   struct ratio_col cols[BENCH_KIND_COUNT];
@@ -119,7 +131,7 @@ void bench_report_table(const struct bench_ctx *c, FILE *f)
   }
   fprintf(f, "#\n# %10s", "");
   for (i = 0; i < r->nseries; i++) {
-    fprintf(f, " %10s %7s", bench_series_info(r->series[i])->label, "");
+    fprintf(f, " %10s %7s", bench_series_lookup(r->series[i])->label, "");
     if (r->series[i] == BENCH_MCP_LAT)
       fprintf(f, " %7s", "");
   }
@@ -127,7 +139,7 @@ void bench_report_table(const struct bench_ctx *c, FILE *f)
     fprintf(f, "  mcpnet/perftest");
   fprintf(f, "\n# %10s", "size");
   for (i = 0; i < r->nseries; i++) {
-    fprintf(f, " %10s %7s", bench_series_info(r->series[i])->is_bw ? "MB/s" : "us", "spread");
+    fprintf(f, " %10s %7s", bench_series_lookup(r->series[i])->is_bw ? "MB/s" : "us", "spread");
     if (r->series[i] == BENCH_MCP_LAT)
       fprintf(f, " %7s", "#wrong");
   }
@@ -159,7 +171,7 @@ void bench_report_table(const struct bench_ctx *c, FILE *f)
     for (si = 0; si < r->nsizes; si++) {
       const struct bench_cell *cell = &r->cells[r->series[i]][si];
       if (cell->note[0] && (cell->skipped || cell->failed))
-        fprintf(f, "# note: %s at %zu B: %s%s\n", bench_series_info(r->series[i])->name, r->sizes[si], cell->note,
+        fprintf(f, "# note: %s at %zu B: %s%s\n", bench_series_lookup(r->series[i])->name, r->sizes[si], cell->note,
                 cell->failed ? " (failed runs are left out)" : "");
     }
   if (c->o->check)

@@ -26,7 +26,7 @@ static const struct bench_series_info series_infos[BENCH_KIND_COUNT] = {
   [BENCH_SEND_LAT] = {"ib_send_lat", "sd-lat", "ib_send_lat", 0},
 };
 
-const struct bench_series_info *bench_series_info(enum bench_kind k) { return &series_infos[k]; }
+const struct bench_series_info *bench_series_lookup(enum bench_kind k) { return &series_infos[k]; }
 
 static uint64_t clamp_u64(double v, uint64_t lo, uint64_t hi)
 {
@@ -71,7 +71,7 @@ static int calibrate(struct bench_ctx *c, enum bench_kind k, size_t size, struct
   }
   cell->iters = t > 0 ? clamp_u64(o->point_time / t, first, cap) : n;
   if (o->verbose)
-    fprintf(stderr, "mcpnet-bench: %s %zu B: %llu iterations (%.3g s each)\n", bench_series_info(k)->name, size,
+    fprintf(stderr, "mcpnet-bench: %s %zu B: %llu iterations (%.3g s each)\n", bench_series_lookup(k)->name, size,
             (unsigned long long)cell->iters, t);
   return 0;
 }
@@ -80,7 +80,7 @@ static uint64_t perftest_iters(const struct bench_ctx *c, enum bench_kind k, int
 {
   const struct bench_opts *o = c->o;
   const struct bench_results *r = c->res;
-  int bw = bench_series_info(k)->is_bw;
+  int bw = bench_series_lookup(k)->is_bw;
   uint64_t base = r->cells[bw ? BENCH_MCP_BW : BENCH_MCP_LAT][si].iters;
 
   /* The same bytes as the mcpnet point: every connection and group element counted. */
@@ -110,7 +110,7 @@ static int run_point(struct bench_ctx *c, enum bench_kind k, int si, int run)
 {
   struct bench_cell *cell = &c->res->cells[k][si];
   size_t size = c->res->sizes[si];
-  const char *why = bench_series_info(k)->tool ? bench_perftest_unsupported(k, size) : NULL;
+  const char *why = bench_series_lookup(k)->tool ? bench_perftest_refuses(k, size) : NULL;
   uint64_t iters;
   double value, mean;
   int rc;
@@ -120,8 +120,8 @@ static int run_point(struct bench_ctx *c, enum bench_kind k, int si, int run)
     snprintf(cell->note, sizeof(cell->note), "%s", why);
     return 0;
   }
-  iters = bench_series_info(k)->tool ? perftest_iters(c, k, si) : cell->iters;
-  if (bench_series_info(k)->tool)
+  iters = bench_series_lookup(k)->tool ? perftest_iters(c, k, si) : cell->iters;
+  if (bench_series_lookup(k)->tool)
     cell->iters = iters;
   rc = bench_point_measure(c, k, size, iters, &value, &mean, cell);
   if (rc < 0)
@@ -132,8 +132,8 @@ static int run_point(struct bench_ctx *c, enum bench_kind k, int si, int run)
     cell->n++;
   }
   if (c->o->verbose)
-    fprintf(stderr, "mcpnet-bench: run %d %-12s %10zu B %12.3f %s\n", run + 1, bench_series_info(k)->name, size,
-            value, bench_series_info(k)->is_bw ? "MB/s" : "us");
+    fprintf(stderr, "mcpnet-bench: run %d %-12s %10zu B %12.3f %s\n", run + 1, bench_series_lookup(k)->name, size,
+            value, bench_series_lookup(k)->is_bw ? "MB/s" : "us");
   return 0;
 }
 

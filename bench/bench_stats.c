@@ -16,7 +16,7 @@ static int cmp_double(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-double bench_stats_median(double *v, size_t n)
+double bench_median_find(double *v, size_t n)
 {
   if (n == 0)
     return 0.0;
@@ -35,7 +35,7 @@ void bench_stats_summarize(const double *v, int n, struct bench_summary *s)
     n = BENCH_MAX_RUNS;
   memcpy(tmp, v, (size_t)n * sizeof(*v));
   s->n = n;
-  s->median = bench_stats_median(tmp, (size_t)n);
+  s->median = bench_median_find(tmp, (size_t)n);
   s->min = tmp[0];
   s->max = tmp[n - 1];
   s->spread = s->median > 0 ? (s->max - s->min) / s->median : 0.0;

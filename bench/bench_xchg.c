@@ -45,45 +45,56 @@ static int split_hostport(const char *s, char *host, size_t hlen, char *port, si
   return port[0] == '\0' ? -1 : 0;
 }
 
+/* Binds the first address that works; without HOST the IPv6 wildcard comes first,
+ * since a dual-stack socket also takes IPv4 peers, then the IPv4 wildcard. */
+static int tcp_bind(const char *spec, const char *host, const char *port)
+{
+  struct addrinfo hints, *ai = NULL, *p;
+  int fd = -1, one = 1, pass, rc;
+
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+  if (rc != 0) {
+    fprintf(stderr, "mcpnet-bench: --server %s: %s\n", spec, gai_strerror(rc));
+    return -1;
+  }
+  for (pass = 0; pass < 2 && fd < 0; pass++) {
+    for (p = ai; p != NULL && fd < 0; p = p->ai_next) {
+      if ((pass == 0) != (p->ai_family == AF_INET6))
+        continue;
+      fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+      if (fd < 0)
+        continue;
+      setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      if (bind(fd, p->ai_addr, p->ai_addrlen) != 0 || listen(fd, 1) != 0) {
+        rc = errno;
+        close(fd);
+        fd = -1;
+        errno = rc;
+      }
+    }
+  }
+  if (fd < 0)
+    fprintf(stderr, "mcpnet-bench: cannot listen on %s: %s\n", spec, strerror(errno));
+  freeaddrinfo(ai);
+  return fd;
+}
+
 static int tcp_listen_accept(const char *spec, int timeout_s)
 {
   char host[256], port[32];
-  struct addrinfo hints, *ai = NULL, *p;
   struct pollfd pfd;
-  int fd = -1, one = 1, cfd, rc;
+  int fd, cfd;
 
   if (split_hostport(spec, host, sizeof(host), port, sizeof(port), 0) != 0) {
     fprintf(stderr, "mcpnet-bench: --server wants [HOST:]PORT, got '%s'\n", spec);
     return -1;
   }
-  memset(&hints, 0, sizeof(hints));
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  hints.ai_family = host[0] ? AF_UNSPEC : AF_INET6; /* v6 wildcard also takes v4 */
-  rc = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
-  if (rc != 0 && !host[0]) {
-    hints.ai_family = AF_INET;
-    rc = getaddrinfo(NULL, port, &hints, &ai);
-  }
-  if (rc != 0) {
-    fprintf(stderr, "mcpnet-bench: --server %s: %s\n", spec, gai_strerror(rc));
+  fd = tcp_bind(spec, host, port);
+  if (fd < 0)
     return -1;
-  }
-  for (p = ai; p != NULL; p = p->ai_next) {
-    fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
-    if (fd < 0)
-      continue;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, p->ai_addr, p->ai_addrlen) == 0 && listen(fd, 1) == 0)
-      break;
-    close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(ai);
-  if (fd < 0) {
-    fprintf(stderr, "mcpnet-bench: cannot listen on %s: %s\n", spec, strerror(errno));
-    return -1;
-  }
   fprintf(stderr, "mcpnet-bench: role a waiting for role b on %s\n", spec);
   pfd.fd = fd;
   pfd.events = POLLIN;
@@ -263,7 +274,7 @@ int bench_xchg_swap(struct bench_xchg *x, const struct bench_opts *o, const void
 
 /* Once connected, the peer has read our handles: removing them keeps a later run in
  * the same folder from finding stale ones. */
-void bench_xchg_done(struct bench_xchg *x)
+void bench_xchg_tidy(struct bench_xchg *x)
 {
   if (x->own_file[0] != '\0')
     unlink(x->own_file);
@@ -272,7 +283,7 @@ void bench_xchg_done(struct bench_xchg *x)
 
 void bench_xchg_close(struct bench_xchg *x)
 {
-  bench_xchg_done(x);
+  bench_xchg_tidy(x);
   if (x->fd >= 0)
     close(x->fd);
   x->fd = -1;
