@@ -340,7 +340,7 @@ int mcp_sysfs_dev_names(const char *root, char (*names)[MCP_DEV_NAME_MAX], int m
     if (de->d_name[0] == '.' || strlen(de->d_name) >= MCP_DEV_NAME_MAX)
       continue;
     if (n < max)
-      snprintf(names[n], MCP_DEV_NAME_MAX, "%s", de->d_name);
+      snprintf(names[n], MCP_DEV_NAME_MAX, "%.63s", de->d_name);
     n++;
   }
   closedir(d);

@@ -1,4 +1,4 @@
-# lab: topology=single deadline=600
+# lab: topology=single deadline=600 fixtures=sanitizers
 # The conformance suite under AddressSanitizer + UndefinedBehaviorSanitizer, under
 # ThreadSanitizer (two threads driving their own comms while a third registers and
 # deregisters memory on the same comms), and a short valgrind memcheck run that must
