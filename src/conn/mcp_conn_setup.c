@@ -468,6 +468,8 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   c->remote = req->req.ep;
   r = &c->remote;
   c->stream = mcp_oob_stream_open_for(req);
+  if (c->stream == NULL)
+    mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side is out of memory");
   mcp_oob_request_free(req);
   if (c->stream == NULL)
     goto fail;
@@ -573,6 +575,7 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
   }
   lc->accepting = NULL;
   if (c->error != 0) {
+    send_reject(c, MCP_WIRE_REJECT_INTERNAL, c->errmsg);
     rc = (ncclResult_t)c->error;
     mcp_comm_destroy(c);
     return rc;

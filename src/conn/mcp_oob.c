@@ -407,13 +407,15 @@ static void progress_peer(struct mcp_oob_peer *p)
       return;
     p->fd = mcp_sock_connect_take_fd(&p->conn);
     p->state = PEER_HELLO;
+    p->hello_deadline_ms = now_ms() + HELLO_TIMEOUT_MS;
     send_hello(p);
   }
   if (p->state != PEER_HELLO && p->state != PEER_UP)
     return;
-  if (p->state == PEER_HELLO && !p->outgoing && now_ms() > p->hello_deadline_ms) {
-    MCP_WARN("out-of-band: %s connected but sent no HELLO within %d s (not an mcpnet peer?); closed",
-             peer_name(p, name, sizeof(name)), HELLO_TIMEOUT_MS / 1000);
+  if (p->state == PEER_HELLO && now_ms() > p->hello_deadline_ms) {
+    MCP_WARN("out-of-band: %s %s but sent no HELLO within %d s (not an mcpnet peer?); closed",
+             peer_name(p, name, sizeof(name)), p->outgoing ? "accepted our connection" : "connected",
+             HELLO_TIMEOUT_MS / 1000);
     peer_kill(p, "no HELLO from %s", name);
     return;
   }

@@ -324,6 +324,25 @@ static int hca_names_device(const struct mcp_hca_list *hca, const char *ibdev)
   return 0;
 }
 
+/* NCCL matches NCCL_IB_HCA tokens as prefixes: "mlx5_1" also takes mlx5_10..19. Say so
+ * when a token catches more than one device. */
+static void warn_ambiguous_tokens(const struct mcp_hca_list *hca, struct ibv_device **list, int n,
+                                  const char *text)
+{
+  const char *names[MCP_MAX_NET_DEVS];
+  char which[512];
+  int i, t, m = 0;
+
+  if (hca->exact)
+    return;
+  for (i = 0; i < n && m < MCP_MAX_NET_DEVS; i++)
+    names[m++] = mcp_ibv.get_device_name(list[i]);
+  for (t = 0; t < hca->n; t++)
+    if (mcp_hca_token_devices(hca, t, names, m, which, sizeof(which)) > 1)
+      MCP_WARN("NCCL_IB_HCA=%s: '%s' matches several devices (%s): NCCL's prefix matching. "
+               "Start the list with '=' to match names exactly", text, hca->e[t].name, which);
+}
+
 int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
 {
   struct discover_log log = {.len = 0};
@@ -347,6 +366,7 @@ int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
       mcp_ibv.free_device_list(list);
     return -1;
   }
+  warn_ambiguous_tokens(&hca, list, n, cfg->ib_hca);
   for (i = 0; i < n; i++) {
     struct discover_dev dd = {.ibdev = mcp_ibv.get_device_name(list[i])};
     int port;

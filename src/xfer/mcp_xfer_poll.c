@@ -41,8 +41,11 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
                   c->peer_name, c->stream->dead_reason);
     return -1;
   }
-  /* Only callers that wait get here: work is pending that the closed end will never do. */
+  /* Only callers that wait get here. Completions may still sit in the queue behind the
+   * CLOSE: take them all before declaring the pending work lost. */
   if (atomic_load(&c->stream->closed_by_peer)) {
+    while (mcp_xfer_poll(c) > 0)
+      ;
     mcp_comm_fail(c, ncclRemoteError, "%s %s: the peer closed its end of this connection with work "
                   "still pending here", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->peer_name);
@@ -177,7 +180,7 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
       mcp_xfer_poll(c);
     if (!r->done && c->error == 0)
       mcp_xfer_check_alive(c);
-    if (c->error != 0)
+    if (!r->done && c->error != 0)
       return (ncclResult_t)c->error;
     if (!r->done) {
       if (r->optional && r->kind == MCP_REQ_RECV) {

@@ -42,7 +42,7 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   }
   seq = c->seq;
   slot = (int)(seq % MCP_SLOTS);
-  /* The slot is busy until its data has arrived and its request was handed back. */
+  /* The slot is busy until its data has arrived (an early-released request included). */
   if (c->rslots[slot].req != NULL || c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
     return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
   e = c->staging[slot].e;
