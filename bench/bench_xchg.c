@@ -206,53 +206,6 @@ static int read_all(int fd, void *buf, size_t len, int timeout_s)
   return 0;
 }
 
-/* Write to a hidden name, then rename: the peer never reads half a file. */
-static int file_put(const char *dir, const char *name, const void *data, size_t len, char *path, size_t plen)
-{
-  char tmp[512];
-  int fd;
-
-  snprintf(path, plen, "%s/%s", dir, name);
-  snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, name, (int)getpid());
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fprintf(stderr, "mcpnet-bench: cannot write %s: %s\n", tmp, strerror(errno));
-    return -1;
-  }
-  if (write(fd, data, len) != (ssize_t)len) {
-    fprintf(stderr, "mcpnet-bench: cannot write %s: %s\n", tmp, strerror(errno));
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  if (rename(tmp, path) != 0) {
-    fprintf(stderr, "mcpnet-bench: cannot rename %s to %s: %s\n", tmp, path, strerror(errno));
-    return -1;
-  }
-  return 0;
-}
-
-static int file_get(const char *dir, const char *name, void *data, size_t len, int timeout_s)
-{
-  char path[512];
-  double deadline = drv_now() + timeout_s;
-
-  snprintf(path, sizeof(path), "%s/%s", dir, name);
-  while (drv_now() < deadline) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      ssize_t n = read(fd, data, len);
-      close(fd);
-      if (n == (ssize_t)len)
-        return 0;
-    }
-    usleep(20000);
-  }
-  fprintf(stderr, "mcpnet-bench: %s did not appear within %d s (is the other role running with the same --xchg?)\n",
-          path, timeout_s);
-  return -1;
-}
-
 int bench_xchg_swap(struct bench_xchg *x, const struct bench_opts *o, const void *mine, void *peer,
                     size_t len, int timeout_s)
 {
@@ -266,10 +219,10 @@ int bench_xchg_swap(struct bench_xchg *x, const struct bench_opts *o, const void
     return 0;
   }
   snprintf(name, sizeof(name), "mcpnet-bench.%s.hello", role_name(o->role));
-  if (file_put(x->dir, name, mine, len, x->own_file, sizeof(x->own_file)) != 0)
+  if (drv_file_put(x->dir, name, mine, len, x->own_file, sizeof(x->own_file)) != 0)
     return -1;
   snprintf(name, sizeof(name), "mcpnet-bench.%s.hello", role_name(o->role == BENCH_ROLE_A ? BENCH_ROLE_B : BENCH_ROLE_A));
-  return file_get(x->dir, name, peer, len, timeout_s);
+  return drv_file_get(x->dir, name, peer, len, timeout_s);
 }
 
 /* Once connected, the peer has read our handles: removing them keeps a later run in

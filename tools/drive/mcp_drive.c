@@ -3,11 +3,14 @@
  * the loaded ABI version and adapts arguments the way NCCL's own compat shims would.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mcp_drive.h"
 
@@ -230,4 +233,49 @@ int drv_connect_pair(struct mcp_drive *d, int dev, void *peer_handle, void *lc, 
     }
   }
   return 0;
+}
+
+int drv_file_put(const char *dir, const char *name, const void *data, size_t len, char *path, size_t plen)
+{
+  char tmp[512], final[512];
+  int fd;
+
+  snprintf(final, sizeof(final), "%s/%s", dir, name);
+  if (path != NULL)
+    snprintf(path, plen, "%s", final);
+  snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", dir, name, (int)getpid());
+  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
+    fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  close(fd);
+  if (rename(tmp, final) != 0) {
+    fprintf(stderr, "cannot rename %s to %s: %s\n", tmp, final, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int drv_file_get(const char *dir, const char *name, void *data, size_t len, int timeout_s)
+{
+  char path[512];
+  double deadline = drv_now() + timeout_s;
+
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  while (drv_now() < deadline) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      ssize_t n = read(fd, data, len);
+      close(fd);
+      if (n == (ssize_t)len)
+        return 0;
+    }
+    usleep(20000);
+  }
+  fprintf(stderr, "%s did not appear within %d s (is the other side running with the same exchange folder?)\n",
+          path, timeout_s);
+  return -1;
 }

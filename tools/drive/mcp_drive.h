@@ -50,4 +50,11 @@ int drv_connect_pair(struct mcp_drive *d, int dev, void *peer_handle, void *lc, 
 
 double drv_now(void);
 
+/* Rendezvous through a folder both sides see (a shared file system, the lab's xchg share).
+ * put writes DIR/NAME under a hidden name first, then renames it, so the reader never
+ * sees half a file; path (may be NULL) receives the final name. get waits up to
+ * timeout_s for DIR/NAME to hold exactly len bytes. Both print why they failed. */
+int drv_file_put(const char *dir, const char *name, const void *data, size_t len, char *path, size_t plen);
+int drv_file_get(const char *dir, const char *name, void *data, size_t len, int timeout_s);
+
 #endif

@@ -77,38 +77,12 @@ static const char *peer_role(void) { return pair_mode ? (role[0] == 'a' ? "b" : 
 
 static int write_file(const char *name, const void *data, size_t len)
 {
-  char tmp[512], path[512];
-  int fd;
-
-  snprintf(path, sizeof(path), "%s/%s", xchg, name);
-  snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", xchg, name);
-  fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0 || write(fd, data, len) != (ssize_t)len) {
-    perror(tmp);
-    return -1;
-  }
-  close(fd);
-  return rename(tmp, path);
+  return drv_file_put(xchg, name, data, len, NULL, 0);
 }
 
 static int read_file(const char *name, void *data, size_t len, int timeout_s)
 {
-  char path[512];
-  double deadline = drv_now() + timeout_s;
-
-  snprintf(path, sizeof(path), "%s/%s", xchg, name);
-  while (drv_now() < deadline) {
-    int fd = open(path, O_RDONLY);
-    if (fd >= 0) {
-      ssize_t n = read(fd, data, len);
-      close(fd);
-      if (n == (ssize_t)len)
-        return 0;
-    }
-    usleep(20000);
-  }
-  fprintf(stderr, "  error: %s did not appear within %d s\n", path, timeout_s);
-  return -1;
+  return drv_file_get(xchg, name, data, len, timeout_s);
 }
 
 static int conn_counter;
