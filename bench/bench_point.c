@@ -113,6 +113,19 @@ static int ctl_expect(struct bench_ctx *c, struct bench_ctl_msg *m, uint32_t kin
   return 0;
 }
 
+/* Role b tells role a what to run next: the series, size and iteration count. */
+static int send_plan(struct bench_ctx *c, struct bench_ctl_msg *m, enum bench_kind k, size_t size,
+                     uint64_t iters)
+{
+  memset(m, 0, sizeof(*m));
+  m->kind = BENCH_CTL_PLAN;
+  m->seq = ++c->seq;
+  m->series = (uint32_t)k;
+  m->size = size;
+  m->iters = iters;
+  return bench_ctl_send(&c->link, m, c->o->timeout_s);
+}
+
 static int mcp_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters, double *value,
                        double *mean, struct bench_cell *cell)
 {
@@ -123,16 +136,8 @@ static int mcp_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint
   double elapsed;
 
   flow_setup(c, k, size, iters, &s_steps, &r_steps);
-  if (o->role == BENCH_ROLE_B) {
-    memset(&m, 0, sizeof(m));
-    m.kind = BENCH_CTL_PLAN;
-    m.seq = ++c->seq;
-    m.series = (uint32_t)k;
-    m.size = size;
-    m.iters = iters;
-    if (bench_ctl_send(&c->link, &m, o->timeout_s) != 0)
-      return -1;
-  }
+  if (o->role == BENCH_ROLE_B && send_plan(c, &m, k, size, iters) != 0)
+    return -1;
   if (bench_flow_begin(f, s_steps, r_steps) != 0)
     return flow_fail(c, k, size);
   if (o->role == BENCH_ROLE_B) {
@@ -235,13 +240,7 @@ static int pt_measure_b(struct bench_ctx *c, enum bench_kind k, size_t size, uin
   const char *host;
   int rc;
 
-  memset(&m, 0, sizeof(m));
-  m.kind = BENCH_CTL_PLAN;
-  m.seq = ++c->seq;
-  m.series = (uint32_t)k;
-  m.size = size;
-  m.iters = iters;
-  if (bench_ctl_send(&c->link, &m, o->timeout_s) != 0 || ctl_expect(c, &m, BENCH_CTL_READY) != 0)
+  if (send_plan(c, &m, k, size, iters) != 0 || ctl_expect(c, &m, BENCH_CTL_READY) != 0)
     return -1;
   if (m.kind == BENCH_CTL_STATUS)
     return pt_failed(cell, m.text[0] ? m.text : "role a's server failed", NULL);
