@@ -14,7 +14,7 @@
 
 #define MCP_MAX_NET_DEVS 32
 #define MCP_DEV_NAME_MAX 64
-#define MCP_REASON_MAX 256
+#define MCP_REASON_MAX 1024
 
 enum mcp_gid_type { MCP_GID_TYPE_IB = 0, MCP_GID_TYPE_ROCE_V1 = 1, MCP_GID_TYPE_ROCE_V2 = 2 };
 
@@ -46,18 +46,45 @@ struct mcp_net_dev {
   int max_inline;                  /* 0 until probed */
   char driver[32];                 /* kernel driver name (rxe, mlx5_core, ...), "" if unknown */
   struct mcp_gid_choice gid;       /* RoCE: the chosen GID; IB: index 0 */
+  int pkey_index;                  /* P_Key table index every QP on this port uses */
+  uint16_t pkey;                   /* the P_Key at that index */
+  int pkey_full;                   /* 1: full member of the partition */
+  int sl, tc;                      /* from the rank map; -1: NCCL_IB_SL/TC or the comm's class */
 };
+
+/* A device or port that was found and not used, and why. */
+struct mcp_fabric_excluded {
+  char name[MCP_DEV_NAME_MAX];     /* the verbs device name */
+  int port;                        /* 0: the whole device */
+  int requested;                   /* named by the rank map or an NCCL_IB_HCA include list */
+  char reason[MCP_REASON_MAX];
+};
+
+#define MCP_MAX_EXCLUDED 64
 
 struct mcp_fabric {
   int ndev;
   struct mcp_net_dev dev[MCP_MAX_NET_DEVS];
+  int nexcl;
+  struct mcp_fabric_excluded excl[MCP_MAX_EXCLUDED];
+  int local_rank;                  /* -1: unknown */
+  const char *local_rank_source;   /* the variable it came from (static), or NULL */
+  char placement[256];             /* the rank-map entry that applies, "" when none */
 };
 
 struct mcp_config;
 
-/* Fills fab with every usable port; 0 on success, -1 when none is usable, with one WARN
- * naming every device that was found and why each was excluded. */
+/*
+ * Fills fab with the ports this process may use: every usable one, or exactly those
+ * the rank map gives this process's local rank. 0 on success; -1 when none is usable
+ * or, in strict mode, when a requested device is missing or unusable, after one WARN
+ * naming every device that was found and why each was excluded. fab->excl holds the
+ * exclusions either way (the doctor prints them).
+ */
 int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg);
+/* The same for a given local rank (-1: none); the doctor asks for each rank in turn. */
+int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cfg, int local_rank,
+                             const char *local_rank_source);
 void mcp_fabric_release(struct mcp_fabric *fab);
 
 /* Speed in Mbps from the IB width and speed codes of ibv_port_attr; 0 if unknown. */

@@ -51,7 +51,6 @@ static uint32_t random_psn(void)
 
 int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
 {
-  const struct mcp_config *cfg = mcp_net_config();
   static const int inline_try[] = {256, 64, 0};
   int i, t;
 
@@ -88,14 +87,14 @@ int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
     c->psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = (uint16_t)cfg->ib_pkey_index;
+    attr.pkey_index = (uint16_t)c->dc->info->pkey_index;
     attr.port_num = (uint8_t)c->dc->info->port;
     attr.qp_access_flags = QP_ACCESS;
     if (mcp_ibv.modify_qp(c->qp[i], &attr,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key index %d from NCCL_IB_PKEY)",
+      MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)",
                c->dc->info->name, c->dc->info->port, c->qp[i]->qp_num, strerror(errno),
-               cfg->ib_pkey_index);
+               c->dc->info->pkey, c->dc->info->pkey_index);
       return -1;
     }
   }
@@ -211,7 +210,6 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
   const struct mcp_config *cfg = mcp_net_config();
   const struct mcp_net_dev *d = c->dc->info;
   struct mcp_wire_endpoint *ep = &c->local;
-  __be16 pkey = htons(0xffff);
   int i;
 
   memset(ep, 0, sizeof(*ep));
@@ -238,8 +236,7 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
                         ? (d->gid.type == MCP_GID_TYPE_ROCE_V2 ? MCP_WIRE_GID_ROCE_V2 : MCP_WIRE_GID_ROCE_V1)
                         : MCP_WIRE_GID_IB;
   ep->fp.gid_family = d->link_layer == IBV_LINK_LAYER_ETHERNET ? (uint8_t)d->gid.family : 0;
-  if (mcp_ibv.query_pkey(c->dc->ctx, (uint8_t)d->port, cfg->ib_pkey_index, &pkey) == 0)
-    ep->fp.pkey = ntohs(pkey);
+  ep->fp.pkey = d->pkey;
   ep->fp.sl = (uint8_t)c->sl;
   ep->fp.tc = (uint8_t)c->tc;
   ep->fp.timeout = (uint8_t)cfg->ib_timeout;

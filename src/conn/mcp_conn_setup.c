@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/fabric_pkey.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -83,12 +84,13 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
   c->kind = kind;
   c->dev = dev;
   c->traffic_class = traffic_class;
-  c->sl = choose_sl_tc(cfg->ib_sl, traffic_class, 15);
-  c->tc = choose_sl_tc(cfg->ib_tc, traffic_class, 255);
   c->seq = 1;
   c->dc = mcp_devctx_get(mcp_net_fabric(), dev);
   if (c->dc == NULL)
     goto fail;
+  /* The rank map's sl=/tc= for this device win over NCCL_IB_SL/NCCL_IB_TC. */
+  c->sl = choose_sl_tc(c->dc->info->sl >= 0 ? c->dc->info->sl : cfg->ib_sl, traffic_class, 15);
+  c->tc = choose_sl_tc(c->dc->info->tc >= 0 ? c->dc->info->tc : cfg->ib_tc, traffic_class, 255);
   return c;
 fail:
   mcp_comm_destroy(c);
@@ -190,6 +192,19 @@ static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, cha
     snprintf(why, len, "GID types differ: RoCE v%d on %s here, RoCE v%d on %s at %s. Set "
              "NCCL_IB_ROCE_VERSION_NUM (or the GID index) the same on every node",
              l->fp.gid_type, l->dev_name, r->fp.gid_type, r->dev_name, c->peer_name);
+    return -1;
+  }
+  if (!mcp_pkey_can_talk(l->fp.pkey & MCP_PKEY_FULL_MEMBER, r->fp.pkey & MCP_PKEY_FULL_MEMBER)) {
+    snprintf(why, len, "both ends are limited members of partition 0x%04x (P_Key 0x%04x on %s here, "
+             "0x%04x on %s at %s), and limited members cannot talk to each other. Make one end a full "
+             "member of the partition", l->fp.pkey & MCP_PKEY_BASE_MASK, l->fp.pkey, l->dev_name, r->fp.pkey,
+             r->dev_name, c->peer_name);
+    return -1;
+  }
+  if ((l->fp.pkey & MCP_PKEY_BASE_MASK) != (r->fp.pkey & MCP_PKEY_BASE_MASK)) {
+    snprintf(why, len, "P_Keys differ: 0x%04x on %s here, 0x%04x on %s at %s: the two ends are in different "
+             "partitions. Set the same MCPNET_TENANT_PKEY (or rank map pkey=) on every node", l->fp.pkey,
+             l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
     return -1;
   }
   if (r->ring_slots != MCP_SLOTS) {

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "mcpnet/fabric_rankmap.h"
 #include "mcpnet/param.h"
 
 static int check_family(const char *value, char *why, size_t whylen)
@@ -103,6 +104,23 @@ static int check_mtu(long long value, char *why, size_t whylen)
   return -EINVAL;
 }
 
+/* The whole map is parsed when read, so a typo names its entry at init. */
+static int check_rank_map(const char *value, char *why, size_t whylen)
+{
+  static __thread struct mcp_rankmap map; /* 30 KiB: not on a caller's stack */
+
+  return mcp_rankmap_parse(value, &map, why, whylen) == 0 ? 0 : -EINVAL;
+}
+
+/* A P_Key value: 16 bits, partition bits not all zero (0x0000 and 0x8000 are invalid). */
+static int check_pkey_value(long long value, char *why, size_t whylen)
+{
+  if (value < 0 || (value & 0x7fff) != 0)
+    return 0;
+  snprintf(why, whylen, "0x%04llx is not a partition: the low 15 bits must not be 0", value);
+  return -EINVAL;
+}
+
 static const char *const tenant_pkey_aliases[] = { "MCPNET_PKEY", NULL };
 static const char *const watchdog_aliases[] = { "MCPNET_WATCHDOG_SECONDS", NULL };
 
@@ -154,18 +172,18 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,
           "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
-  STR_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, NULL, "rank map",
+  STR_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, check_rank_map, "rank map",
           "Per-local-rank placement: "
-          "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."" [planned: not in effect yet]"),
+          "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."),
   INT_ROW(MCP_PARAM_LOCAL_RANK, "MCPNET_LOCAL_RANK", -1, -1, 4095, local_rank,
-          "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ..."" [planned: not in effect yet]",
+          "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ...",
           "-1 looks the local rank up in the launcher's variables"),
   BOOL_ROW(MCP_PARAM_STRICT, "MCPNET_STRICT", 1, strict,
-           "A requested device that is missing or unusable fails init instead of being skipped"" [planned: not in effect yet]"),
+           "A pinned or listed device that is missing or unusable fails init instead of being skipped"),
   [MCP_PARAM_TENANT_PKEY] = {
     .id = MCP_PARAM_TENANT_PKEY, .name = "MCPNET_TENANT_PKEY", .aliases = tenant_pkey_aliases,
-    .type = MCP_PARAM_INT, .def = -1, .min = -1, .max = 0xffff, .hex = true,
-    .doc = "P_Key value (e.g. 0x8001) this tenant's traffic must carry; -1 uses NCCL_IB_PKEY's index"" [planned: not in effect yet]",
+    .type = MCP_PARAM_INT, .def = -1, .min = -1, .max = 0xffff, .hex = true, .check_int = check_pkey_value,
+    .doc = "P_Key value (e.g. 0x8001) this tenant's traffic must carry; -1 uses NCCL_IB_PKEY's index",
     .why = "a P_Key is 16 bits; -1 leaves it unset", .offset = OFF(tenant_pkey) },
   [MCP_PARAM_MTU] = {
     .id = MCP_PARAM_MTU, .name = "MCPNET_MTU", .type = MCP_PARAM_INT, .def = 0, .min = 0,

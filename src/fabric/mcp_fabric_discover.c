@@ -7,13 +7,14 @@
  * Devices that cannot be used are reported with their reason in one message.
  */
 #include <endian.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <fcntl.h>
 #include <linux/udmabuf.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +24,14 @@
 #include "mcpnet/fabric.h"
 #include "mcpnet/fabric_gid.h"
 #include "mcpnet/fabric_hca.h"
+#include "mcpnet/fabric_pkey.h"
+#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/fabric_select.h"
 #include "mcpnet/fabric_netns.h"
 #include "mcpnet/fabric_sysfs.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
+#include "mcpnet/sock.h"
 #include "mcpnet/verbs.h"
 #include "nccl/net_common.h"
 
@@ -164,44 +169,81 @@ static int probe_ptr_support(struct ibv_context *ctx, const char *ibdev)
   return support;
 }
 
-static void gid_policy_from_config(struct mcp_gid_policy *pol, const struct mcp_config *cfg)
+/* The subnet of the out-of-band interface: automatic GID choice prefers a GID in it,
+ * so RDMA traffic goes where the bootstrap already reaches the peer. */
+static int oob_subnet(const struct mcp_config *cfg, struct mcp_gid_range *range)
+{
+  struct mcp_sock_iface_choice ch;
+  struct ifaddrs *ifs, *ifa;
+  int found = -1;
+
+  if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &ch) != 0 || getifaddrs(&ifs) != 0)
+    return -1;
+  for (ifa = ifs; ifa != NULL && found < 0; ifa = ifa->ifa_next) {
+    const uint8_t *a, *m;
+    int alen, i, bits = 0;
+
+    if (ifa->ifa_addr == NULL || ifa->ifa_netmask == NULL || strcmp(ifa->ifa_name, ch.name) != 0 ||
+        ifa->ifa_addr->sa_family != ch.addr.sa.sa_family || (ifa->ifa_flags & IFF_LOOPBACK))
+      continue;
+    if (ifa->ifa_addr->sa_family == AF_INET) {
+      a = (const uint8_t *)&((const struct sockaddr_in *)ifa->ifa_addr)->sin_addr;
+      m = (const uint8_t *)&((const struct sockaddr_in *)ifa->ifa_netmask)->sin_addr;
+      if (memcmp(a, &ch.addr.sin.sin_addr, 4) != 0)
+        continue;
+      alen = 4;
+      memset(range->raw, 0, 10);
+      range->raw[10] = range->raw[11] = 0xff;
+      memcpy(range->raw + 12, a, 4);
+      range->family = 4;
+    } else if (ifa->ifa_addr->sa_family == AF_INET6) {
+      a = (const uint8_t *)&((const struct sockaddr_in6 *)ifa->ifa_addr)->sin6_addr;
+      m = (const uint8_t *)&((const struct sockaddr_in6 *)ifa->ifa_netmask)->sin6_addr;
+      if (memcmp(a, &ch.addr.sin6.sin6_addr, 16) != 0)
+        continue;
+      alen = 16;
+      memcpy(range->raw, a, 16);
+      range->family = 6;
+    } else {
+      continue;
+    }
+    for (i = 0; i < alen; i++)
+      bits += __builtin_popcount(m[i]);
+    range->bits = bits;
+    found = 0;
+  }
+  freeifaddrs(ifs);
+  return found;
+}
+
+static void gid_policy_from_config(struct mcp_gid_policy *pol, const struct mcp_config *cfg,
+                                   const struct mcp_rankmap_entry *pin)
 {
   memset(pol, 0, sizeof(*pol));
   pol->index = cfg->ib_gid_index;
+  pol->index_source = "NCCL_IB_GID_INDEX";
   pol->roce_version = cfg->ib_roce_version;
   pol->family = cfg->ib_af == AF_INET6 ? 6 : 4;
-  if (cfg->ib_addr_range != NULL && mcp_gid_range_parse(cfg->ib_addr_range, &pol->range) == 0)
+  if (cfg->ib_addr_range != NULL && mcp_gid_range_parse(cfg->ib_addr_range, &pol->range) == 0) {
     pol->has_range = 1;
-}
-
-struct discover_log {
-  char text[4096];
-  size_t len;
-};
-
-static void excluded(struct discover_log *log, const char *dev, int port, const char *fmt, ...)
-  __attribute__((format(printf, 4, 5)));
-static void excluded(struct discover_log *log, const char *dev, int port, const char *fmt, ...)
-{
-  size_t room = sizeof(log->text) - log->len;
-  va_list ap;
-  int n;
-
-  if (room <= 1)
-    return;
-  n = port > 0 ? snprintf(log->text + log->len, room, "; %s:%d: ", dev, port)
-               : snprintf(log->text + log->len, room, "; %s: ", dev);
-  log->len += n > 0 ? (size_t)n : 0;
-  if (log->len >= sizeof(log->text) - 1) {
-    log->len = sizeof(log->text) - 1;
-    return;
+    pol->range_source = "NCCL_IB_ADDR_RANGE";
   }
-  va_start(ap, fmt);
-  n = vsnprintf(log->text + log->len, sizeof(log->text) - log->len, fmt, ap);
-  va_end(ap);
-  log->len += n > 0 ? (size_t)n : 0;
-  if (log->len >= sizeof(log->text))
-    log->len = sizeof(log->text) - 1;
+  pol->has_oob_subnet = oob_subnet(cfg, &pol->oob_subnet) == 0;
+  if (pin == NULL)
+    return;
+  if (pin->gid_index >= 0) {
+    pol->index = pin->gid_index;
+    pol->index_source = "MCPNET_RANK_MAP gid=";
+  } else if (pin->has_gid_addr) {
+    pol->index = -1;
+    pol->has_address = 1;
+    memcpy(pol->address, pin->gid_addr, 16);
+  } else if (pin->has_gid_range) {
+    pol->index = -1;
+    pol->has_range = 1;
+    pol->range = pin->gid_range;
+    pol->range_source = "MCPNET_RANK_MAP gid=";
+  }
 }
 
 struct discover_dev {
@@ -241,45 +283,118 @@ static int gid_table_read(const struct discover_dev *dd, int port, struct mcp_gi
   return mcp_netns_gid_rows(p, &view, tab, max);
 }
 
-static void discover_port(struct mcp_fabric *fab, const struct discover_dev *dd, int port,
-                          const struct mcp_config *cfg, const struct mcp_hca_list *hca,
-                          struct discover_log *log)
+/* What discovery of one process is working with. */
+struct discover_run {
+  struct mcp_fabric *fab;
+  const struct mcp_config *cfg;
+  const struct mcp_select *sel;
+  const struct mcp_rankmap_entry *pin;
+  struct mcp_gid_policy pol;
+};
+
+#define EXCLUDE(run, dev, port, ...)                                                          \
+  mcp_fabric_exclude((run)->fab, dev, port, mcp_select_requested((run)->sel, dev, port), __VA_ARGS__)
+
+/* The port's P_Key table: sysfs when it was read, else one query per index. */
+static int pkey_table(const struct discover_dev *dd, int port, uint16_t *tab, int max)
 {
+  const struct mcp_sysfs_port *p = dd->sys_ok ? mcp_sysfs_port_find(&dd->sys, port) : NULL;
+  int i, n;
+
+  if (p != NULL && p->npkey > 0) {
+    n = p->npkey < max ? p->npkey : max;
+    memcpy(tab, p->pkey, (size_t)n * sizeof(tab[0]));
+    return n;
+  }
+  n = dd->attr.max_pkeys < max ? dd->attr.max_pkeys : max;
+  for (i = 0; i < n; i++) {
+    __be16 v;
+    if (mcp_ibv.query_pkey(dd->ctx, (uint8_t)port, i, &v) != 0)
+      break;
+    tab[i] = ntohs(v);
+  }
+  return i;
+}
+
+/* The P_Key index QPs on this port use: the tenant's key resolved by value, or
+ * NCCL_IB_PKEY's index checked against the table. -1 with why on failure. */
+static int choose_pkey(const struct discover_run *run, const struct discover_dev *dd, int port,
+                       struct mcp_net_dev *d, char *why, size_t len)
+{
+  uint16_t tab[128];
+  char shown[256];
+  int n = pkey_table(dd, port, tab, 128), value, full = 1, idx;
+  const char *from = "MCPNET_TENANT_PKEY";
+
+  value = run->cfg->tenant_pkey;
+  if (run->pin != NULL && run->pin->pkey >= 0) {
+    value = run->pin->pkey;
+    from = "MCPNET_RANK_MAP pkey=";
+  }
+  mcp_pkey_format_table(tab, n, shown, sizeof(shown));
+  if (value < 0) {
+    idx = run->cfg->ib_pkey_index;
+    if (idx >= n || (tab[idx] & MCP_PKEY_BASE_MASK) == 0) {
+      snprintf(why, len, "NCCL_IB_PKEY=%d: the port's P_Key table has no key at that index (table: %s)", idx,
+               shown);
+      return -1;
+    }
+    d->pkey_index = idx;
+    d->pkey = tab[idx];
+    d->pkey_full = (tab[idx] & MCP_PKEY_FULL_MEMBER) != 0;
+    return 0;
+  }
+  idx = mcp_pkey_resolve(tab, n, (unsigned)value, &full);
+  if (idx < 0) {
+    snprintf(why, len, "%s 0x%04x: partition 0x%04x is not in the port's P_Key table (table: %s); "
+             "ask the fabric administrator to add this port to the partition", from, (unsigned)value,
+             (unsigned)value & MCP_PKEY_BASE_MASK, shown);
+    return -1;
+  }
+  d->pkey_index = idx;
+  d->pkey = tab[idx];
+  d->pkey_full = full;
+  return 0;
+}
+
+static void discover_port(struct discover_run *run, const struct discover_dev *dd, int port)
+{
+  struct mcp_fabric *fab = run->fab;
   struct ibv_port_attr pattr;
   struct mcp_net_dev *d;
   char err[MCP_REASON_MAX];
 
-  if (!mcp_hca_allows(hca, dd->ibdev, port)) {
-    excluded(log, dd->ibdev, port, "not selected by NCCL_IB_HCA=%s", cfg->ib_hca);
+  if (!mcp_select_allows_port(run->sel, dd->ibdev, port)) {
+    char by[320];
+    mcp_select_by(run->sel, by, sizeof(by));
+    EXCLUDE(run, dd->ibdev, port, "not selected by %s", by);
     return;
   }
   if (mcp_verbs_query_port(dd->ctx, (uint8_t)port, &pattr) != 0) {
-    excluded(log, dd->ibdev, port, "ibv_query_port failed: %s", strerror(errno));
+    EXCLUDE(run, dd->ibdev, port, "ibv_query_port failed: %s", strerror(errno));
     return;
   }
   if (pattr.state != IBV_PORT_ACTIVE) {
-    excluded(log, dd->ibdev, port, "port state is %s, not ACTIVE",
-             pattr.state == IBV_PORT_DOWN ? "DOWN" : pattr.state == IBV_PORT_INIT ? "INIT" : "not active");
+    EXCLUDE(run, dd->ibdev, port, "port state is %s, not ACTIVE (link down, or the switch port is not up)",
+            pattr.state == IBV_PORT_DOWN ? "DOWN" : pattr.state == IBV_PORT_INIT ? "INIT" : "not active");
     return;
   }
   if (pattr.link_layer != IBV_LINK_LAYER_ETHERNET && pattr.link_layer != IBV_LINK_LAYER_INFINIBAND) {
-    excluded(log, dd->ibdev, port, "link layer %d is neither InfiniBand nor Ethernet", pattr.link_layer);
+    EXCLUDE(run, dd->ibdev, port, "link layer %d is neither InfiniBand nor Ethernet", pattr.link_layer);
     return;
   }
   if (fab->ndev == MCP_MAX_NET_DEVS) {
-    excluded(log, dd->ibdev, port, "more than %d usable ports; this one is left out", MCP_MAX_NET_DEVS);
+    EXCLUDE(run, dd->ibdev, port, "more than %d usable ports; this one is left out", MCP_MAX_NET_DEVS);
     return;
   }
   d = &fab->dev[fab->ndev];
   memset(d, 0, sizeof(*d));
   if (pattr.link_layer == IBV_LINK_LAYER_ETHERNET) {
     struct mcp_gid_entry tab[GID_TABLE_MAX];
-    struct mcp_gid_policy pol;
     int n = gid_table_read(dd, port, tab, GID_TABLE_MAX);
 
-    gid_policy_from_config(&pol, cfg);
-    if (mcp_gid_choose(tab, n, &pol, &d->gid, err, sizeof(err)) != 0) {
-      excluded(log, dd->ibdev, port, "%s", err);
+    if (mcp_gid_choose(tab, n, &run->pol, &d->gid, err, sizeof(err)) != 0) {
+      EXCLUDE(run, dd->ibdev, port, "%s", err);
       return;
     }
   } else {
@@ -287,6 +402,12 @@ static void discover_port(struct mcp_fabric *fab, const struct discover_dev *dd,
     d->gid.type = MCP_GID_TYPE_IB;
     snprintf(d->gid.why, sizeof(d->gid.why), "InfiniBand: LID-routed, GID 0");
   }
+  if (choose_pkey(run, dd, port, d, err, sizeof(err)) != 0) {
+    EXCLUDE(run, dd->ibdev, port, "%s", err);
+    return;
+  }
+  d->sl = run->pin != NULL ? run->pin->sl : -1;
+  d->tc = run->pin != NULL ? run->pin->tc : -1;
   if (dd->attr.phys_port_cnt > 1)
     snprintf(d->name, sizeof(d->name), "%s:%d", dd->ibdev, port);
   else
@@ -306,104 +427,172 @@ static void discover_port(struct mcp_fabric *fab, const struct discover_dev *dd,
   sysfs_driver(dd->ibdev, d->driver, sizeof(d->driver));
   fab->ndev++;
   if (d->link_layer == IBV_LINK_LAYER_ETHERNET)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: GID %d %s (%s, netdev %s): %s", dd->ibdev, port,
-             d->gid.index, d->gid.text, d->gid.type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
-             d->gid.netdev[0] ? d->gid.netdev : "none", d->gid.why);
-}
-
-/* An include list names the device with some token (ports are checked per port). */
-static int hca_names_device(const struct mcp_hca_list *hca, const char *ibdev)
-{
-  int t;
-
-  if (hca->n == 0 || hca->exclude)
-    return 1;
-  for (t = 0; t < hca->n; t++)
-    if (mcp_hca_token_matches(hca, t, ibdev))
-      return 1;
-  return 0;
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: GID %d %s (%s, netdev %s): %s; P_Key 0x%04x at index %d",
+             dd->ibdev, port, d->gid.index, d->gid.text,
+             d->gid.type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
+             d->gid.netdev[0] ? d->gid.netdev : "none", d->gid.why, d->pkey, d->pkey_index);
+  else
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: InfiniBand LID %u; P_Key 0x%04x at index %d (%s member)",
+             dd->ibdev, port, d->lid, d->pkey, d->pkey_index, d->pkey_full ? "full" : "limited");
 }
 
 /* NCCL matches NCCL_IB_HCA tokens as prefixes: "mlx5_1" also takes mlx5_10..19. Say so
- * when a token catches more than one device. */
-static void warn_ambiguous_tokens(const struct mcp_hca_list *hca, struct ibv_device **list, int n,
-                                  const char *text)
+ * when a token catches more than one device (strict mode makes it an init error). */
+static void warn_ambiguous_tokens(const struct mcp_select *sel, const char *const *names, int n)
 {
-  const char *names[MCP_MAX_NET_DEVS];
   char which[512];
-  int i, t, m = 0;
+  int t;
 
-  if (hca->exact)
+  if (sel->hca.exact || sel->entry != NULL || sel->strict)
     return;
-  for (i = 0; i < n && m < MCP_MAX_NET_DEVS; i++)
-    names[m++] = mcp_ibv.get_device_name(list[i]);
-  for (t = 0; t < hca->n; t++)
-    if (mcp_hca_token_devices(hca, t, names, m, which, sizeof(which)) > 1)
+  for (t = 0; t < sel->hca.n; t++)
+    if (mcp_hca_token_devices(&sel->hca, t, names, n, which, sizeof(which)) > 1)
       MCP_WARN("NCCL_IB_HCA=%s: '%s' matches several devices (%s): NCCL's prefix matching. "
-               "Start the list with '=' to match names exactly", text, hca->e[t].name, which);
+               "Start the list with '=' to match names exactly", sel->hca_text, sel->hca.e[t].name, which);
 }
 
-int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
+static void discover_device(struct discover_run *run, struct ibv_device *dev)
 {
-  struct discover_log log = {.len = 0};
-  struct ibv_device **list;
-  struct mcp_hca_list hca;
+  struct discover_dev dd = {.ibdev = mcp_ibv.get_device_name(dev)};
+  char err[MCP_REASON_MAX], by[320];
+  int port;
+
+  if (!mcp_select_allows_dev(run->sel, dd.ibdev)) {
+    mcp_select_by(run->sel, by, sizeof(by));
+    mcp_fabric_exclude(run->fab, dd.ibdev, 0, 0, "not selected by %s", by);
+    return;
+  }
+  dd.ctx = mcp_ibv.open_device(dev);
+  if (dd.ctx == NULL) {
+    EXCLUDE(run, dd.ibdev, 0, "cannot open its uverbs node (%s): not granted to this container "
+            "(device cgroup) or no permission on /dev/infiniband", strerror(errno));
+    return;
+  }
+  if (mcp_ibv.query_device(dd.ctx, &dd.attr) != 0) {
+    EXCLUDE(run, dd.ibdev, 0, "ibv_query_device failed: %s", strerror(errno));
+    mcp_ibv.close_device(dd.ctx);
+    return;
+  }
+  dd.ptr_support = probe_ptr_support(dd.ctx, dd.ibdev);
+  dd.sys_ok = mcp_sysfs_dev_read(SYSFS_ROOT, dd.ibdev, &dd.sys, err, sizeof(err)) == 0;
+  if (!dd.sys_ok)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s: no GID table from sysfs: %s", dd.ibdev, err);
+  for (port = 1; port <= dd.attr.phys_port_cnt; port++)
+    discover_port(run, &dd, port);
+  mcp_sysfs_dev_free(&dd.sys);
+  mcp_ibv.close_device(dd.ctx);
+}
+
+static const char fallback[] = "NCCL falls back to its own transports unless NCCL_NET=MCP is set";
+
+/* The rank map's entry for this rank, or NULL; -1 when init must fail. */
+static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const struct mcp_rankmap *map,
+                    const struct mcp_rankmap_entry **pin)
+{
   char err[MCP_REASON_MAX];
-  int i, n = 0;
+
+  *pin = NULL;
+  if (map->n == 0)
+    return 0;
+  *pin = fab->local_rank >= 0 ? mcp_rankmap_find(map, fab->local_rank) : NULL;
+  if (*pin != NULL) {
+    snprintf(fab->placement, sizeof(fab->placement), "%s", (*pin)->text);
+    MCP_INFO(NCCL_INIT | NCCL_NET, "local rank %d (from %s): MCPNET_RANK_MAP entry '%s'%s", fab->local_rank,
+             fab->local_rank_source, (*pin)->text,
+             cfg->ib_hca != NULL ? "; NCCL_IB_HCA does not apply to a pinned rank" : "");
+    return 0;
+  }
+  if (fab->local_rank < 0)
+    snprintf(err, sizeof(err), "MCPNET_RANK_MAP is set but this process has no local rank: set "
+             "MCPNET_LOCAL_RANK, or start it with a launcher that sets LOCAL_RANK (torchrun), "
+             "SLURM_LOCALID (srun) or OMPI_COMM_WORLD_LOCAL_RANK (mpirun)");
+  else
+    snprintf(err, sizeof(err), "MCPNET_RANK_MAP places no device for local rank %d (from %s)",
+             fab->local_rank, fab->local_rank_source);
+  if (cfg->strict) {
+    MCP_WARN("%s. MCPNET_STRICT=1: init fails; %s", err, fallback);
+    return -1;
+  }
+  MCP_WARN("%s; MCPNET_STRICT=0: using every usable device", err);
+  return 0;
+}
+
+int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cfg, int local_rank,
+                             const char *local_rank_source)
+{
+  static __thread struct mcp_rankmap map; /* large: kept off the caller's stack */
+  static __thread char report[8192];
+  const char *names[MCP_MAX_EXCLUDED];
+  struct discover_run run = {.fab = fab, .cfg = cfg};
+  struct ibv_device **list;
+  struct mcp_select sel;
+  char err[MCP_REASON_MAX], problems[2048];
+  int i, n = 0, nnames, nproblems;
 
   memset(fab, 0, sizeof(*fab));
-  log.text[0] = '\0';
-  if (mcp_hca_parse(cfg->ib_hca, &hca, err, sizeof(err)) != 0) {
+  fab->local_rank = local_rank;
+  fab->local_rank_source = local_rank_source;
+  if (mcp_rankmap_parse(cfg->rank_map, &map, err, sizeof(err)) != 0) {
     MCP_WARN("%s", err);
     return -1;
   }
+  if (find_pin(fab, cfg, &map, &run.pin) != 0)
+    return -1;
+  if (mcp_select_init(&sel, cfg->ib_hca, run.pin, cfg->strict, err, sizeof(err)) != 0) {
+    MCP_WARN("%s", err);
+    return -1;
+  }
+  run.sel = &sel;
+  gid_policy_from_config(&run.pol, cfg, run.pin);
   list = mcp_ibv.get_device_list(&n);
   if (list == NULL || n == 0) {
     MCP_WARN("no RDMA device found (ibv_get_device_list: %s): is the RDMA driver loaded and "
-             "/dev/infiniband visible in this container? NCCL falls back to its own transports "
-             "unless NCCL_NET=MCP", list == NULL ? strerror(errno) : "0 devices");
+             "/dev/infiniband visible in this container? %s",
+             list == NULL ? strerror(errno) : "0 devices", fallback);
     if (list != NULL)
       mcp_ibv.free_device_list(list);
     return -1;
   }
-  warn_ambiguous_tokens(&hca, list, n, cfg->ib_hca);
-  for (i = 0; i < n; i++) {
-    struct discover_dev dd = {.ibdev = mcp_ibv.get_device_name(list[i])};
-    int port;
-
-    if (!hca_names_device(&hca, dd.ibdev)) {
-      excluded(&log, dd.ibdev, 0, "not selected by NCCL_IB_HCA=%s", cfg->ib_hca);
-      continue;
-    }
-    dd.ctx = mcp_ibv.open_device(list[i]);
-    if (dd.ctx == NULL) {
-      excluded(&log, dd.ibdev, 0, "cannot open its uverbs node (%s): not granted to this container?",
-               strerror(errno));
-      continue;
-    }
-    if (mcp_ibv.query_device(dd.ctx, &dd.attr) != 0) {
-      excluded(&log, dd.ibdev, 0, "ibv_query_device failed: %s", strerror(errno));
-      mcp_ibv.close_device(dd.ctx);
-      continue;
-    }
-    dd.ptr_support = probe_ptr_support(dd.ctx, dd.ibdev);
-    dd.sys_ok = mcp_sysfs_dev_read(SYSFS_ROOT, dd.ibdev, &dd.sys, err, sizeof(err)) == 0;
-    if (!dd.sys_ok)
-      MCP_INFO(NCCL_INIT | NCCL_NET, "%s: no GID table from sysfs: %s", dd.ibdev, err);
-    for (port = 1; port <= dd.attr.phys_port_cnt; port++)
-      discover_port(fab, &dd, port, cfg, &hca, &log);
-    mcp_sysfs_dev_free(&dd.sys);
-    mcp_ibv.close_device(dd.ctx);
-  }
+  nnames = n < MCP_MAX_EXCLUDED ? n : MCP_MAX_EXCLUDED;
+  for (i = 0; i < nnames; i++)
+    names[i] = mcp_ibv.get_device_name(list[i]);
+  warn_ambiguous_tokens(&sel, names, nnames);
+  for (i = 0; i < n; i++)
+    discover_device(&run, list[i]);
+  nproblems = mcp_select_check(&sel, fab, names, nnames, problems, sizeof(problems));
   mcp_ibv.free_device_list(list);
-  if (fab->ndev == 0) {
-    MCP_WARN("no usable RDMA port among %d device(s)%s. NCCL falls back to its own transports "
-             "unless NCCL_NET=MCP is set", n, log.text);
+  mcp_select_report(fab, report, sizeof(report));
+  if (nproblems > 0 && cfg->strict) {
+    MCP_WARN("init fails (MCPNET_STRICT=1): %s. Devices found: %s. %s", problems, report, fallback);
+    mcp_fabric_release(fab);
     return -1;
   }
-  if (log.len > 0)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "excluded%s", log.text);
+  if (fab->ndev == 0) {
+    MCP_WARN("no usable RDMA port among %d device(s): %s. %s", n, report, fallback);
+    return -1;
+  }
+  if (nproblems > 0)
+    MCP_WARN("requested devices skipped (MCPNET_STRICT=0): %s", problems);
+  if (fab->nexcl > 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "devices: %s", report);
   return 0;
+}
+
+int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
+{
+  const char *source = NULL;
+  char err[MCP_REASON_MAX];
+  int rank = mcp_local_rank(cfg->local_rank, NULL, NULL, &source, err, sizeof(err));
+
+  if (rank == -EINVAL) {
+    if (cfg->rank_map != NULL) {
+      MCP_WARN("%s: MCPNET_RANK_MAP needs this process's local rank; set MCPNET_LOCAL_RANK", err);
+      memset(fab, 0, sizeof(*fab));
+      return -1;
+    }
+    rank = -1;
+  }
+  return mcp_fabric_discover_rank(fab, cfg, rank, source);
 }
 
 void mcp_fabric_release(struct mcp_fabric *fab)

@@ -113,26 +113,58 @@ static void choice_fill(struct mcp_gid_choice *c, const struct mcp_gid_entry *e,
   snprintf(c->why, sizeof(c->why), "%s", why);
 }
 
+/* The readable entries in brief, for messages that reject a choice:
+ * "0 fe80::1 v1 eth0, 1 fe80::1 v2 eth0, 3 ::ffff:10.0.0.1 v2 eth0 (other namespace)". */
+static void table_brief(const struct mcp_gid_entry *tab, int n, char *buf, size_t len)
+{
+  size_t used = 0;
+  int i, w;
+
+  if (len == 0)
+    return;
+  buf[0] = '\0';
+  for (i = 0; i < n && used < len - 1; i++) {
+    char text[64];
+    const char *bad = gid_unusable(&tab[i]);
+    if (gid_is_zero(tab[i].raw))
+      continue;
+    mcp_gid_format(tab[i].raw, text, sizeof(text));
+    w = snprintf(buf + used, len - used, "%s%d %s %s %s%s%s%s", used ? ", " : "", tab[i].index, text,
+                 tab[i].type == MCP_GID_TYPE_ROCE_V2 ? "v2" : tab[i].type == MCP_GID_TYPE_ROCE_V1 ? "v1" : "IB",
+                 tab[i].netdev[0] ? tab[i].netdev : "-", bad ? " (" : "", bad ? bad : "", bad ? ")" : "");
+    used += w > 0 ? (size_t)w : 0;
+  }
+  if (used == 0)
+    snprintf(buf, len, "no readable entry");
+}
+
 static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
                         int want_type, struct mcp_gid_choice *choice, char *err, size_t errlen)
 {
+  const char *src = pol->index_source != NULL ? pol->index_source : "NCCL_IB_GID_INDEX";
+  char brief[768], why[96];
   int i;
 
+  table_brief(tab, n, brief, sizeof(brief));
   for (i = 0; i < n; i++) {
     const char *bad;
     if (tab[i].index != pol->index)
       continue;
     bad = gid_unusable(&tab[i]);
     if (bad == NULL && tab[i].type != want_type)
-      bad = want_type == MCP_GID_TYPE_ROCE_V2 ? "it is not RoCE v2" : "it is not RoCE v1";
+      bad = want_type == MCP_GID_TYPE_ROCE_V2 ? "it is not RoCE v2 (NCCL_IB_ROCE_VERSION_NUM)"
+                                              : "it is not RoCE v1 (NCCL_IB_ROCE_VERSION_NUM)";
     if (bad != NULL) {
-      snprintf(err, errlen, "GID index %d cannot be used: %s", pol->index, bad);
+      snprintf(err, errlen, "GID index %d cannot be used: %s (set by %s). The port's GIDs: %s", pol->index,
+               bad, src, brief);
       return -1;
     }
-    choice_fill(choice, &tab[i], "set by NCCL_IB_GID_INDEX");
+    snprintf(why, sizeof(why), "set by %s", src);
+    choice_fill(choice, &tab[i], why);
     return 0;
   }
-  snprintf(err, errlen, "GID index %d is empty or beyond the %d readable entries", pol->index, n);
+  snprintf(err, errlen, "GID index %d is empty or not described to this namespace (set by %s). The port's "
+           "GIDs: %s", pol->index, src, brief);
   return -1;
 }
 
@@ -166,16 +198,24 @@ int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_
     }
   }
   if (best < 0) {
+    char brief[768];
+    table_brief(tab, n, brief, sizeof(brief));
     snprintf(err, errlen,
              "no usable GID: every entry is empty, link-local, of another network namespace, "
-             "on a down netdev%s%s", pol->has_range ? " or outside NCCL_IB_ADDR_RANGE" : "",
-             pol->has_address ? " or not the requested address" : "");
+             "on a down netdev%s%s%s. The port's GIDs: %s", pol->has_range ? " or outside " : "",
+             pol->has_range ? (pol->range_source ? pol->range_source : "NCCL_IB_ADDR_RANGE") : "",
+             pol->has_address ? " or not the requested address (MCPNET_RANK_MAP gid=)" : "", brief);
     return -1;
   }
-  snprintf(why, sizeof(why), "automatic: %s, IPv%d%s%s",
-           tab[best].type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
-           mcp_gid_family(tab[best].raw), (best_score & 2) ? ", in the out-of-band subnet" : "",
-           pol->has_range ? ", inside NCCL_IB_ADDR_RANGE" : "");
+  if (pol->has_address)
+    snprintf(why, sizeof(why), "pinned by address (MCPNET_RANK_MAP gid=), %s",
+             tab[best].type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1");
+  else
+    snprintf(why, sizeof(why), "automatic: %s, IPv%d%s%s%s",
+             tab[best].type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
+             mcp_gid_family(tab[best].raw), (best_score & 2) ? ", in the out-of-band subnet" : "",
+             pol->has_range ? ", inside " : "",
+             pol->has_range ? (pol->range_source ? pol->range_source : "NCCL_IB_ADDR_RANGE") : "");
   choice_fill(choice, &tab[best], why);
   return 0;
 }
