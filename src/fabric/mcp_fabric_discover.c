@@ -464,8 +464,16 @@ static void discover_device(struct discover_run *run, struct ibv_device *dev)
   }
   dd.ctx = mcp_ibv.open_device(dev);
   if (dd.ctx == NULL) {
-    EXCLUDE(run, dd.ibdev, 0, "cannot open its uverbs node (%s): not granted to this container "
-            "(device cgroup) or no permission on /dev/infiniband", strerror(errno));
+    /* libibverbs retries through a private node and reports that attempt's errno;
+     * the node's own access check says what the user can fix. */
+    char node[sizeof(dev->dev_name) + 32];
+    int e = errno;
+
+    snprintf(node, sizeof(node), "/dev/infiniband/%s", dev->dev_name);
+    if (access(node, R_OK | W_OK) != 0)
+      e = errno;
+    EXCLUDE(run, dd.ibdev, 0, "cannot open its uverbs node %s (%s): not granted to this container "
+            "(device cgroup, --device) or no permission for this user", node, strerror(e));
     return;
   }
   if (mcp_ibv.query_device(dd.ctx, &dd.attr) != 0) {

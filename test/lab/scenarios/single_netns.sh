@@ -85,7 +85,7 @@ grep -E 'GID|netdev|excluded' /tmp/plugin-A.err
 out=/tmp/plugin-A.err
 expect $out 'rxeA port 1: netdev in this network namespace: eth0' "the plugin in A learns rxeA's netdev from netlink"
 expect $out 'rxeA port 1: GID [0-9]+ 10\.77\.0\.1 \(RoCE v2, netdev eth0\)' "the plugin in A uses rxeA's IPv4 GID"
-expect $out 'excluded.*rxeB:1: no usable GID.*another network namespace' "the plugin in A excludes rxeB, saying why"
-expect $out 'excluded.*rxe0:1: no usable GID.*another network namespace' "the plugin in A excludes rxe0, saying why"
+expect $out 'devices: .*rxeB port 1: no usable GID.*another network namespace' "the plugin in A excludes rxeB, saying why"
+expect $out 'devices: .*rxe0 port 1: no usable GID.*another network namespace' "the plugin in A excludes rxe0, saying why"
 if grep -Eq '(rxeB|rxe0) port 1: GID' $out; then lab_fail "the plugin in A chose a GID on rxeB or rxe0"; fi
 lab_log "ok: the plugin in A exposes rxeA only"
