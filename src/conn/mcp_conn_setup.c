@@ -133,6 +133,7 @@ static void *qp_thread_main(void *arg)
 {
   struct mcp_comm *c = arg;
 
+  mcp_xfer_counters_base(c); /* the port's error counters at connect, off NCCL's thread */
   atomic_store(&c->qp_thread_state, mcp_qp_connect_all(c) == 0 ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
   return NULL;
 }
@@ -176,6 +177,33 @@ static void send_reject(struct mcp_comm *c, uint32_t code, const char *why)
 }
 
 /* What must agree between the two ends; mismatches that only cost speed are warned. */
+/* What only costs speed or changes when errors surface: said once per process. */
+static void warn_fingerprint(const struct mcp_comm *c, const struct mcp_wire_endpoint *l,
+                             const struct mcp_wire_endpoint *r)
+{
+  static int rate_warned, timer_warned, version_warned;
+
+  if (r->fp.speed_mbps != l->fp.speed_mbps && r->fp.speed_mbps != 0 && l->fp.speed_mbps != 0 && !rate_warned) {
+    rate_warned = 1;
+    MCP_WARN("link rates differ: %u Mb/s on %s here, %u Mb/s on %s at %s: traffic runs at the slower one. "
+             "Check cables, transceivers and the switch ports' speed", l->fp.speed_mbps, l->dev_name,
+             r->fp.speed_mbps, r->dev_name, c->peer_name);
+  }
+  if ((r->fp.timeout != l->fp.timeout || r->fp.retry != l->fp.retry) && !timer_warned) {
+    timer_warned = 1;
+    MCP_WARN("QP timers differ: NCCL_IB_TIMEOUT=%u NCCL_IB_RETRY_CNT=%u here, %u and %u at %s: the two ends "
+             "notice a dead path at different times. Set the same values on every node", l->fp.timeout,
+             l->fp.retry, r->fp.timeout, r->fp.retry, c->peer_name);
+  }
+  if (r->fp.plugin_version != l->fp.plugin_version && !version_warned) {
+    version_warned = 1;
+    MCP_WARN("mcpnet versions differ: %u.%u.%u here, %u.%u.%u at %s. Deploy one version on every node",
+             l->fp.plugin_version >> 16, (l->fp.plugin_version >> 8) & 0xff, l->fp.plugin_version & 0xff,
+             r->fp.plugin_version >> 16, (r->fp.plugin_version >> 8) & 0xff, r->fp.plugin_version & 0xff,
+             c->peer_name);
+  }
+}
+
 static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, char *why, size_t len)
 {
   const struct mcp_wire_endpoint *l = &c->local;
@@ -212,6 +240,7 @@ static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, cha
              r->ring_slots, c->peer_name, MCP_SLOTS);
     return -1;
   }
+  warn_fingerprint(c, l, r);
   c->mtu = r->active_mtu < l->active_mtu ? r->active_mtu : l->active_mtu;
   if (r->active_mtu != l->active_mtu && !mtu_warned) {
     mtu_warned = 1;

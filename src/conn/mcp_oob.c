@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcpnet/comm.h"
+#include "mcpnet/fabric.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/param.h"
@@ -89,7 +91,10 @@ static const char *peer_name(const struct mcp_oob_peer *p, char *buf, size_t len
   char addr[MCP_SOCKADDR_STRLEN];
 
   mcp_sockaddr_format(&p->addr, addr, sizeof(addr));
-  if (p->have_hello)
+  if (p->have_hello && p->hello.local_rank >= 0)
+    snprintf(buf, len, "%s pid %u local rank %d (%s)", p->hello.hostname, p->hello.pid, p->hello.local_rank,
+             addr);
+  else if (p->have_hello)
     snprintf(buf, len, "%s pid %u (%s)", p->hello.hostname, p->hello.pid, addr);
   else
     snprintf(buf, len, "%s", addr);
@@ -492,7 +497,8 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
   oob.nonce = random_u64();
   oob.next_stream_id = 1;
   oob.connect_timeout_ms = cfg->connect_timeout_s * 1000;
-  oob.local_rank = cfg->local_rank;
+  /* The rank discovery resolved (MCPNET_LOCAL_RANK, LOCAL_RANK, ...), for the peer's messages. */
+  oob.local_rank = mcp_net_fabric() != NULL ? mcp_net_fabric()->local_rank : cfg->local_rank;
   MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel listens on %s (%s: %s)",
            mcp_sockaddr_format(&oob.local, addr, sizeof(addr)), choice.name, choice.reason);
   goto out;
