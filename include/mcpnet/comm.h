@@ -22,6 +22,7 @@
 #include <infiniband/verbs.h>
 
 #include "mcpnet/devctx.h"
+#include "mcpnet/fabric_counters.h"
 #include "mcpnet/net.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/wire.h"
@@ -69,9 +70,12 @@ _Static_assert(sizeof(struct mcp_record) == 64, "record is one cache line");
 
 enum mcp_req_kind { MCP_REQ_SEND = 1, MCP_REQ_RECV = 2, MCP_REQ_FLUSH = 3 };
 
-/* wr_id: kind in the top byte, then an index. */
-#define MCP_WR(kind, idx) (((uint64_t)(kind) << 56) | (uint64_t)(idx))
+/* wr_id: kind in the top byte, the comm's QP epoch in the next, then an index. A
+ * recovery bumps the epoch, so completions of the QPs it replaced are recognised and
+ * dropped (their work is replayed). */
+#define MCP_WR(kind, epoch, idx) (((uint64_t)(kind) << 56) | ((uint64_t)(uint8_t)(epoch) << 48) | (uint64_t)(idx))
 #define MCP_WR_KIND(wr) ((unsigned)((wr) >> 56))
+#define MCP_WR_EPOCH(wr) ((uint8_t)((wr) >> 48))
 #define MCP_WR_IDX(wr) ((uint32_t)(wr))
 enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
 
@@ -90,6 +94,9 @@ struct mcp_request {
   int sizes[MCP_MAX_RECVS];
   int16_t group_next;  /* grouped sends: the next request completed by the same write */
   uint16_t index;
+  uint8_t elem;        /* send: the CTS element it matched */
+  void *data;          /* send: what a recovery replays */
+  const struct mcp_mr *mh;
   struct mcp_comm *comm;
 };
 
@@ -111,6 +118,19 @@ struct mcp_send_slot {
 };
 
 enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_THREAD_FAILED };
+
+/* Recovery phases (mcp_conn_recover.c). */
+enum { MCP_REC_NONE = 0, MCP_REC_WAIT_PEER, MCP_REC_CONNECTING, MCP_REC_WAIT_READY };
+
+struct mcp_recovery {
+  int phase;
+  uint32_t round;              /* rounds started on this connection */
+  uint64_t start_ns, deadline_ns, next_try_ns;
+  int peer_ready;              /* the peer's CONN_READY of this round arrived */
+  int count;                   /* recoveries completed */
+  char cause[256];
+  struct mcp_wire_recover peer;
+};
 
 enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
 
@@ -181,6 +201,22 @@ struct mcp_comm {
   struct ibv_mr *flush_mr;
 
   uint64_t next_alive_check_ns;
+
+  /* Recovery: QPs are re-created with the same depths and a new epoch. */
+  uint8_t epoch;
+  int sq_depth, rq_depth;
+  int sgid_index;                  /* our GID's index, looked up again by recovery */
+  struct mcp_recovery rec;
+
+  /* Watchdog (mcp_xfer_health.c): calls that made progress (a post or a completion;
+   * counted, never timed, on the data path) and the stall being watched. */
+  uint64_t wd_progress, wd_seen;
+  uint64_t wd_since_ns, wd_last_ns;
+  int wd_warned;
+
+  /* The port's error counters when the comm connected, for a failed completion's WARN. */
+  int cnt_base_ok;
+  struct mcp_cnt_snapshot cnt_base;
 };
 
 struct mcp_listen_comm {
@@ -203,6 +239,11 @@ void mcp_net_comm_unref(void);
 
 /* Queue pair bring-up (mcp_conn_qp.c). */
 int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth);
+int mcp_qp_create_qps(struct mcp_comm *c);
+/* RTR/RTS of every QP toward c->remote on a short-lived thread (may block on address
+ * resolution); poll returns 0 while running, 1 when at RTS, -1 on failure. */
+int mcp_qp_connect_start(struct mcp_comm *c);
+int mcp_qp_connect_poll(struct mcp_comm *c);
 int mcp_qp_connect_all(struct mcp_comm *c);
 int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                   uint32_t dpsn, const uint8_t *dgid, uint16_t dlid);
@@ -212,6 +253,21 @@ void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...) __attribu
 void mcp_comm_fill_endpoint(struct mcp_comm *c);
 uint32_t mcp_version_number(void);
 
+/* Recovery (mcp_conn_recover.c). recoverable says whether a completion status can be
+ * survived by re-creating the QPs; start begins a round (or fails the comm when recovery
+ * is off or the peer is gone); progress drives it from every call on the comm and
+ * returns 0 while it runs, 1 once the comm works again, -1 when it failed. on_frame
+ * handles a RECOVER or CONN_READY from the peer outside a round. */
+int mcp_recover_status_recoverable(int wc_status);
+void mcp_recover_start(struct mcp_comm *c, const char *cause);
+int mcp_recover_progress(struct mcp_comm *c);
+void mcp_recover_poll_stream(struct mcp_comm *c);
+
+/* Replay after recovery (mcp_xfer_send.c, mcp_xfer_recv.c). */
+int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
+int mcp_xfer_recv_replay(struct mcp_comm *c);
+void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
+
 /* Requests (mcp_xfer_req.c). */
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);
 struct mcp_request *mcp_req_get(struct mcp_comm *c);
@@ -220,5 +276,14 @@ void mcp_req_put(struct mcp_request *r);
 /* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_poll.c). */
 int mcp_xfer_poll(struct mcp_comm *c);
 int mcp_xfer_check_alive(struct mcp_comm *c);
+
+/* Health (mcp_xfer_health.c). counters_base snapshots the port's error counters (the
+ * setup thread calls it); wc_diagnose writes the port state, what moved since and the
+ * likely cause of a failed completion; watchdog runs from the 100 ms liveness check and
+ * returns 1 when it reported a stall. */
+void mcp_xfer_counters_base(struct mcp_comm *c);
+enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, int wc_status, char *buf, size_t len);
+int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds);
+size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t len);
 
 #endif

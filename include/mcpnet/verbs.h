@@ -43,6 +43,7 @@ struct mcp_verbs {
   int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *event);
   void (*ack_async_event)(struct ibv_async_event *event);
   int (*fork_init)(void);
+  enum ibv_fork_status (*is_fork_initialized)(void); /* rdma-core >= 35; NULL before */
   const char *(*wc_status_str)(enum ibv_wc_status status);
   const char *(*event_type_str)(enum ibv_event_type type);
 };

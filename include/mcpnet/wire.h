@@ -29,7 +29,7 @@
 #include "nccl/net_common.h"
 
 #define MCP_WIRE_MAGIC 0x4D43504Eu /* "MCPN" */
-#define MCP_WIRE_VERSION 1
+#define MCP_WIRE_VERSION 2 /* 2: RECOVER; a version-1 frame decodes as before */
 #define MCP_WIRE_ERRLEN 256
 
 /* ---- The handle --------------------------------------------------------------------- */
@@ -69,7 +69,7 @@ void mcp_wire_handle_get_sockaddr(const struct mcp_wire_handle *h, union mcp_soc
 #define MCP_WIRE_MAX_PAYLOAD 65536
 #define MCP_WIRE_MAX_FRAME (MCP_WIRE_HDR_SIZE + MCP_WIRE_MAX_PAYLOAD)
 /* Every frame this version encodes fits in this many bytes (asserted in mcp_wire.c). */
-#define MCP_WIRE_MSG_MAX 512
+#define MCP_WIRE_MSG_MAX 1024
 
 #define MCP_WIRE_MAX_QPS 16
 #define MCP_WIRE_HOSTNAME_MAX 64
@@ -85,9 +85,11 @@ enum mcp_wire_type {
   MCP_WIRE_CONN_REJECT = 5, /* the request cannot be served: code + reason */
   MCP_WIRE_CLOSE = 6,       /* the sender closed its end of a stream */
   MCP_WIRE_PING = 7,        /* liveness probe, echoed as PONG with the same cookie */
-  MCP_WIRE_PONG = 8
+  MCP_WIRE_PONG = 8,
+  MCP_WIRE_RECOVER = 9      /* version 2: one end re-created its QPs after a transport error */
 };
-#define MCP_WIRE_TYPE_MAX MCP_WIRE_PONG
+#define MCP_WIRE_TYPE_MAX MCP_WIRE_RECOVER
+#define MCP_WIRE_RECOVER_SLOTS 64
 
 enum mcp_wire_reject_code {
   MCP_WIRE_REJECT_NO_LISTENER = 1, /* no listen with that token (closed or wrong process) */
@@ -167,8 +169,26 @@ struct mcp_wire_reject {
   char reason[MCP_WIRE_REASON_MAX + 1];
 };
 
+/*
+ * RECOVER: sent twice per recovery round by each end of a connection on its stream.
+ * Step QPS carries the end's new QPs (and its GID, looked up again) and what its data
+ * path has done, so the two can resume and replay exactly the work that did not
+ * complete; step READY says its QPs are at RTS, so the peer may write to them.
+ */
+enum { MCP_WIRE_RECOVER_QPS = 1, MCP_WIRE_RECOVER_READY = 2 };
+
+struct mcp_wire_recover {
+  uint32_t round;     /* 1, 2, ...: both ends count the rounds of one connection */
+  uint32_t step;      /* QPS: here are my new QPs; READY: they are at RTS (rest unused) */
+  uint32_t next_seq;  /* send: next CTS to consume; receive: next irecv */
+  /* Receive side: per slot, the last seq completed there (0: none yet). */
+  uint32_t done[MCP_WIRE_RECOVER_SLOTS];
+  struct mcp_wire_endpoint ep;
+};
+
 /* One decoded frame: the header's type and stream id plus the payload of that type. */
 struct mcp_wire_msg {
+  uint16_t version;   /* decoded: the header's; encode: 0 means this build's MCP_WIRE_VERSION */
   uint16_t type;
   uint32_t stream_id;
   union {
@@ -178,6 +198,7 @@ struct mcp_wire_msg {
     struct mcp_wire_reject reject;     /* CONN_REJECT */
     uint32_t close_stream_id;          /* CLOSE: the sender's own id of the closed stream */
     uint64_t cookie;                   /* PING, PONG */
+    struct mcp_wire_recover recover;   /* RECOVER */
   } u;                                 /* CONN_READY carries nothing */
 };
 

@@ -51,15 +51,24 @@ static uint32_t random_psn(void)
 
 int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
 {
-  static const int inline_try[] = {256, 64, 0};
-  int i, t;
-
   c->cq = mcp_ibv.create_cq(c->dc->ctx, nqps * (sq_depth + rq_depth) + 16, c, NULL, 0);
   if (c->cq == NULL) {
     MCP_WARN("%s: ibv_create_cq failed: %s", c->dc->info->name, strerror(errno));
     return -1;
   }
   c->nqps = nqps;
+  c->sq_depth = sq_depth;
+  c->rq_depth = rq_depth;
+  c->sgid_index = c->dc->info->gid.index;
+  return mcp_qp_create_qps(c);
+}
+
+/* The comm's QPs on its CQ, at INIT, with fresh PSNs: at setup and again in recovery. */
+int mcp_qp_create_qps(struct mcp_comm *c)
+{
+  static const int inline_try[] = {256, 64, 0};
+  int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
+
   for (i = 0; i < nqps; i++) {
     struct ibv_qp_init_attr init;
     struct ibv_qp_attr attr;
@@ -111,7 +120,7 @@ static void fill_av(struct mcp_comm *c, struct ibv_ah_attr *ah, const uint8_t *d
   if (d->link_layer == IBV_LINK_LAYER_ETHERNET) {
     ah->is_global = 1;
     memcpy(ah->grh.dgid.raw, dgid, 16);
-    ah->grh.sgid_index = (uint8_t)d->gid.index;
+    ah->grh.sgid_index = (uint8_t)c->sgid_index; /* recovery may find the GID elsewhere */
     ah->grh.hop_limit = 255;
     ah->grh.traffic_class = (uint8_t)c->tc;
   } else {
@@ -157,7 +166,7 @@ fail:
   mcp_gid_format(dgid, rgid, sizeof(rgid));
   MCP_WARN("%s port %d: QP %#x %s toward QP %#x of %s failed: %s. Local GID %d %s, remote GID %s, "
            "MTU %d, SL %d, TC %d. %s", d->name, d->port, qp->qp_num, step, dqpn, c->peer_name,
-           strerror(errno), d->gid.index, lgid, rgid, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
+           strerror(errno), c->sgid_index, lgid, rgid, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
            errno == ETIMEDOUT ? "The peer's address did not resolve: is it reachable from this port's netdev?"
            : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
                              : "");
@@ -175,6 +184,39 @@ int mcp_qp_connect_all(struct mcp_comm *c)
   return 0;
 }
 
+static void *connect_thread_main(void *arg)
+{
+  struct mcp_comm *c = arg;
+
+  if (c->rec.round == 0)
+    mcp_xfer_counters_base(c); /* the port's error counters at connect, off NCCL's thread */
+  atomic_store(&c->qp_thread_state, mcp_qp_connect_all(c) == 0 ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
+  return NULL;
+}
+
+int mcp_qp_connect_start(struct mcp_comm *c)
+{
+  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_RUNNING);
+  if (pthread_create(&c->qp_thread, NULL, connect_thread_main, c) != 0) {
+    atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+    return -1;
+  }
+  return 0;
+}
+
+int mcp_qp_connect_poll(struct mcp_comm *c)
+{
+  int st = atomic_load(&c->qp_thread_state);
+
+  if (st == MCP_QP_THREAD_RUNNING)
+    return 0;
+  if (st == MCP_QP_THREAD_NONE)
+    return -1;
+  pthread_join(c->qp_thread, NULL);
+  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  return st == MCP_QP_THREAD_OK ? 1 : -1;
+}
+
 int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
 {
   struct ibv_recv_wr wr[MCP_CQ_BATCH], *bad;
@@ -183,7 +225,7 @@ int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
   while (done < count) {
     int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
     for (i = 0; i < k; i++) {
-      wr[i].wr_id = MCP_WR(MCP_WR_RECV, qp);
+      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->epoch, qp);
       wr[i].sg_list = NULL;
       wr[i].num_sge = 0;
       wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
@@ -220,7 +262,7 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
   ep->active_mtu = (uint8_t)d->active_mtu;
   if (cfg->mtu > 0 && mcp_fabric_mtu_enum(cfg->mtu) < ep->active_mtu)
     ep->active_mtu = (uint8_t)mcp_fabric_mtu_enum(cfg->mtu);
-  ep->gid_index = (uint8_t)d->gid.index;
+  ep->gid_index = (uint8_t)c->sgid_index;
   memcpy(ep->gid, d->gid.raw, 16);
   ep->lid = d->lid;
   ep->nqps = (uint8_t)c->nqps;

@@ -129,22 +129,10 @@ static int comm_resources(struct mcp_comm *c, int nqps)
   return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH);
 }
 
-static void *qp_thread_main(void *arg)
-{
-  struct mcp_comm *c = arg;
-
-  mcp_xfer_counters_base(c); /* the port's error counters at connect, off NCCL's thread */
-  atomic_store(&c->qp_thread_state, mcp_qp_connect_all(c) == 0 ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
-  return NULL;
-}
-
 static int qp_thread_start(struct mcp_comm *c)
 {
-  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_RUNNING);
-  if (pthread_create(&c->qp_thread, NULL, qp_thread_main, c) != 0) {
-    atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  if (mcp_qp_connect_start(c) != 0)
     return -1;
-  }
   c->state = ST_WAIT_QP;
   return 0;
 }
@@ -152,13 +140,7 @@ static int qp_thread_start(struct mcp_comm *c)
 /* 0 while the QPs are still being connected, 1 when they are at RTS, -1 failed. */
 static int qp_thread_poll(struct mcp_comm *c)
 {
-  int st = atomic_load(&c->qp_thread_state);
-
-  if (st == MCP_QP_THREAD_RUNNING)
-    return 0;
-  pthread_join(c->qp_thread, NULL);
-  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
-  return st == MCP_QP_THREAD_OK ? 1 : -1;
+  return mcp_qp_connect_poll(c);
 }
 
 /* Tells the other end why the connection is abandoned, so it fails now, not at its
@@ -176,7 +158,6 @@ static void send_reject(struct mcp_comm *c, uint32_t code, const char *why)
   (void)mcp_oob_stream_send(c->stream, &m);
 }
 
-/* What must agree between the two ends; mismatches that only cost speed are warned. */
 /* What only costs speed or changes when errors surface: said once per process. */
 static void warn_fingerprint(const struct mcp_comm *c, const struct mcp_wire_endpoint *l,
                              const struct mcp_wire_endpoint *r)
@@ -204,6 +185,7 @@ static void warn_fingerprint(const struct mcp_comm *c, const struct mcp_wire_end
   }
 }
 
+/* What must agree between the two ends; mismatches that only cost speed are warned. */
 static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, char *why, size_t len)
 {
   const struct mcp_wire_endpoint *l = &c->local;

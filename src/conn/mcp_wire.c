@@ -32,6 +32,8 @@ _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_N
    WIRE_FP_SIZE)
 #define WIRE_HELLO_MAX (8 + 4 + WIRE_STR(MCP_WIRE_HOSTNAME_MAX) + WIRE_STR(MCP_WIRE_VERSTR_MAX) + 4)
 #define WIRE_REJECT_MAX (4 + WIRE_STR(MCP_WIRE_REASON_MAX))
+#define WIRE_RECOVER_MAX (12 + 4 * MCP_WIRE_RECOVER_SLOTS + WIRE_EP_MAX)
+_Static_assert(MCP_WIRE_HDR_SIZE + WIRE_RECOVER_MAX <= MCP_WIRE_MSG_MAX, "RECOVER fits");
 _Static_assert(MCP_WIRE_HDR_SIZE + 8 + WIRE_EP_MAX <= MCP_WIRE_MSG_MAX, "CONN_REQ fits");
 _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_HELLO_MAX <= MCP_WIRE_MSG_MAX, "HELLO fits");
 _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_REJECT_MAX <= MCP_WIRE_MSG_MAX, "REJECT fits");
@@ -42,7 +44,14 @@ static const char *const wire_type_names[] = {
     [MCP_WIRE_CONN_ACK] = "CONN_ACK",     [MCP_WIRE_CONN_READY] = "CONN_READY",
     [MCP_WIRE_CONN_REJECT] = "CONN_REJECT", [MCP_WIRE_CLOSE] = "CLOSE",
     [MCP_WIRE_PING] = "PING",             [MCP_WIRE_PONG] = "PONG",
+    [MCP_WIRE_RECOVER] = "RECOVER",
 };
+
+/* The frame types each version defines: version 1 ends at PONG. */
+static unsigned wire_type_max(unsigned version)
+{
+  return version >= 2 ? MCP_WIRE_TYPE_MAX : MCP_WIRE_PONG;
+}
 
 const char *mcp_wire_type_name(unsigned type)
 {
@@ -385,9 +394,9 @@ int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_heade
   rc = wire_check_magic_version(hdr->magic, hdr->version, "frame", err, errlen);
   if (rc != 0)
     return rc;
-  if (hdr->type == 0 || hdr->type > MCP_WIRE_TYPE_MAX) {
+  if (hdr->type == 0 || hdr->type > wire_type_max(hdr->version)) {
     wire_errf(err, errlen, "unknown frame type %u (version %u knows 1..%u)", hdr->type,
-              hdr->version, MCP_WIRE_TYPE_MAX);
+              hdr->version, wire_type_max(hdr->version));
     return -EBADMSG;
   }
   if (hdr->length > MCP_WIRE_MAX_PAYLOAD) {
@@ -580,6 +589,13 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
       return -EINVAL;
     }
     return 0;
+  case MCP_WIRE_RECOVER:
+    if (m->u.recover.round == 0 || (m->u.recover.step != MCP_WIRE_RECOVER_QPS &&
+                                    m->u.recover.step != MCP_WIRE_RECOVER_READY)) {
+      wire_errf(err, errlen, "RECOVER round %u step %u is invalid", m->u.recover.round, m->u.recover.step);
+      return -EINVAL;
+    }
+    return mcp_wire_endpoint_check(&m->u.recover.ep, err, errlen);
   case MCP_WIRE_CONN_READY:
   case MCP_WIRE_CLOSE:
   case MCP_WIRE_PING:
@@ -619,6 +635,16 @@ static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m)
   case MCP_WIRE_PONG:
     wire_wr_u64(w, m->u.cookie);
     break;
+  case MCP_WIRE_RECOVER: {
+    int i;
+    wire_wr_u32(w, m->u.recover.round);
+    wire_wr_u32(w, m->u.recover.step);
+    wire_wr_u32(w, m->u.recover.next_seq);
+    for (i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
+      wire_wr_u32(w, m->u.recover.done[i]);
+    wire_wr_endpoint(w, &m->u.recover.ep);
+    break;
+  }
   default: /* CONN_READY: empty */
     break;
   }
@@ -630,14 +656,20 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   struct wire_wr w = {.p = buf, .cap = cap};
   struct wire_wr patch;
   size_t payload;
+  unsigned version;
   int rc;
 
   *len = 0;
   rc = wire_msg_check(m, err, errlen);
   if (rc != 0)
     return rc;
+  version = m->version != 0 ? m->version : MCP_WIRE_VERSION;
+  if (version > MCP_WIRE_VERSION || m->type > wire_type_max(version)) {
+    wire_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type), version);
+    return -EINVAL;
+  }
   wire_wr_u32(&w, MCP_WIRE_MAGIC);
-  wire_wr_u16(&w, MCP_WIRE_VERSION);
+  wire_wr_u16(&w, version);
   wire_wr_u16(&w, m->type);
   wire_wr_u32(&w, 0); /* length, patched below */
   wire_wr_u32(&w, m->stream_id);
@@ -687,6 +719,20 @@ static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
   case MCP_WIRE_PONG:
     m->u.cookie = wire_rd_u64(r, "cookie");
     break;
+  case MCP_WIRE_RECOVER: {
+    int i;
+    m->u.recover.round = wire_rd_u32(r, "recovery round");
+    m->u.recover.step = wire_rd_u32(r, "recovery step");
+    m->u.recover.next_seq = wire_rd_u32(r, "next seq");
+    for (i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
+      m->u.recover.done[i] = wire_rd_u32(r, "completed seq");
+    wire_rd_endpoint(r, &m->u.recover.ep);
+    if (m->u.recover.round == 0)
+      wire_rd_bad(r, "recovery round 0 is invalid");
+    else if (m->u.recover.step != MCP_WIRE_RECOVER_QPS && m->u.recover.step != MCP_WIRE_RECOVER_READY)
+      wire_rd_bad(r, "recovery step %u is not 1 or 2", m->u.recover.step);
+    break;
+  }
   default: /* CONN_READY: empty */
     break;
   }
@@ -709,6 +755,7 @@ int mcp_wire_decode(const uint8_t *buf, size_t len, struct mcp_wire_msg *m, char
               mcp_wire_type_name(hdr.type), hdr.length, len - MCP_WIRE_HDR_SIZE);
     return -EBADMSG;
   }
+  m->version = hdr.version;
   m->type = hdr.type;
   m->stream_id = hdr.stream_id;
   snprintf(what, sizeof(what), "%s payload", mcp_wire_type_name(hdr.type));
@@ -747,6 +794,11 @@ int mcp_wire_msg_equal(const struct mcp_wire_msg *a, const struct mcp_wire_msg *
   case MCP_WIRE_PING:
   case MCP_WIRE_PONG:
     return a->u.cookie == b->u.cookie;
+  case MCP_WIRE_RECOVER:
+    return a->u.recover.round == b->u.recover.round && a->u.recover.step == b->u.recover.step &&
+           a->u.recover.next_seq == b->u.recover.next_seq &&
+           memcmp(a->u.recover.done, b->u.recover.done, sizeof(a->u.recover.done)) == 0 &&
+           mcp_wire_endpoint_equal(&a->u.recover.ep, &b->u.recover.ep);
   default:
     return 1;
   }

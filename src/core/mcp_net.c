@@ -73,6 +73,36 @@ void mcp_net_comm_unref(void)
   pthread_mutex_unlock(&net_lock);
 }
 
+/* A process that registered memory and then forks (data loaders do) must keep its
+ * registered pages. Linux 5.13+ copies pinned pages into the child at fork; older
+ * kernels need libibverbs' MADV_DONTFORK bookkeeping (ibv_fork_init), which must start
+ * before the process's first registration. Which case applies is said once. */
+static void fork_protect(void)
+{
+  static int said;
+  enum ibv_fork_status st = mcp_ibv.is_fork_initialized ? mcp_ibv.is_fork_initialized() : IBV_FORK_DISABLED;
+  int rc = st == IBV_FORK_DISABLED ? mcp_ibv.fork_init() : 0;
+
+  if (said)
+    return;
+  said = 1;
+  if (st == IBV_FORK_UNNEEDED)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "fork safety: the kernel copies registered pages into a forked child "
+             "(copy-on-fork, Linux 5.13+); nothing to set up");
+  else if (st == IBV_FORK_ENABLED)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "fork safety: libibverbs' fork protection was already on "
+             "(RDMAV_FORK_SAFE or the application)");
+  else if (rc == 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "fork safety: %s; ibv_fork_init turned on libibverbs' protection "
+             "(MADV_DONTFORK: a forked child does not inherit registered memory)",
+             mcp_ibv.is_fork_initialized ? "this kernel would share registered pages with a forked child"
+                                         : "this rdma-core cannot tell whether the kernel copies pages on fork");
+  else
+    MCP_WARN("fork safety: ibv_fork_init failed (%s): memory was registered in this process before "
+             "mcpnet's init, and on this kernel (older than 5.13) a fork() after that can corrupt "
+             "transfers. Set RDMAV_FORK_SAFE=1 in the environment", strerror(rc));
+}
+
 /* Configuration, verbs and discovery, once. */
 static ncclResult_t setup_locked(void)
 {
@@ -91,6 +121,7 @@ static ncclResult_t setup_locked(void)
     mcp_param_free(&g.cfg);
     return ncclSystemError;
   }
+  fork_protect();
   if (mcp_fabric_discover(&g.fab, &g.cfg) != 0) {
     mcp_param_free(&g.cfg);
     return ncclSystemError;

@@ -49,6 +49,7 @@ static const struct mcp_verbs_sym verbs_syms[] = {
   MCP_VERBS_SYM(get_async_event, ibv_get_async_event, 1),
   MCP_VERBS_SYM(ack_async_event, ibv_ack_async_event, 1),
   MCP_VERBS_SYM(fork_init, ibv_fork_init, 1),
+  MCP_VERBS_SYM(is_fork_initialized, ibv_is_fork_initialized, 0),
   MCP_VERBS_SYM(wc_status_str, ibv_wc_status_str, 1),
   MCP_VERBS_SYM(event_type_str, ibv_event_type_str, 1),
 };

@@ -98,7 +98,7 @@ static int parse_devices(const char *s, struct mcp_rankmap_entry *e, char *err, 
     }
     if (tok[0] == '\0' || strlen(tok) >= sizeof(d->name) || strpbrk(tok, " \t=,^") != NULL)
       return ERR("'%s' is not a device name", tok);
-    snprintf(d->name, sizeof(d->name), "%s", tok);
+    memcpy(d->name, tok, strlen(tok) + 1); /* length checked above */
     for (i = 0; i < e->ndev; i++)
       if (strcmp(e->dev[i].name, d->name) == 0 &&
           (e->dev[i].port == d->port || e->dev[i].port < 0 || d->port < 0))

@@ -7,9 +7,11 @@
  * writes, or the sizes record of a grouped receive), a flush when its read returns.
  * Receive WRs consumed by immediates are reposted in batches. Every 100 ms a waiting
  * comm also looks at the out-of-band connection, which is how a dead peer process is
- * noticed even when the RDMA side would only time out much later.
+ * noticed even when the RDMA side would only time out much later, and lets the
+ * watchdog see whether it is still making progress (mcp_xfer_health.c).
  */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -51,6 +53,11 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
                   c->peer_name);
     return -1;
   }
+  /* A peer that lost the RDMA path asks for a recovery on the stream. */
+  mcp_recover_poll_stream(c);
+  if (c->error != 0)
+    return -1;
+  mcp_xfer_watchdog(c, now, mcp_net_config()->watchdog_s);
   return 0;
 }
 
@@ -86,7 +93,7 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
   int slot = (int)(MCP_IMM_SEQ(imm) % MCP_SLOTS);
   struct mcp_recv_slot *rs = &c->rslots[slot];
 
-  if (++c->recv_consumed[qp] >= MCP_CQ_BATCH) {
+  if (++c->recv_consumed[qp] >= MCP_CQ_BATCH && c->qp[qp] != NULL) { /* NULL: recovery drains */
     if (mcp_qp_post_recvs(c, qp, c->recv_consumed[qp]) != 0) {
       mcp_comm_fail(c, ncclSystemError, "%s: reposting receive WRs failed", c->dc->info->name);
       return;
@@ -106,19 +113,43 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
     complete_recv(c, rs, slot, (int)MCP_IMM_REC(imm));
 }
 
+/* The first failed completion fails the comm (later ones find c->error set: one WARN per
+ * comm), then a second WARN gives the port's side of the story: its state, the error
+ * counters that moved since the comm connected, the likely cause and what to try. */
 static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
 {
+  const char *dir = c->kind == MCP_COMM_SEND ? "send to" : "receive from";
+  enum mcp_cnt_cause cause;
+  char diag[1600];
+
   if (c->error != 0)
     return;
+  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0 &&
+      !atomic_load(&c->stream->dead) && !atomic_load(&c->stream->closed_by_peer)) {
+    char why[256];
+    if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_CONNECTING && c->rec.phase != MCP_REC_WAIT_READY)
+      return;
+    snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
+             mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
+             MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
+             : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
+             c->dc->info->name, c->dc->info->port);
+    mcp_recover_start(c, why);
+    return;
+  }
+  cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
+  if (mcp_net_config()->abort_on_error) /* the failure below aborts: say it first */
+    MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
   mcp_comm_fail(c, ncclRemoteError, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
-                "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d",
-                c->kind == MCP_COMM_SEND ? "send to" : "receive from", c->peer_name,
+                "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
+                dir, c->peer_name,
                 mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
                 MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
                 : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive"
                 : MCP_WR_KIND(wc->wr_id) == MCP_WR_FLUSH ? "flush read" : "data write",
                 c->seq, c->dc->info->name, c->dc->info->port, c->dc->info->gid.index, c->dc->info->gid.text,
-                mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt);
+                mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt, mcp_cnt_cause_name(cause));
+  MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
 }
 
 int mcp_xfer_poll(struct mcp_comm *c)
@@ -131,10 +162,13 @@ int mcp_xfer_poll(struct mcp_comm *c)
     mcp_comm_fail(c, ncclSystemError, "%s: ibv_poll_cq failed (%d)", c->dc->info->name, n);
     return -1;
   }
+  c->wd_progress += (uint64_t)n;
   for (i = 0; i < n; i++) {
     const struct ibv_wc *w = &wc[i];
     struct mcp_request *r;
 
+    if (MCP_WR_EPOCH(w->wr_id) != c->epoch && MCP_WR_KIND(w->wr_id) != MCP_WR_FLUSH)
+      continue; /* from QPs a recovery replaced: their work is replayed */
     if (w->status != IBV_WC_SUCCESS) {
       on_error(c, w);
       continue;
@@ -175,6 +209,12 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
     return ncclInvalidArgument;
   }
   c = r->comm;
+  if (!r->done && c->rec.phase != MCP_REC_NONE) {
+    if (mcp_recover_progress(c) < 0)
+      return (ncclResult_t)c->error;
+    if (c->rec.phase != MCP_REC_NONE)
+      return ncclSuccess; /* not done yet; the replay is still to come */
+  }
   if (!r->done) {
     if (c->error == 0)
       mcp_xfer_poll(c);

@@ -20,6 +20,62 @@
 
 #define CTS_SIGNAL_EVERY 16
 
+/* RDMA-writes the slot's n staged CTS elements into the sender's ring, on QP 0. */
+static int post_cts(struct mcp_comm *c, int slot, int n)
+{
+  struct ibv_send_wr wr, *bad;
+  struct ibv_sge sge;
+
+  memset(&wr, 0, sizeof(wr));
+  sge.addr = (uintptr_t)c->staging[slot].e;
+  sge.length = (uint32_t)(n * (int)sizeof(struct mcp_cts_elem));
+  sge.lkey = c->staging_mr->lkey;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_cts_slot);
+  wr.wr.rdma.rkey = c->remote_rkey;
+  wr.wr_id = MCP_WR(MCP_WR_CTS, c->epoch, 0);
+  if ((int)sge.length <= c->max_inline)
+    wr.send_flags |= IBV_SEND_INLINE;
+  if (++c->cts_unsignaled == CTS_SIGNAL_EVERY) {
+    wr.send_flags |= IBV_SEND_SIGNALED;
+    c->cts_unsignaled = 0;
+  }
+  return ibv_post_send(c->qp[0], &wr, &bad);
+}
+
+void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done)
+{
+  int i;
+
+  /* A slot holds either its last completed seq, or the seq in flight there, whose
+   * predecessor 64 earlier is complete (a slot is reused only after its data landed). */
+  for (i = 0; i < MCP_SLOTS; i++)
+    done[i] = c->rslots[i].req == NULL ? c->rslots[i].seq : c->rslots[i].seq - MCP_SLOTS;
+}
+
+/* After recovery: every slot still waiting asks for its data again, oldest first. The
+ * entries are the same bytes as before, so one the sender already holds changes nothing. */
+int mcp_xfer_recv_replay(struct mcp_comm *c)
+{
+  uint32_t s;
+  int rc;
+
+  for (s = c->seq - MCP_SLOTS; s != c->seq; s++) {
+    const struct mcp_recv_slot *rs = &c->rslots[s % MCP_SLOTS];
+    if (rs->req == NULL || rs->seq != s)
+      continue;
+    rc = post_cts(c, (int)(s % MCP_SLOTS), rs->req->n);
+    if (rc != 0) {
+      mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s after recovery "
+                    "failed: %s", c->dc->info->name, s, c->peer_name, strerror(rc));
+      return -1;
+    }
+  }
+  return 0;
+}
+
 ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                            void **mhandles, void **request)
 {
@@ -28,14 +84,14 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   struct mcp_request *r;
   struct mcp_recv_slot *rs;
   struct mcp_cts_elem *e;
-  struct ibv_send_wr wr, *bad;
-  struct ibv_sge sge;
   uint32_t seq;
   int slot, i, rc;
 
   *request = NULL;
   if (c->error != 0)
     return (ncclResult_t)c->error;
+  if (c->rec.phase != MCP_REC_NONE) /* no request until the connection works again */
+    return mcp_recover_progress(c) >= 0 ? ncclSuccess : (ncclResult_t)c->error;
   if (n < 1 || n > MCP_MAX_RECVS) {
     MCP_WARN("irecv with %d buffers: 1..%d are supported", n, MCP_MAX_RECVS);
     return ncclInvalidArgument;
@@ -73,23 +129,7 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   rs->got = 0;
   rs->bytes = 0;
 
-  memset(&wr, 0, sizeof(wr));
-  sge.addr = (uintptr_t)e;
-  sge.length = (uint32_t)(n * (int)sizeof(*e));
-  sge.lkey = c->staging_mr->lkey;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_cts_slot);
-  wr.wr.rdma.rkey = c->remote_rkey;
-  wr.wr_id = MCP_WR(MCP_WR_CTS, 0);
-  if ((int)sge.length <= c->max_inline)
-    wr.send_flags |= IBV_SEND_INLINE;
-  if (++c->cts_unsignaled == CTS_SIGNAL_EVERY) {
-    wr.send_flags |= IBV_SEND_SIGNALED;
-    c->cts_unsignaled = 0;
-  }
-  rc = ibv_post_send(c->qp[0], &wr, &bad);
+  rc = post_cts(c, slot, n);
   if (rc != 0) {
     rs->req = NULL;
     mcp_req_put(r);
@@ -99,6 +139,7 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   }
   c->seq = seq + 1;
   c->inflight++;
+  c->wd_progress++;
   *request = r;
   return ncclSuccess;
 }
@@ -184,13 +225,14 @@ ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = (uintptr_t)data[last];
   wr.wr.rdma.rkey = ((const struct mcp_mr *)mhandles[last])->mr->rkey;
-  wr.wr_id = MCP_WR(MCP_WR_FLUSH, r->index);
+  wr.wr_id = MCP_WR(MCP_WR_FLUSH, 0, r->index); /* the flush QP is never re-created */
   rc = ibv_post_send(c->flush_qp, &wr, &bad);
   if (rc != 0) {
     mcp_req_put(r);
     mcp_comm_fail(c, ncclSystemError, "%s: posting the flush read failed: %s", c->dc->info->name, strerror(rc));
     return ncclSystemError;
   }
+  c->wd_progress++;
   *request = r;
   return ncclSuccess;
 }

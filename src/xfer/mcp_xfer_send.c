@@ -72,7 +72,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id = MCP_WR(MCP_WR_SEND, r->index);
+    wr.wr_id = MCP_WR(MCP_WR_SEND, c->epoch, r->index);
     if (post(c, qp, &wr) != 0)
       return -1;
     off += len;
@@ -91,7 +91,7 @@ static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data
     return 0;
   wr_fill(c, &wr, &sge, data, size, mh, e->addr, e->rkey);
   wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr_id = MCP_WR(MCP_WR_SEND, r->index);
+  wr.wr_id = MCP_WR(MCP_WR_SEND, c->epoch, r->index);
   return post(c, (int)(r->seq % (uint32_t)c->nqps), &wr);
 }
 
@@ -123,7 +123,7 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   wr.send_flags = IBV_SEND_SIGNALED | (c->max_inline >= (int)sizeof(*rec) ? IBV_SEND_INLINE : 0);
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record);
   wr.wr.rdma.rkey = c->remote_rkey;
-  wr.wr_id = MCP_WR(MCP_WR_GROUP, ss->reqs[0]->index);
+  wr.wr_id = MCP_WR(MCP_WR_GROUP, c->epoch, ss->reqs[0]->index);
   return post(c, (int)(ss->seq % (uint32_t)c->nqps), &wr);
 }
 
@@ -141,6 +141,8 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   *request = NULL;
   if (c->error != 0)
     return (ncclResult_t)c->error;
+  if (c->rec.phase != MCP_REC_NONE) /* no request until the connection works again */
+    return mcp_recover_progress(c) >= 0 ? ncclSuccess : (ncclResult_t)c->error;
   if (load_seq(&e[0]) != seq)
     return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
   n = e[0].n;
@@ -184,6 +186,10 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   r->kind = MCP_REQ_SEND;
   r->seq = seq;
   r->size = (int)size;
+  r->n = n;
+  r->elem = (uint8_t)i;
+  r->data = data;
+  r->mh = mhandle;
   if (n == 1) {
     if (send_single(c, r, data, size, mhandle, &e[0]) != 0)
       return (ncclResult_t)c->error;
@@ -200,6 +206,62 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
       c->seq = seq + 1;
     }
   }
+  c->wd_progress++;
   *request = r;
   return ncclSuccess;
+}
+
+/* A send's completion on the old QPs may have been lost although its data landed:
+ * the receiver's table says (per slot, the last seq completed there). */
+static int receiver_has(const uint32_t *done, uint32_t seq)
+{
+  return (int32_t)(done[seq % MCP_SLOTS] - seq) >= 0;
+}
+
+/* After recovery: complete what the receiver already has, write the rest again from
+ * the CTS ring, which still holds the destination of every incomplete receive. A
+ * group is written again whole (parts, then the record when all parts are matched). */
+int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
+{
+  int i, j, replayed = 0, completed = 0;
+
+  for (i = 0; i < c->nreqs; i++) {
+    struct mcp_request *r = &c->reqs[i];
+    const struct mcp_cts_slot *cs;
+    struct mcp_send_slot *ss;
+    int slot;
+
+    if (!r->in_use || r->kind != MCP_REQ_SEND || r->done)
+      continue;
+    slot = (int)(r->seq % MCP_SLOTS);
+    cs = &c->ring_elems[slot];
+    ss = &c->sslots[slot];
+    if (receiver_has(done, r->seq)) {
+      r->pending = 0;
+      r->done = 1;
+      completed++;
+      continue;
+    }
+    if (r->n == 1) {
+      if (send_single(c, r, r->data, (size_t)r->size, r->mh, &cs->e[0]) != 0)
+        return -1;
+      replayed++;
+      continue;
+    }
+    for (j = 0; j < ss->n && !ss->used[j]; j++)
+      ;
+    if (ss->seq != r->seq || j == ss->n || ss->reqs[j] != r)
+      continue; /* a group is replayed once, from its first matched element */
+    for (j = 0; j < ss->n; j++)
+      if (ss->used[j] && ss->reqs[j] != NULL &&
+          send_group_part(c, ss->reqs[j], ss->reqs[j]->data, (size_t)ss->reqs[j]->size, ss->reqs[j]->mh,
+                          &cs->e[ss->reqs[j]->elem]) != 0)
+        return -1;
+    if (ss->matched == ss->n && send_group_final(c, ss, slot) != 0)
+      return -1;
+    replayed++;
+  }
+  MCP_INFO(NCCL_NET, "send to %s: after recovery %d message(s) written again, %d completed by the "
+           "receiver's table", c->peer_name, replayed, completed);
+  return 0;
 }

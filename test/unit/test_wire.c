@@ -110,6 +110,14 @@ static void rnd_msg(struct mcp_wire_msg *m, uint16_t type)
   case MCP_WIRE_PONG:
     m->u.cookie = rnd();
     break;
+  case MCP_WIRE_RECOVER:
+    m->u.recover.round = 1 + (uint32_t)rnd_below(1000);
+    m->u.recover.step = 1 + (uint32_t)rnd_below(2);
+    m->u.recover.next_seq = (uint32_t)rnd();
+    for (int i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
+      m->u.recover.done[i] = (uint32_t)rnd();
+    rnd_endpoint(&m->u.recover.ep);
+    break;
   default:
     break;
   }
@@ -166,12 +174,39 @@ static void test_roundtrip_property(void)
     CHECK(per_type[t] > 1000);
 }
 
+/* RECOVER exists from version 2 on: the same frame with a version-1 header is an unknown
+ * type, and round 0 is refused both ways. */
+static void test_recover_needs_version_2(void)
+{
+  struct mcp_wire_msg m, out;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len;
+
+  rnd_msg(&m, MCP_WIRE_RECOVER);
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  CHECK(mcp_wire_msg_equal(&m, &out));
+  buf[4] = 1;
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "unknown frame type 9 (version 1 knows 1..8)") != NULL);
+  buf[4] = 2;
+  memset(buf + MCP_WIRE_HDR_SIZE, 0, 4); /* round 0 */
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "recovery round 0 is invalid") != NULL);
+  memcpy(buf + MCP_WIRE_HDR_SIZE, "\x01\x00\x00\x00\x03\x00\x00\x00", 8); /* round 1, step 3 */
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "recovery step 3 is not 1 or 2") != NULL);
+  m.u.recover.round = 0;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+}
+
 /* The little-endian layout is a contract with other hosts: pin one frame byte by byte. */
 static void test_golden_bytes(void)
 {
   static const uint8_t want[] = {
       0x4e, 0x50, 0x43, 0x4d, /* magic "MCPN" as u32 LE */
-      0x01, 0x00,             /* version 1 */
+      0x02, 0x00,             /* version 2 */
       0x07, 0x00,             /* PING */
       0x08, 0x00, 0x00, 0x00, /* payload length 8 */
       0x44, 0x33, 0x22, 0x11, /* stream id 0x11223344 */
@@ -357,8 +392,8 @@ static void test_corrupted_header(void)
   CHECK(strstr(err, "not an mcpnet frame") != NULL);
 
   memcpy(b, good, len);
-  put_u16(b + 4, 2);
-  expect_reject(b, len, -EPROTONOSUPPORT, "version 2 is newer than this build's version 1");
+  put_u16(b + 4, 3);
+  expect_reject(b, len, -EPROTONOSUPPORT, "version 3 is newer than this build's version 2");
   put_u16(b + 4, 0xffff);
   expect_reject(b, len, -EPROTONOSUPPORT, "version 65535");
   put_u16(b + 4, 0);
@@ -368,7 +403,7 @@ static void test_corrupted_header(void)
   put_u16(b + 6, 0);
   expect_reject(b, len, -EBADMSG, "unknown frame type 0");
   put_u16(b + 6, MCP_WIRE_TYPE_MAX + 1);
-  expect_reject(b, len, -EBADMSG, "unknown frame type 9");
+  expect_reject(b, len, -EBADMSG, "unknown frame type 10");
   /* A valid but different type: the payload no longer fits it. */
   put_u16(b + 6, MCP_WIRE_PING);
   expect_reject(b, len, -EBADMSG, "PING payload");
@@ -561,7 +596,7 @@ static void test_handle(void)
   h = (struct mcp_wire_handle){.family = 4, .addr = {127, 0, 0, 1}, .port = 0x1234, .dev = 3,
                                .listen_token = 0x1122334455667788ull, .nonce = 1};
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, buf, err, sizeof(err)), 0);
-  CHECK(memcmp(buf, "NPCM\x01\x00\x04\x00\x7f\x00\x00\x01", 12) == 0);
+  CHECK(memcmp(buf, "NPCM\x02\x00\x04\x00\x7f\x00\x00\x01", 12) == 0);
   CHECK(buf[24] == 0x34 && buf[25] == 0x12 && buf[28] == 3 && buf[32] == 0x88 && buf[39] == 0x11);
   CHECK(buf[40] == 1);
 
@@ -579,9 +614,9 @@ static void test_handle(void)
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
   CHECK(strstr(err, "not an mcpnet handle (magic 0x00000000") != NULL);
   memcpy(b, buf, sizeof(b));
-  b[4] = 2;
+  b[4] = 3;
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EPROTONOSUPPORT);
-  CHECK(strstr(err, "handle version 2 is newer than this build's version 1") != NULL);
+  CHECK(strstr(err, "handle version 3 is newer than this build's version 2") != NULL);
   memcpy(b, buf, sizeof(b));
   b[6] = 5;
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
@@ -726,6 +761,7 @@ int main(void)
 {
   RUN_TEST(test_roundtrip_property);
   RUN_TEST(test_golden_bytes);
+  RUN_TEST(test_recover_needs_version_2);
   RUN_TEST(test_truncation_every_length);
   RUN_TEST(test_payload_truncation);
   RUN_TEST(test_corrupted_header);

@@ -7,20 +7,23 @@
  *
  * In "self" one process connects to itself; in "pair" two processes (one per lab
  * guest) swap listen handles through files in DIR and move data both ways at once.
- * Tests: sizes, grouped, optional, flush, many, inflight-close, reload (see each
- * function). Output: one "ok"/"FAIL" line per test, then "N passed, N failed".
+ * Tests: sizes, grouped, optional, flush, many, inflight-close, reload, watchdog, diag,
+ * fork, ... (see each function and tests[] at the end). Output: one "ok"/"FAIL" line per
+ * test, then "N passed, N failed".
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -1026,6 +1029,318 @@ static int test_peergone(void)
   return 0;
 }
 
+/* ---- the plugin's own words: its log, captured through the logger init takes ---- */
+
+static pthread_mutex_t cap_lock = PTHREAD_MUTEX_INITIALIZER;
+static char cap_buf[1 << 16];
+static size_t cap_len;
+static void *cap_ctx;
+
+/* Prints like the driver's logger, and keeps every WARN for the test to read. */
+static void cap_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                    const char *fmt, ...)
+{
+  char msg[4096];
+  va_list ap;
+  size_t n;
+
+  (void)flags;
+  (void)file;
+  (void)line;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (level == NCCL_LOG_WARN || getenv("MCP_DRIVE_VERBOSE") != NULL)
+    fprintf(stderr, "[%s] %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
+  if (level != NCCL_LOG_WARN)
+    return;
+  n = strlen(msg);
+  pthread_mutex_lock(&cap_lock);
+  if (cap_len + n + 2 < sizeof(cap_buf)) {
+    memcpy(cap_buf + cap_len, msg, n);
+    cap_len += n;
+    cap_buf[cap_len++] = '\n';
+    cap_buf[cap_len] = '\0';
+  }
+  pthread_mutex_unlock(&cap_lock);
+}
+
+/* Calls init once more through the loaded table with cap_log: the plugin keeps the last
+ * logger it was given, as it must for NCCL, which may init once per communicator. */
+static int cap_install(void)
+{
+  ncclResult_t rc;
+
+  pthread_mutex_lock(&cap_lock);
+  cap_len = 0;
+  cap_buf[0] = '\0';
+  pthread_mutex_unlock(&cap_lock);
+  if (drv.v11 != NULL) {
+    ncclNetCommConfig_v11_t cfg = {.trafficClass = -1};
+    rc = cap_ctx != NULL ? ncclSuccess : drv.v11->init(&cap_ctx, 0x5678, &cfg, cap_log, NULL);
+  } else if (drv.v10 != NULL) {
+    rc = drv.v10->init(cap_log, NULL);
+  } else {
+    rc = drv.v9 != NULL ? drv.v9->init(cap_log) : drv.v8->init(cap_log);
+  }
+  return rc == ncclSuccess ? 0 : -1;
+}
+
+static void cap_release(void)
+{
+  if (cap_ctx != NULL && drv.v11 != NULL)
+    drv.v11->finalize(cap_ctx);
+  cap_ctx = NULL;
+}
+
+/* Captured WARN lines that contain every one of the given strings (NULL-terminated). */
+static int cap_count(const char *first, ...)
+{
+  const char *line, *end;
+  int n = 0;
+
+  pthread_mutex_lock(&cap_lock);
+  for (line = cap_buf; *line != '\0'; line = end + 1) {
+    char one[4096];
+    const char *want;
+    va_list ap;
+    int all = 1;
+
+    end = strchr(line, '\n');
+    snprintf(one, sizeof(one), "%.*s", (int)(end - line), line);
+    va_start(ap, first);
+    for (want = first; want != NULL; want = va_arg(ap, const char *))
+      all &= strstr(one, want) != NULL;
+    va_end(ap);
+    n += all;
+  }
+  pthread_mutex_unlock(&cap_lock);
+  return n;
+}
+
+static void cap_dump(void)
+{
+  pthread_mutex_lock(&cap_lock);
+  fprintf(stderr, "  captured WARNs:\n%s", cap_buf);
+  pthread_mutex_unlock(&cap_lock);
+}
+
+/* Sends size bytes on l and receives them, both already posted or not: waits for both. */
+static int finish(struct link *l, void *rreq, size_t size, uint32_t msg, int tag)
+{
+  void *sreq = NULL;
+  double deadline = drv_now() + 60;
+  long bad;
+
+  while (sreq == NULL) {
+    if (drv_isend(&drv, l->sc, l->sbuf, size, tag, l->smh, &sreq) != ncclSuccess)
+      FAILF("isend of %zu bytes failed", size);
+    if (drv_now() > deadline)
+      FAILF("isend never found the posted receive");
+  }
+  if (wait_req(sreq, NULL, "send") != 0 || wait_req(rreq, NULL, "receive") != 0)
+    return -1;
+  bad = check(l->rbuf, size, role_seed(role) + msg);
+  if (bad >= 0)
+    FAILF("byte %ld of %zu differs", bad, size);
+  return 0;
+}
+
+/* The watchdog (MCPNET_WATCHDOG_SEC=1): a receive nobody sends to and a send whose peer
+ * never posts, each left for 2.5 s, give exactly one WARN per comm saying who waits for
+ * what; nothing fails, both complete once the other side acts, and a later stall is
+ * reported again. */
+static int test_watchdog(void)
+{
+  struct link a, b;
+  void *rreq = NULL, *sreq = NULL;
+  size_t cap = 4096;
+  int tag = 11, done = 0, rc = 0;
+  double t0;
+  const char *wd = getenv("MCPNET_WATCHDOG_SEC");
+
+  if (pair_mode)
+    FAILF("watchdog runs in self mode");
+  if (wd == NULL || atoi(wd) != 1)
+    FAILF("run this test with MCPNET_WATCHDOG_SEC=1");
+  if (link_open(&a, 1 << 16) != 0 || link_open(&b, 1 << 16) != 0)
+    return -1;
+  if (cap_install() != 0)
+    FAILF("init with a capturing logger failed");
+  fill(a.sbuf, 4096, role_seed(role) + 7000);
+  fill(b.sbuf, 4096, role_seed(role) + 7001);
+  /* The NIC writes these: defined bytes first, so valgrind can follow the check. */
+  memset(a.rbuf, CANARY, a.cap);
+  memset(b.rbuf, CANARY, b.cap);
+  if (drv_irecv(&drv, a.rc, 1, (void **)&a.rbuf, &cap, &tag, &a.rmh, &rreq) != ncclSuccess || rreq == NULL)
+    FAILF("irecv failed");
+  for (t0 = drv_now(); drv_now() - t0 < 2.5;) {
+    if (drv_test(&drv, rreq, &done, NULL) != ncclSuccess || done)
+      FAILF("a receive with no sender returned %s", done ? "done" : "an error");
+    if (drv_isend(&drv, b.sc, b.sbuf, 4096, tag, b.smh, &sreq) != ncclSuccess || sreq != NULL)
+      FAILF("a send to a peer that never posted %s", sreq ? "was accepted" : "returned an error");
+    usleep(1000);
+  }
+  printf("  after 2.5 s: %d receive-side and %d send-side watchdog WARNs\n",
+         cap_count("watchdog: receive from", NULL), cap_count("watchdog: send to", NULL));
+  if (cap_count("watchdog: receive from", "no progress for", "1 receive(s) advertised to the peer but no data "
+                "arrived", "MCPNET_WATCHDOG_SEC=1", NULL) != 1 ||
+      cap_count("watchdog: send to", "no progress for", "the send of seq 1 waits for its receive buffer, which "
+                "was never advertised by the peer (no clear-to-send)", NULL) != 1 ||
+      cap_count("watchdog:", NULL) != 2) {
+    cap_dump();
+    FAILF("expected exactly one stall WARN for the receiving comm and one for the sending comm");
+  }
+  /* Nothing failed: the stalled requests complete as soon as the other side acts. */
+  if (finish(&a, rreq, 4096, 7000, tag) != 0)
+    return -1;
+  rreq = NULL;
+  if (drv_irecv(&drv, b.rc, 1, (void **)&b.rbuf, &cap, &tag, &b.rmh, &rreq) != ncclSuccess || rreq == NULL)
+    FAILF("irecv failed");
+  if (finish(&b, rreq, 4096, 7001, tag) != 0)
+    return -1;
+  /* A new stall after progress is a new report. */
+  rreq = NULL;
+  if (drv_irecv(&drv, a.rc, 1, (void **)&a.rbuf, &cap, &tag, &a.rmh, &rreq) != ncclSuccess || rreq == NULL)
+    FAILF("irecv failed");
+  for (t0 = drv_now(); drv_now() - t0 < 1.8;) {
+    if (drv_test(&drv, rreq, &done, NULL) != ncclSuccess || done)
+      FAILF("the second stalled receive returned %s", done ? "done" : "an error");
+    usleep(1000);
+  }
+  if (cap_count("watchdog: receive from", NULL) != 2 || cap_count("watchdog:", NULL) != 3) {
+    cap_dump();
+    FAILF("the second stall of the receiving comm was not reported once");
+  }
+  fill(a.sbuf, 4096, role_seed(role) + 7002);
+  rc = finish(&a, rreq, 4096, 7002, tag);
+  link_close(&a);
+  link_close(&b);
+  cap_release();
+  return rc;
+}
+
+/* A failed completion explains itself: a send from memory outside its registration fails
+ * the comm (a local protection error), with one error WARN and one WARN giving the port
+ * state, the error counters since connect, the likely cause and what to try; asking
+ * again repeats neither. */
+static int test_diag(void)
+{
+  struct link l;
+  uint8_t *outside = aligned_alloc(4096, 1 << 16);
+  void *sreq = NULL, *rreq = NULL;
+  size_t cap = 1 << 16;
+  int tag = 12, done = 0, i;
+  ncclResult_t r = ncclSuccess;
+  double deadline;
+
+  if (outside == NULL || link_open(&l, 1 << 16) != 0)
+    return -1;
+  if (cap_install() != 0)
+    FAILF("init with a capturing logger failed");
+  memset(outside, 0x5a, 1 << 16);
+  if (drv_irecv(&drv, l.rc, 1, (void **)&l.rbuf, &cap, &tag, &l.rmh, &rreq) != ncclSuccess || rreq == NULL)
+    FAILF("irecv failed");
+  for (deadline = drv_now() + 60; sreq == NULL && drv_now() < deadline;)
+    if (drv_isend(&drv, l.sc, outside, 1 << 16, tag, l.smh, &sreq) != ncclSuccess)
+      FAILF("isend failed before anything was posted");
+  for (deadline = drv_now() + 60; r == ncclSuccess && !done && drv_now() < deadline;)
+    r = drv_test(&drv, sreq, &done, NULL);
+  if (r != ncclRemoteError)
+    FAILF("a send from unregistered memory gave %d (done=%d), expected ncclRemoteError", r, done);
+  for (i = 0; i < 100; i++)
+    if (drv_test(&drv, sreq, &done, NULL) != ncclRemoteError)
+      FAILF("the failed comm did not keep its error");
+  if (cap_count("work completion error", "likely cause: protection error", NULL) != 1 ||
+      cap_count(" port 1 ACTIVE", "error counters since the comm connected: ", "likely cause: protection error: ",
+                ". Try: ", NULL) != 1 ||
+      cap_count("NET/MCP", NULL) != 2) {
+    cap_dump();
+    FAILF("expected one error WARN and one port diagnosis WARN");
+  }
+  cap_dump();
+  link_close(&l);
+  free(outside);
+  cap_release();
+  return 0;
+}
+
+/* libibverbs' view, from the library the plugin loaded. */
+static const char *fork_status(void)
+{
+  void *lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_NOLOAD);
+  int (*is_init)(void) = lib ? (int (*)(void))dlsym(lib, "ibv_is_fork_initialized") : NULL;
+  int st = is_init ? is_init() : -1;
+
+  if (lib)
+    dlclose(lib);
+  return st == 0 ? "DISABLED" : st == 1 ? "ENABLED (MADV_DONTFORK)" : st == 2 ? "UNNEEDED (copy-on-fork kernel)"
+                                                                              : "unknown";
+}
+
+/* Fork safety: fork with registered buffers in use; the child writes garbage into its
+ * copy of those pages for 1.5 s and exits, while the parent keeps sending and receiving
+ * through the same registrations and checks every byte. Under MADV_DONTFORK
+ * (ibv_fork_init on kernels before 5.13) the child has no copy at all: it says so. */
+static int test_fork(void)
+{
+  struct link l;
+  int p[2], status = 0, exchanges = 0, during = 0, rc = 0;
+  uint32_t msg = 8000;
+  double t0;
+  pid_t pid;
+
+  if (link_open(&l, 1 << 20) != 0)
+    return -1;
+  if (exchange(&l, 1 << 20, 1 << 20, msg++) != 0)
+    return -1;
+  printf("  libibverbs fork status: %s\n", fork_status());
+  if (pipe(p) != 0)
+    FAILF("pipe: %s", strerror(errno));
+  pid = fork();
+  if (pid < 0)
+    FAILF("fork: %s", strerror(errno));
+  if (pid == 0) {
+    double start = drv_now();
+    /* A write(2) from an unmapped page fails with EFAULT instead of crashing. */
+    if (write(p[1], l.sbuf, 1) != 1)
+      _exit(errno == EFAULT ? 3 : 4);
+    while (drv_now() - start < 1.5) {
+      memset(l.sbuf, 0xee, l.cap);
+      memset(l.rbuf, 0xdd, l.cap);
+    }
+    _exit(0);
+  }
+  close(p[1]);
+  t0 = drv_now();
+  while (rc == 0 && (exchanges < 40 || drv_now() - t0 < 2.0)) {
+    size_t size = exchanges % 3 == 0 ? (size_t)(1 << 20) : 4096 * (size_t)(1 + exchanges % 17) + 13;
+    if (waitpid(pid, &status, WNOHANG) == 0)
+      during++;
+    else
+      pid = 0;
+    rc = exchange(&l, size, 1 << 20, msg++);
+    exchanges++;
+  }
+  if (pid != 0 && waitpid(pid, &status, 0) != pid)
+    FAILF("waitpid: %s", strerror(errno));
+  close(p[0]);
+  for (int i = 0; rc == 0 && i < 8; i++)
+    rc = exchange(&l, 1 << 20, 1 << 20, msg++);
+  link_close(&l);
+  if (rc != 0)
+    FAILF("a transfer after fork was wrong (%d exchanges, %d while the child ran)", exchanges, during);
+  if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 3))
+    FAILF("the child ended with status %#x", status);
+  printf("  child %s; parent verified %d exchanges, %d of them while the child ran\n",
+         WEXITSTATUS(status) == 0 ? "wrote garbage into its copy of the registered pages for 1.5 s"
+                                  : "found the registered pages absent (MADV_DONTFORK)",
+         exchanges + 8, during);
+  if (WEXITSTATUS(status) == 0 && during < 5)
+    FAILF("only %d exchanges overlapped the child's writes", during);
+  return 0;
+}
+
 struct test {
   const char *name;
   int (*fn)(void);
@@ -1037,6 +1352,7 @@ static const struct test tests[] = {
   {"noalloc", test_noalloc}, {"props", test_props}, {"qps", test_qps}, {"threads", test_threads},
   {"reload", test_reload}, {"mrcache", test_mrcache}, {"unreachable", test_unreachable},
   {"stray", test_stray}, {"sockets", test_sockets}, {"peergone", test_peergone},
+  {"watchdog", test_watchdog}, {"diag", test_diag}, {"fork", test_fork},
 };
 
 static int run(const char *name)

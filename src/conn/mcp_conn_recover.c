@@ -1,0 +1,339 @@
+/*
+ * mcp_conn_recover.c - surviving a transient loss of the RDMA path.
+ *
+ * A link that goes down for a few seconds moves the connection's QPs to the error
+ * state (the host that lost its link sees IBV_WC_LOC_QP_OP_ERR, its peer
+ * IBV_WC_RETRY_EXC_ERR, both then IBV_WC_WR_FLUSH_ERR), but the peer process is alive
+ * and its out-of-band TCP connection rides out the outage. Instead of failing the
+ * comm, each end re-creates its QPs and the two resume:
+ *
+ *   either end, on a recoverable completion error or the peer's RECOVER:
+ *     bump the epoch (completions of the old QPs are dropped from now on),
+ *     destroy and re-create the QPs, repost receive WRs, reset partial slots,
+ *     send RECOVER {round, new QPs, GID, the slots this receiver completed}
+ *   on the peer's RECOVER of the same round:
+ *     look our GID up again by address, RTR/RTS toward the new QPs (setup thread),
+ *     send RECOVER {round, READY}
+ *   on our RTS and the peer's READY:
+ *     receiver: rewrite the clear-to-send of every slot still waiting;
+ *     sender: complete the sends the receiver reports done, write the others again.
+ *
+ * The replay is exact because a receive slot is reused only after its data landed
+ * (docs/architecture.md, section 11): the sender's CTS ring still holds the
+ * destination of every incomplete receive, rewriting a message rewrites the same bytes
+ * into a buffer NCCL has not been given back, and the receiver counts a slot's
+ * completions from zero again. NCCL sees isend/irecv return no request and test report
+ * "not yet" while this runs; it gives up after MCPNET_RECOVERY_TIMEOUT seconds with
+ * the cause in the message. A dead peer process (its connection closed) is never
+ * recovered from.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcpnet/comm.h"
+#include "mcpnet/fabric_sysfs.h"
+#include "mcpnet/log.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
+
+#define RETRY_NS 100000000ull /* look for our GID / frames again after 100 ms */
+
+static uint64_t mono_ns(void)
+{
+  struct timespec ts;
+
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *dir_words(const struct mcp_comm *c)
+{
+  return c->kind == MCP_COMM_SEND ? "send to" : "receive from";
+}
+
+/* The statuses of a path that broke, as opposed to a bug or a protection error. */
+int mcp_recover_status_recoverable(int wc_status)
+{
+  switch (wc_status) {
+  case IBV_WC_RETRY_EXC_ERR:     /* the peer never acknowledged: path lost */
+  case IBV_WC_LOC_QP_OP_ERR:     /* rxe on the host whose link went down */
+  case IBV_WC_WR_FLUSH_ERR:      /* the work queued behind either */
+  case IBV_WC_RNR_RETRY_EXC_ERR: /* the peer's receive queue stayed empty */
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static void rec_fail(struct mcp_comm *c, const char *what)
+{
+  const struct mcp_config *cfg = mcp_net_config();
+  double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
+
+  c->rec.phase = MCP_REC_NONE;
+  mcp_comm_fail(c, ncclRemoteError, "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
+                "MCPNET_RECOVERY_TIMEOUT=%d): %s", dir_words(c), c->peer_name, c->rec.cause, spent,
+                c->rec.round, cfg->recovery_timeout_s, what);
+}
+
+/* Our GID by address in the port's current table: after a link flap the kernel may have
+ * put it back at another index. 1 found (c->sgid_index updated), 0 not (yet) there. */
+static int gid_lookup(struct mcp_comm *c)
+{
+  const struct mcp_net_dev *d = c->dc->info;
+  struct mcp_sysfs_dev sys;
+  const struct mcp_sysfs_port *p;
+  char err[256];
+  int i, found = 0;
+
+  if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
+    return 1; /* InfiniBand: GID 0, routed by LID */
+  memset(&sys, 0, sizeof(sys));
+  if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
+      (p = mcp_sysfs_port_find(&sys, d->port)) != NULL) {
+    for (i = 0; i < p->ngid && !found; i++)
+      if (memcmp(p->gid[i].raw, d->gid.raw, 16) == 0 && p->gid[i].type == d->gid.type) {
+        if (p->gid[i].index != c->sgid_index)
+          MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
+                   d->gid.text, c->sgid_index, p->gid[i].index);
+        c->sgid_index = p->gid[i].index;
+        found = 1;
+      }
+  }
+  mcp_sysfs_dev_free(&sys);
+  return found;
+}
+
+/* Destroy the QPs (their completions become stale with the epoch) and build new ones. */
+static int rebuild_qps(struct mcp_comm *c)
+{
+  int i;
+
+  for (i = 0; i < c->nqps; i++) {
+    if (c->qp[i] != NULL)
+      mcp_ibv.destroy_qp(c->qp[i]);
+    c->qp[i] = NULL;
+  }
+  /* The destroyed QPs add nothing more to the CQ. What they completed successfully
+   * still counts: a receive whose data landed was acknowledged, so its sender may have
+   * finished with it and will not write it again. Errors are ignored (phase is set). */
+  while (c->error == 0 && mcp_xfer_poll(c) > 0)
+    ;
+  if (c->error != 0)
+    return -1;
+  c->epoch++;
+  for (i = 0; i < c->nqps; i++) {
+    c->recv_posted[i] = 0;
+    c->recv_consumed[i] = 0;
+  }
+  c->cts_unsignaled = 0;
+  if (mcp_qp_create_qps(c) != 0)
+    return -1;
+  if (c->kind == MCP_COMM_RECV) {
+    for (i = 0; i < c->nqps; i++)
+      if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
+        return -1;
+    /* Partial counts of the old QPs are void: the sender writes those slots again. */
+    for (i = 0; i < MCP_SLOTS; i++)
+      if (c->rslots[i].req != NULL) {
+        c->rslots[i].expected = 0;
+        c->rslots[i].got = 0;
+        c->rslots[i].bytes = 0;
+      }
+  }
+  return 0;
+}
+
+static int send_recover(struct mcp_comm *c, uint32_t step)
+{
+  struct mcp_wire_msg m;
+
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_RECOVER;
+  m.u.recover.round = c->rec.round;
+  m.u.recover.step = step;
+  m.u.recover.next_seq = c->seq;
+  if (c->kind == MCP_COMM_RECV)
+    mcp_xfer_recv_done_table(c, m.u.recover.done);
+  mcp_comm_fill_endpoint(c);
+  m.u.recover.ep = c->local;
+  return mcp_oob_stream_send(c->stream, &m);
+}
+
+/* Starts round `round` (the peer's, when it asked first). */
+static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
+{
+  const struct mcp_config *cfg = mcp_net_config();
+  uint64_t now = mono_ns();
+
+  if (c->rec.phase == MCP_REC_NONE) {
+    c->rec.start_ns = now;
+    c->rec.deadline_ns = now + (uint64_t)cfg->recovery_timeout_s * 1000000000ull;
+    snprintf(c->rec.cause, sizeof(c->rec.cause), "%s", cause);
+    MCP_WARN("%s %s: %s; re-creating the connection's %d QP(s) (round %u, giving up after %d s)",
+             dir_words(c), c->peer_name, cause, c->nqps, round, cfg->recovery_timeout_s);
+  } else {
+    MCP_INFO(NCCL_NET, "%s %s: recovery round %u: %s", dir_words(c), c->peer_name, round, cause);
+  }
+  /* A setup thread of an earlier round still walks the old QPs: let it finish first. */
+  if (atomic_load(&c->qp_thread_state) != MCP_QP_THREAD_NONE)
+    (void)pthread_join(c->qp_thread, NULL), atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  c->rec.round = round;
+  c->rec.peer_ready = 0;
+  c->rec.peer.round = 0;
+  c->rec.phase = MCP_REC_WAIT_PEER;
+  if (rebuild_qps(c) != 0) {
+    rec_fail(c, "the QPs could not be re-created");
+    return;
+  }
+  if (send_recover(c, MCP_WIRE_RECOVER_QPS) != 0)
+    rec_fail(c, "the RECOVER frame could not be queued on the out-of-band connection");
+}
+
+void mcp_recover_start(struct mcp_comm *c, const char *cause)
+{
+  if (c->error != 0)
+    return;
+  if (mcp_net_config()->recovery_timeout_s <= 0) {
+    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s (MCPNET_RECOVERY_TIMEOUT=0: no recovery)", dir_words(c),
+                  c->peer_name, cause);
+    return;
+  }
+  if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_WAIT_READY &&
+      c->rec.phase != MCP_REC_CONNECTING) {
+    return; /* old QPs' errors while we already wait for the peer */
+  }
+  begin_round(c, c->rec.round + 1, cause);
+}
+
+/* Frames of the peer about recovery; others do not travel on a connected stream. */
+static void on_frame(struct mcp_comm *c, const struct mcp_wire_msg *m)
+{
+  const struct mcp_wire_recover *r = &m->u.recover;
+
+  if (m->type != MCP_WIRE_RECOVER) {
+    MCP_INFO(NCCL_NET, "%s %s: unexpected %s frame on a connected stream; ignored", dir_words(c),
+             c->peer_name, mcp_wire_type_name(m->type));
+    return;
+  }
+  if (r->round < c->rec.round || (r->round == c->rec.round && c->rec.phase == MCP_REC_NONE))
+    return; /* a round both ends already finished */
+  if (r->round > c->rec.round || c->rec.phase == MCP_REC_NONE) {
+    if (r->step != MCP_WIRE_RECOVER_QPS)
+      return; /* READY of a round we never saw the QPs of: cannot happen on one TCP stream */
+    begin_round(c, r->round, "the peer lost the connection's RDMA path and re-created its QPs");
+    if (c->error != 0)
+      return;
+  }
+  if (r->step == MCP_WIRE_RECOVER_READY)
+    c->rec.peer_ready = 1;
+  else
+    c->rec.peer = *r;
+}
+
+void mcp_recover_poll_stream(struct mcp_comm *c)
+{
+  struct mcp_wire_msg m;
+
+  while (c->error == 0 && mcp_oob_stream_recv(c->stream, &m))
+    on_frame(c, &m);
+}
+
+static int connect_round(struct mcp_comm *c)
+{
+  const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
+  int i;
+
+  if (ep->nqps != c->nqps) {
+    rec_fail(c, "the peer re-created a different number of QPs");
+    return -1;
+  }
+  if (!gid_lookup(c))
+    return 0; /* our address is not back in the GID table yet: try again */
+  c->remote.lid = ep->lid;
+  memcpy(c->remote.gid, ep->gid, 16);
+  for (i = 0; i < c->nqps; i++)
+    c->remote.qps[i] = ep->qps[i];
+  if (mcp_qp_connect_start(c) != 0) {
+    rec_fail(c, "cannot start a thread for the QP setup");
+    return -1;
+  }
+  c->rec.phase = MCP_REC_CONNECTING;
+  return 0;
+}
+
+static int finish_round(struct mcp_comm *c)
+{
+  double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
+  int rc = c->kind == MCP_COMM_SEND ? mcp_xfer_send_replay(c, c->rec.peer.done) : mcp_xfer_recv_replay(c);
+
+  if (rc != 0)
+    return -1;
+  c->rec.phase = MCP_REC_NONE;
+  c->rec.count++;
+  MCP_WARN("%s %s: recovered from \"%s\" in %.2f s (round %u, recovery %d of this connection)", dir_words(c),
+           c->peer_name, c->rec.cause, spent, c->rec.round, c->rec.count);
+  return 1;
+}
+
+int mcp_recover_progress(struct mcp_comm *c)
+{
+  uint64_t now;
+  int st;
+
+  if (c->error != 0)
+    return -1;
+  if (c->rec.phase == MCP_REC_NONE)
+    return 1;
+  if (atomic_load(&c->stream->dead)) {
+    rec_fail(c, c->stream->dead_reason);
+    return -1;
+  }
+  now = mono_ns();
+  if (now >= c->rec.next_try_ns) {
+    c->rec.next_try_ns = now + RETRY_NS / 10;
+    mcp_recover_poll_stream(c);
+    if (c->error != 0)
+      return -1;
+  }
+  switch (c->rec.phase) {
+  case MCP_REC_WAIT_PEER:
+    if (c->rec.peer.round == c->rec.round && connect_round(c) != 0)
+      return -1;
+    break;
+  case MCP_REC_CONNECTING:
+    st = mcp_qp_connect_poll(c);
+    if (st < 0) {
+      /* The path may still be down (address resolution): a fresh round retries. */
+      begin_round(c, c->rec.round + 1, c->rec.cause);
+      break;
+    }
+    if (st > 0) {
+      if (send_recover(c, MCP_WIRE_RECOVER_READY) != 0) {
+        rec_fail(c, "the RECOVER frame could not be queued");
+        return -1;
+      }
+      c->rec.phase = MCP_REC_WAIT_READY;
+    }
+    break;
+  case MCP_REC_WAIT_READY:
+    if (c->rec.peer_ready)
+      return finish_round(c);
+    break;
+  default:
+    break;
+  }
+  if (c->error != 0)
+    return -1;
+  if (c->rec.phase != MCP_REC_NONE && now >= c->rec.deadline_ns) {
+    rec_fail(c, c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
+                    ? "the peer never answered with its new QPs (its host or link is still down)"
+                : c->rec.phase == MCP_REC_WAIT_PEER ? "this host's GID did not come back on its port"
+                : c->rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
+                                                     : "the peer's QPs never became ready");
+    return -1;
+  }
+  return c->rec.phase == MCP_REC_NONE ? 1 : 0;
+}

@@ -1,0 +1,189 @@
+/*
+ * mcp_stream.c - a verified stream between two hosts, for the fault scenarios.
+ *
+ *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b]
+ *
+ * Both hosts connect to each other (handles swapped through files in DIR, as the
+ * conformance suite does) and then send N messages each way at once (only from one
+ * host with --from), the way NCCL's
+ * proxy does: up to W receives posted ahead and W sends in flight, each on its own
+ * buffer slot. Sizes cycle from 4 KiB to over 1 MiB (all larger than the MTU but the
+ * first), every message carries a pattern derived from its index and sender, and every
+ * received byte is checked, so a lost, duplicated, reordered or misdirected write shows
+ * up as a wrong byte or a wrong size. Any error returned through the ABI fails the run.
+ * After the first 64 messages each way it creates DIR/<role>.streaming, the cue for
+ * a scenario to inject its fault. Output: a progress line every 2 s, then one
+ * "stream: ..." summary line, and exit 0 only if everything arrived intact.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcp_drive.h"
+
+#define MAX_WINDOW 8
+#define MAX_MSG ((1u << 20) + 4096)
+
+static const size_t sizes[] = {4096, 65536, 262144 + 13, 1u << 20, 100000, 1u << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static uint8_t pattern(uint32_t seed, size_t i)
+{
+  uint32_t x = seed * 2654435761u + (uint32_t)i * 40503u + (uint32_t)(i >> 11);
+  return (uint8_t)(x >> 13);
+}
+
+static uint32_t seed_of(char role, long msg) { return (role == 'a' ? 0x51000000u : 0x52000000u) + (uint32_t)msg; }
+
+static int fail(const char *what, long msg)
+{
+  fprintf(stderr, "stream: FAIL: %s (message %ld)\n", what, msg);
+  printf("stream: FAIL: %s (message %ld)\n", what, msg);
+  return 1;
+}
+
+int main(int argc, char **argv)
+{
+  const char *plugin = "libnccl-net-mcp.so", *xchg = NULL;
+  char role = 0, from = 0, peer, name[64], handle[NCCL_NET_HANDLE_MAXSIZE], peer_handle[NCCL_NET_HANDLE_MAXSIZE];
+  long nmsg = 2000, nsend, nrecv, posted_r = 0, done_r = 0, posted_s = 0, done_s = 0, filled = -1;
+  int window = MAX_WINDOW, i, ndev = 0, marked = 0;
+  struct mcp_drive drv;
+  void *lc = NULL, *sc = NULL, *rc = NULL, *smh = NULL, *rmh = NULL;
+  void *rreq[MAX_WINDOW] = {0}, *sreq[MAX_WINDOW] = {0};
+  uint8_t *sbuf, *rbuf;
+  double t0, last, deadline;
+  unsigned long long bytes = 0;
+
+  for (i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
+      plugin = argv[++i];
+    else if (!strcmp(argv[i], "--role") && i + 1 < argc)
+      role = argv[++i][0];
+    else if (!strcmp(argv[i], "--xchg") && i + 1 < argc)
+      xchg = argv[++i];
+    else if (!strcmp(argv[i], "--msgs") && i + 1 < argc)
+      nmsg = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--window") && i + 1 < argc)
+      window = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--from") && i + 1 < argc)
+      from = argv[++i][0];
+    else {
+      fprintf(stderr, "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8]\n", argv[0]);
+      return 2;
+    }
+  }
+  if ((role != 'a' && role != 'b') || xchg == NULL || nmsg < 1 || window < 1 || window > MAX_WINDOW) {
+    fprintf(stderr, "mcp-stream: --role a|b and --xchg DIR are required; --window 1..%d\n", MAX_WINDOW);
+    return 2;
+  }
+  peer = role == 'a' ? 'b' : 'a';
+  nsend = from == 0 || from == role ? nmsg : 0;
+  nrecv = from == 0 || from == peer ? nmsg : 0;
+  if (drv_open(&drv, plugin, 11) != 0 || drv_init(&drv) != ncclSuccess || drv_devices(&drv, &ndev) != ncclSuccess ||
+      ndev < 1)
+    return fail("plugin init", 0);
+  memset(handle, 0, sizeof(handle));
+  if (drv_listen(&drv, 0, handle, &lc) != ncclSuccess)
+    return fail("listen", 0);
+  snprintf(name, sizeof(name), "%c.stream.handle", role);
+  if (drv_file_put(xchg, name, handle, sizeof(handle), NULL, 0) != 0)
+    return fail("publishing the handle", 0);
+  snprintf(name, sizeof(name), "%c.stream.handle", peer);
+  if (drv_file_get(xchg, name, peer_handle, sizeof(peer_handle), 120) != 0)
+    return fail("the peer's handle", 0);
+  if (drv_connect_pair(&drv, 0, peer_handle, lc, &sc, &rc, 120, role == 'a') != 0)
+    return fail("connect", 0);
+  drv_close_listen(&drv, lc);
+  sbuf = aligned_alloc(4096, (size_t)MAX_WINDOW * MAX_MSG);
+  rbuf = aligned_alloc(4096, (size_t)MAX_WINDOW * MAX_MSG);
+  if (sbuf == NULL || rbuf == NULL || drv_regmr(&drv, sc, sbuf, (size_t)MAX_WINDOW * MAX_MSG, &smh) != ncclSuccess ||
+      drv_regmr(&drv, rc, rbuf, (size_t)MAX_WINDOW * MAX_MSG, &rmh) != ncclSuccess)
+    return fail("buffers", 0);
+
+  t0 = last = drv_now();
+  deadline = t0 + 600;
+  while (done_r < nrecv || done_s < nsend) {
+    int done = 0, got = -1, tag = 1;
+    double now = drv_now();
+
+    if (now > deadline)
+      return fail("no end within 600 s", done_r);
+    if (now - last >= 2) {
+      printf("stream: %ld received, %ld sent, %.1f s\n", done_r, done_s, now - t0);
+      fflush(stdout);
+      last = now;
+    }
+    /* Receives ahead, as NCCL posts them. */
+    while (posted_r < nrecv && posted_r - done_r < window) {
+      int slot = (int)(posted_r % window);
+      void *buf = rbuf + (size_t)slot * MAX_MSG;
+      size_t cap = MAX_MSG;
+      if (drv_irecv(&drv, rc, 1, &buf, &cap, &tag, &rmh, &rreq[slot]) != ncclSuccess)
+        return fail("irecv returned an error", posted_r);
+      if (rreq[slot] == NULL)
+        break;
+      posted_r++;
+    }
+    /* One send per turn, retried with the same arguments while it returns no request. */
+    if (posted_s < nsend && posted_s - done_s < window) {
+      int slot = (int)(posted_s % window);
+      size_t size = sizes[posted_s % NSIZES], k;
+      uint8_t *p = sbuf + (size_t)slot * MAX_MSG;
+      if (filled != posted_s) {
+        for (k = 0; k < size; k++)
+          p[k] = pattern(seed_of(role, posted_s), k);
+        filled = posted_s;
+      }
+      if (drv_isend(&drv, sc, p, size, tag, smh, &sreq[slot]) != ncclSuccess)
+        return fail("isend returned an error", posted_s);
+      if (sreq[slot] != NULL)
+        posted_s++;
+    }
+    if (done_r < posted_r) {
+      int slot = (int)(done_r % window);
+      if (drv_test(&drv, rreq[slot], &done, &got) != ncclSuccess)
+        return fail("test of a receive returned an error", done_r);
+      if (done) {
+        size_t want = sizes[done_r % NSIZES], k;
+        const uint8_t *p = rbuf + (size_t)slot * MAX_MSG;
+        if ((size_t)got != want)
+          return fail("a receive reported the wrong size", done_r);
+        for (k = 0; k < want; k++)
+          if (p[k] != pattern(seed_of(peer, done_r), k)) {
+            fprintf(stderr, "stream: message %ld byte %zu is %#x, expected %#x\n", done_r, k, p[k],
+                    pattern(seed_of(peer, done_r), k));
+            return fail("a received byte differs", done_r);
+          }
+        memset(rbuf + (size_t)slot * MAX_MSG, 0, want); /* a stale copy must not pass next time */
+        bytes += want;
+        done_r++;
+      }
+    }
+    done = 0;
+    if (done_s < posted_s) {
+      int slot = (int)(done_s % window);
+      if (drv_test(&drv, sreq[slot], &done, &got) != ncclSuccess)
+        return fail("test of a send returned an error", done_s);
+      if (done) {
+        if ((size_t)got != sizes[done_s % NSIZES])
+          return fail("a send reported the wrong size", done_s);
+        done_s++;
+      }
+    }
+    if (!marked && done_r >= (nrecv < 64 ? nrecv : 64) && done_s >= (nsend < 64 ? nsend : 64)) {
+      snprintf(name, sizeof(name), "%c.streaming", role);
+      drv_file_put(xchg, name, "1", 1, NULL, 0);
+      marked = 1;
+    }
+  }
+  printf("stream: ok: %ld messages sent, %ld received, %llu bytes received and verified in %.1f s\n", nsend,
+         nrecv, bytes, drv_now() - t0);
+  drv_deregmr(&drv, sc, smh);
+  drv_deregmr(&drv, rc, rmh);
+  drv_close_send(&drv, sc);
+  drv_close_recv(&drv, rc);
+  drv_finalize(&drv);
+  return 0;
+}
