@@ -1,0 +1,55 @@
+/*
+ * doctor_ctl.h - the doctor's TCP control connection (see doctor_ctl.c): connect with
+ * a classified failure, accept one peer, and typed frames of at most DOCTOR_CTL_MAX
+ * bytes, every call bounded by a deadline in seconds.
+ */
+#ifndef MCPNET_DOCTOR_CTL_H
+#define MCPNET_DOCTOR_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mcpnet/sock.h"
+
+#define DOCTOR_CTL_MAX 8192
+
+enum doctor_ctl_fail {
+  DOCTOR_CTL_NONE = 0,
+  DOCTOR_CTL_BAD_ADDRESS, /* unparsable or unresolvable */
+  DOCTOR_CTL_REFUSED,     /* nothing listens there */
+  DOCTOR_CTL_UNREACHABLE, /* no route */
+  DOCTOR_CTL_NO_ANSWER,   /* silence until the deadline: a firewall drops it */
+  DOCTOR_CTL_OTHER
+};
+
+struct doctor_ctl {
+  int fd;
+  union mcp_sockaddr addr;       /* the far end (connect) or the peer (accept) */
+  char peer[MCP_SOCKADDR_STRLEN];
+  int port;                      /* the port connected to, or listened on */
+  enum doctor_ctl_fail fail;
+  char msg[MCP_SOCK_MSGLEN];     /* the failure, from the socket layer */
+  double start, elapsed;         /* seconds: when the connect began, how long it took */
+};
+
+/* Frame types. */
+enum {
+  DOCTOR_MSG_SUMMARY = 1,  /* key=value lines (doctor_summary.c) */
+  DOCTOR_MSG_HANDLE = 2,   /* status + the plugin's listen handle, or the reason it has none */
+  DOCTOR_MSG_STEP = 3,     /* status of a step both sides run: "ok" or the reason */
+  DOCTOR_MSG_PLAN = 4,     /* the next measurement: "bw N SIZE", "lat N", "end" */
+  DOCTOR_MSG_RESULT = 5    /* the measured figures, key=value lines */
+};
+
+int doctor_ctl_connect(struct doctor_ctl *c, const char *spec, int default_port, int timeout_s);
+/* Listens on bind_addr (NULL: every address) and port, calls on_listening with the
+ * bound address, and accepts the first doctor that connects within wait_s. */
+int doctor_ctl_accept(struct doctor_ctl *c, const char *bind_addr, int port, int wait_s,
+                      void (*on_listening)(const char *addr, void *arg), void *arg);
+void doctor_ctl_close(struct doctor_ctl *c);
+/* 0, or a negative errno: -ETIMEDOUT, -ECONNRESET (the peer closed), -EBADMSG (not a
+ * doctor frame), -EPROTO (a frame of another type; data holds it). */
+int doctor_ctl_send(struct doctor_ctl *c, uint32_t type, const void *data, size_t len, int timeout_s);
+int doctor_ctl_recv(struct doctor_ctl *c, uint32_t type, void *data, size_t cap, size_t *len, int timeout_s);
+
+#endif

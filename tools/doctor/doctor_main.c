@@ -1,0 +1,179 @@
+/*
+ * doctor_main.c - mcpnet-doctor's entry point: reads the options, runs the one-node
+ * steps in order (configuration, devices, selection, host), the two-node check when
+ * --listen or --peer asks for it, writes the report as text or JSON, and turns the
+ * findings into the exit status (1 on any FAIL). The steps themselves live in the
+ * other doctor_*.c files.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "doctor.h"
+
+static void usage(FILE *f)
+{
+  fputs("usage: mcpnet-doctor [options]                  this host: devices, selection, configuration, host\n"
+        "       mcpnet-doctor --listen [options]         the same, then wait for a --peer and check the pair\n"
+        "       mcpnet-doctor --peer HOST[:PORT] [options]\n"
+        "Checks what an NCCL job over mcpnet needs, with the plugin's own code, and says what to fix.\n"
+        "Exit status: 0 when nothing FAILs, 1 when something does, 2 for a usage error.\n"
+        "  --json             the same report as one JSON object\n"
+        "  --verbose          also print what the plugin's code logs, on stderr\n"
+        "  --min-memlock MIB  a locked-memory limit below this FAILs (default 64)\n"
+        "Two hosts:\n"
+        "  --listen           wait for one mcpnet-doctor --peer, then check the pair\n"
+        "  --peer HOST[:PORT] connect to a mcpnet-doctor --listen on HOST\n"
+        "  --port P           the control connection's TCP port (default 18650)\n"
+        "  --bind ADDR        --listen: the local address to listen on (default: all)\n"
+        "  --wait S           --listen: how long to wait for the peer (default 300)\n"
+        "  --timeout S        deadline of each network step: connect, handshake, answers (default 15)\n"
+        "  --seconds S        time spent measuring bandwidth and latency (default 3)\n"
+        "  --size BYTES       bandwidth message size (default 1048576)\n"
+        "  --dev N            the plugin device to check (default 0)\n"
+        "  --plugin PATH      the plugin to load (default libnccl-net-mcp.so, as NCCL finds it)\n",
+        f);
+}
+
+enum { OPT_JSON = 256, OPT_VERBOSE, OPT_LISTEN, OPT_PEER, OPT_PORT, OPT_BIND, OPT_WAIT, OPT_TIMEOUT,
+       OPT_SECONDS, OPT_SIZE, OPT_DEV, OPT_PLUGIN, OPT_MEMLOCK, OPT_HELP };
+
+static const struct option long_opts[] = {
+  {"json", no_argument, NULL, OPT_JSON},
+  {"verbose", no_argument, NULL, OPT_VERBOSE},
+  {"listen", no_argument, NULL, OPT_LISTEN},
+  {"peer", required_argument, NULL, OPT_PEER},
+  {"port", required_argument, NULL, OPT_PORT},
+  {"bind", required_argument, NULL, OPT_BIND},
+  {"wait", required_argument, NULL, OPT_WAIT},
+  {"timeout", required_argument, NULL, OPT_TIMEOUT},
+  {"seconds", required_argument, NULL, OPT_SECONDS},
+  {"size", required_argument, NULL, OPT_SIZE},
+  {"dev", required_argument, NULL, OPT_DEV},
+  {"plugin", required_argument, NULL, OPT_PLUGIN},
+  {"min-memlock", required_argument, NULL, OPT_MEMLOCK},
+  {"help", no_argument, NULL, OPT_HELP},
+  {NULL, 0, NULL, 0},
+};
+
+/* A whole number in lo..hi, or -1. */
+static long long number(const char *text, long long lo, long long hi)
+{
+  char *end;
+  long long v = strtoll(text, &end, 10);
+
+  return end != text && *end == '\0' && v >= lo && v <= hi ? v : -1;
+}
+
+static int parse(int argc, char **argv, struct doctor_opts *o)
+{
+  int c;
+  long long v;
+
+  memset(o, 0, sizeof(*o));
+  o->port = DOCTOR_DEFAULT_PORT;
+  o->timeout_s = 15;
+  o->wait_s = 300;
+  o->seconds = 3.0;
+  o->size = 1u << 20;
+  o->plugin = "libnccl-net-mcp.so";
+  o->min_memlock = 64ull << 20;
+  while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+    switch (c) {
+    case OPT_JSON: o->json = 1; break;
+    case OPT_VERBOSE: o->verbose = 1; break;
+    case OPT_LISTEN: o->listen = 1; break;
+    case OPT_PEER: o->peer = optarg; break;
+    case OPT_BIND: o->bind = optarg; break;
+    case OPT_PLUGIN: o->plugin = optarg; o->plugin_given = 1; break;
+    case OPT_PORT:
+      if ((v = number(optarg, 1, 65535)) < 0)
+        goto bad;
+      o->port = (int)v;
+      break;
+    case OPT_WAIT:
+      if ((v = number(optarg, 1, 86400)) < 0)
+        goto bad;
+      o->wait_s = (int)v;
+      break;
+    case OPT_TIMEOUT:
+      if ((v = number(optarg, 1, 3600)) < 0)
+        goto bad;
+      o->timeout_s = (int)v;
+      break;
+    case OPT_SECONDS:
+      if ((v = number(optarg, 1, 600)) < 0)
+        goto bad;
+      o->seconds = (double)v;
+      break;
+    case OPT_SIZE:
+      if ((v = number(optarg, 8, 1ll << 30)) < 0)
+        goto bad;
+      o->size = (size_t)v;
+      break;
+    case OPT_DEV:
+      if ((v = number(optarg, 0, MCP_MAX_NET_DEVS - 1)) < 0)
+        goto bad;
+      o->dev = (int)v;
+      break;
+    case OPT_MEMLOCK:
+      if ((v = number(optarg, 0, 1ll << 30)) < 0)
+        goto bad;
+      o->min_memlock = (size_t)v << 20;
+      break;
+    case OPT_HELP:
+    case 'h':
+      usage(stdout);
+      exit(DOCTOR_EXIT_OK);
+    default:
+      usage(stderr);
+      return -1;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "mcpnet-doctor: unexpected argument '%s'\n", argv[optind]);
+    return -1;
+  }
+  if (o->listen && o->peer != NULL) {
+    fputs("mcpnet-doctor: --listen and --peer are the two ends: give one\n", stderr);
+    return -1;
+  }
+  return 0;
+bad:
+  fprintf(stderr, "mcpnet-doctor: --%s: '%s' is out of range (see --help)\n", long_opts[c - OPT_JSON].name, optarg);
+  return -1;
+}
+
+int main(int argc, char **argv)
+{
+  static struct doctor_opts o;
+  struct doctor_report *r;
+  int status;
+
+  if (parse(argc, argv, &o) != 0)
+    return DOCTOR_EXIT_USAGE;
+  r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    fputs("mcpnet-doctor: out of memory\n", stderr);
+    return DOCTOR_EXIT_FAIL;
+  }
+  doctor_report_init(r, &o);
+  doctor_log_setup(o.verbose);
+  doctor_config_load(r);
+  doctor_devices_scan(r);
+  doctor_devices_check(r);
+  doctor_select_run(r);
+  doctor_host_check(r);
+  if (o.listen || o.peer != NULL)
+    doctor_pair_run(r);
+  if (o.json)
+    doctor_json_write(r, stdout);
+  else
+    doctor_text_write(r, stdout);
+  fflush(stdout);
+  status = doctor_exit_status(r);
+  doctor_report_free(r);
+  free(r);
+  return status;
+}
