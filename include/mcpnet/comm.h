@@ -205,6 +205,8 @@ struct mcp_comm {
   /* Recovery: QPs are re-created with the same depths and a new epoch. */
   uint8_t epoch;
   int sq_depth, rq_depth;
+  unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
+  atomic_int qp_event;              /* an async event on one of its QPs (type + 1), 0: none */
   int sgid_index;                  /* our GID's index, looked up again by recovery */
   struct mcp_recovery rec;
 
@@ -262,6 +264,9 @@ int mcp_recover_status_recoverable(int wc_status);
 void mcp_recover_start(struct mcp_comm *c, const char *cause);
 int mcp_recover_progress(struct mcp_comm *c);
 void mcp_recover_poll_stream(struct mcp_comm *c);
+/* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
+ * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
+void mcp_recover_check_events(struct mcp_comm *c);
 
 /* Replay after recovery (mcp_xfer_send.c, mcp_xfer_recv.c). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);

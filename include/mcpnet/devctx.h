@@ -8,6 +8,7 @@
 #define MCPNET_DEVCTX_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,7 +28,19 @@ struct mcp_devctx {
   struct mcp_mr *mrs;            /* the registration cache */
   size_t mr_bytes;               /* registered bytes, for memlock diagnostics */
   int mr_count;
+  /* Async events, read without a thread by whichever comm checks first (every 100 ms
+   * while it waits): generation counters the comms compare with what they last saw. */
+  pthread_mutex_t ev_lock;
+  atomic_uint port_err_gen;      /* our port went down */
+  atomic_uint gid_gen;           /* the port's GID table changed */
+  atomic_int fatal;              /* the device reported a fatal error */
 };
+
+/* Reads and acknowledges the device's pending async events; never blocks. Events for a
+ * QP are handed to its comm (the QP's context) through mcp_comm_async_qp_event. */
+void mcp_devctx_poll_events(struct mcp_devctx *dc);
+/* Where such an event goes (mcp_conn_recover.c): comm is the QP's context. */
+void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
 
 /* A registration: the mhandle NCCL holds. */
 struct mcp_mr {

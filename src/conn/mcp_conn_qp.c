@@ -75,6 +75,7 @@ int mcp_qp_create_qps(struct mcp_comm *c)
 
     for (t = 0; t < 3; t++) {
       memset(&init, 0, sizeof(init));
+      init.qp_context = c; /* async events on this QP reach the comm */
       init.send_cq = c->cq;
       init.recv_cq = c->cq;
       init.qp_type = IBV_QPT_RC;

@@ -256,6 +256,9 @@ static int connect_round(struct mcp_comm *c)
   memcpy(c->remote.gid, ep->gid, 16);
   for (i = 0; i < c->nqps; i++)
     c->remote.qps[i] = ep->qps[i];
+  MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",
+           dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn, ep->qps[0].psn,
+           c->sgid_index);
   if (mcp_qp_connect_start(c) != 0) {
     rec_fail(c, "cannot start a thread for the QP setup");
     return -1;
@@ -336,4 +339,64 @@ int mcp_recover_progress(struct mcp_comm *c)
     return -1;
   }
   return c->rec.phase == MCP_REC_NONE ? 1 : 0;
+}
+
+void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type)
+{
+  struct mcp_comm *c = comm;
+
+  (void)qpn;
+  atomic_store(&c->qp_event, event_type + 1);
+}
+
+/* 1 when our GID is still at the index the QPs use. */
+static int gid_in_place(struct mcp_comm *c)
+{
+  int index = c->sgid_index, found = gid_lookup(c);
+  int same = found && c->sgid_index == index;
+
+  c->sgid_index = index; /* the QPs keep theirs until a recovery re-creates them */
+  return same;
+}
+
+void mcp_recover_check_events(struct mcp_comm *c)
+{
+  unsigned gen;
+  int ev;
+  char cause[256];
+
+  mcp_devctx_poll_events(c->dc);
+  if (atomic_load(&c->dc->fatal)) {
+    mcp_comm_fail(c, ncclSystemError, "%s %s: %s reported a fatal device error; the adapter needs a reset",
+                  dir_words(c), c->peer_name, c->dc->info->ibdev);
+    return;
+  }
+  if (mcp_net_config()->recovery_timeout_s <= 0)
+    return; /* without recovery, completions with errors decide */
+  gen = atomic_load(&c->dc->port_err_gen);
+  if (gen != c->port_err_seen) {
+    c->port_err_seen = gen;
+    if (c->rec.phase == MCP_REC_NONE) {
+      snprintf(cause, sizeof(cause), "%s port %d went down (port error event)", c->dc->info->ibdev,
+               c->dc->info->port);
+      mcp_recover_start(c, cause);
+      return;
+    }
+  }
+  ev = atomic_exchange(&c->qp_event, 0);
+  if (ev != 0 && c->rec.phase == MCP_REC_NONE) {
+    snprintf(cause, sizeof(cause), "async event \"%s\" on one of the connection's QPs",
+             mcp_ibv.event_type_str != NULL ? mcp_ibv.event_type_str((enum ibv_event_type)(ev - 1)) : "QP error");
+    mcp_recover_start(c, cause);
+    return;
+  }
+  gen = atomic_load(&c->dc->gid_gen);
+  if (gen != c->gid_seen) {
+    c->gid_seen = gen;
+    if (c->rec.phase == MCP_REC_NONE && !gid_in_place(c)) {
+      snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
+               c->dc->info->gid.text, c->sgid_index, c->dc->info->ibdev, c->dc->info->port);
+      mcp_recover_start(c, cause);
+    }
+  }
 }

@@ -88,6 +88,8 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
   c->dc = mcp_devctx_get(mcp_net_fabric(), dev);
   if (c->dc == NULL)
     goto fail;
+  c->port_err_seen = atomic_load(&c->dc->port_err_gen); /* events before this comm are not its */
+  c->gid_seen = atomic_load(&c->dc->gid_gen);
   /* The rank map's sl=/tc= for this device win over NCCL_IB_SL/NCCL_IB_TC. */
   c->sl = choose_sl_tc(c->dc->info->sl >= 0 ? c->dc->info->sl : cfg->ib_sl, traffic_class, 15);
   c->tc = choose_sl_tc(c->dc->info->tc >= 0 ? c->dc->info->tc : cfg->ib_tc, traffic_class, 255);

@@ -5,6 +5,7 @@
  * descriptor of ours outlives the last communicator.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,11 @@ struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev)
     goto fail;
   }
   pthread_mutex_init(&dc->mr_lock, NULL);
+  pthread_mutex_init(&dc->ev_lock, NULL);
+  /* Events are polled from the progress path: reading them must never block. */
+  if (fcntl(dc->ctx->async_fd, F_SETFL, fcntl(dc->ctx->async_fd, F_GETFL) | O_NONBLOCK) != 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s: async events cannot be made non-blocking (%s); they are not read",
+             info->ibdev, strerror(errno));
   dc->refs = 1;
   devctx_table[dev] = dc;
   goto out;
@@ -107,5 +113,50 @@ void mcp_devctx_put(struct mcp_devctx *dc)
   mcp_ibv.dealloc_pd(dc->pd);
   mcp_ibv.close_device(dc->ctx);
   pthread_mutex_destroy(&dc->mr_lock);
+  pthread_mutex_destroy(&dc->ev_lock);
   free(dc);
+}
+
+void mcp_devctx_poll_events(struct mcp_devctx *dc)
+{
+  struct ibv_async_event ev;
+
+  if (!(fcntl(dc->ctx->async_fd, F_GETFL) & O_NONBLOCK) || pthread_mutex_trylock(&dc->ev_lock) != 0)
+    return;
+  while (mcp_ibv.get_async_event(dc->ctx, &ev) == 0) {
+    switch (ev.event_type) {
+    case IBV_EVENT_PORT_ERR:
+      if (ev.element.port_num == dc->info->port) {
+        atomic_fetch_add(&dc->port_err_gen, 1);
+        MCP_WARN("%s port %d: port error event: the link went down; connections on it recover or fail "
+                 "after MCPNET_RECOVERY_TIMEOUT", dc->info->ibdev, dc->info->port);
+      }
+      break;
+    case IBV_EVENT_PORT_ACTIVE:
+      if (ev.element.port_num == dc->info->port)
+        MCP_INFO(NCCL_NET, "%s port %d: active again", dc->info->ibdev, dc->info->port);
+      break;
+    case IBV_EVENT_GID_CHANGE:
+      if (ev.element.port_num == dc->info->port)
+        atomic_fetch_add(&dc->gid_gen, 1);
+      break;
+    case IBV_EVENT_DEVICE_FATAL:
+      atomic_store(&dc->fatal, 1);
+      MCP_WARN("%s: device fatal error event: the adapter needs a reset; every connection on it fails",
+               dc->info->ibdev);
+      break;
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_PATH_MIG_ERR:
+      /* The QP cannot be destroyed before this event is acknowledged: its comm is alive. */
+      if (ev.element.qp != NULL && ev.element.qp->qp_context != NULL)
+        mcp_comm_async_qp_event(ev.element.qp->qp_context, ev.element.qp->qp_num, ev.event_type);
+      break;
+    default:
+      break;
+    }
+    mcp_ibv.ack_async_event(&ev);
+  }
+  pthread_mutex_unlock(&dc->ev_lock);
 }

@@ -53,8 +53,11 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
                   c->peer_name);
     return -1;
   }
-  /* A peer that lost the RDMA path asks for a recovery on the stream. */
+  /* A peer that lost the RDMA path asks for a recovery on the stream; the device's
+   * async events may ask for one too (a port that went down, a QP error, a GID moved). */
   mcp_recover_poll_stream(c);
+  if (c->error == 0)
+    mcp_recover_check_events(c);
   if (c->error != 0)
     return -1;
   mcp_xfer_watchdog(c, now, mcp_net_config()->watchdog_s);

@@ -1,14 +1,14 @@
 /*
  * mcp_stream.c - a verified stream between two hosts, for the fault scenarios.
  *
- *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b]
+ *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
  * host with --from), the way NCCL's
  * proxy does: up to W receives posted ahead and W sends in flight, each on its own
- * buffer slot. Sizes cycle from 4 KiB to over 1 MiB (all larger than the MTU but the
- * first), every message carries a pattern derived from its index and sender, and every
+ * buffer slot. Sizes cycle from 4 KiB to over 1 MiB (with --small: 2 KiB to 64 KiB,
+ * 32 KiB on average; all larger than the lab's 1 KiB MTU), every message carries a pattern derived from its index and sender, and every
  * received byte is checked, so a lost, duplicated, reordered or misdirected write shows
  * up as a wrong byte or a wrong size. Any error returned through the ABI fails the run.
  * After the first 64 messages each way it creates DIR/<role>.streaming, the cue for
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mcp_drive.h"
@@ -25,8 +26,11 @@
 #define MAX_WINDOW 8
 #define MAX_MSG ((1u << 20) + 4096)
 
-static const size_t sizes[] = {4096, 65536, 262144 + 13, 1u << 20, 100000, 1u << 20};
-#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+/* Sizes cycle through one of these lists; "small" averages 32 KiB, for many messages. */
+static const size_t large_sizes[] = {4096, 65536, 262144 + 13, 1u << 20, 100000, 1u << 20};
+static const size_t small_sizes[] = {4096, 65536, 8192, 49152, 2053, 65536};
+static const size_t *sizes = large_sizes;
+#define NSIZES 6
 
 static uint8_t pattern(uint32_t seed, size_t i)
 {
@@ -36,10 +40,16 @@ static uint8_t pattern(uint32_t seed, size_t i)
 
 static uint32_t seed_of(char role, long msg) { return (role == 'a' ? 0x51000000u : 0x52000000u) + (uint32_t)msg; }
 
+/* The wall-clock time goes with it, so a scenario can tell how long after its fault. */
 static int fail(const char *what, long msg)
 {
-  fprintf(stderr, "stream: FAIL: %s (message %ld)\n", what, msg);
-  printf("stream: FAIL: %s (message %ld)\n", what, msg);
+  struct timespec ts;
+
+  clock_gettime(CLOCK_REALTIME, &ts);
+  fprintf(stderr, "stream: FAIL: %s (message %ld) at %lld.%03ld\n", what, msg, (long long)ts.tv_sec,
+          ts.tv_nsec / 1000000);
+  printf("stream: FAIL: %s (message %ld) at %lld.%03ld\n", what, msg, (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+  fflush(stdout);
   return 1;
 }
 
@@ -69,8 +79,11 @@ int main(int argc, char **argv)
       window = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--from") && i + 1 < argc)
       from = argv[++i][0];
+    else if (!strcmp(argv[i], "--small"))
+      sizes = small_sizes;
     else {
-      fprintf(stderr, "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
+              "[--small]\n", argv[0]);
       return 2;
     }
   }
