@@ -1,0 +1,78 @@
+# lab: topology=pair deadline=420
+# Transparent recovery from a transient link loss. A verified stream runs from host a to
+# host b (bin/mcp-stream: 8 receives posted ahead, sizes 4 KiB..1 MiB, every byte
+# checked) with QP timers short enough that the QPs fail during the outage
+# (NCCL_IB_TIMEOUT=15, NCCL_IB_RETRY_CNT=3: at least 0.5 s). Once data flows, one host's eth0 goes down
+# for 5 s and comes back: first the sending host's, then the receiving host's. Each
+# stream must complete with every byte verified and no error through the ABI, and
+# both hosts must log a recovery. Then an outage longer than MCPNET_RECOVERY_TIMEOUT=6:
+# the stream must fail, through the ABI, within the bound, with the cause in the message
+# (on the host that lost its link; its peer then hears that the process exited).
+set -euo pipefail
+. "$LAB_LIB"
+cd "$MCPNET_BUILD_DIR"
+x="$LAB_XCHG/flap"
+
+# stream NAME DOWN_HOST DOWN_SECONDS RECOVERY_TIMEOUT MSGS: runs the stream, and on
+# DOWN_HOST takes eth0 down for DOWN_SECONDS once both ends stream. Leaves the stream's
+# exit status in /tmp/NAME.rc, its output in /tmp/NAME.out and the plugin log in /tmp/NAME.err.
+stream() {
+  local name=$1 down=$2 secs=$3 rto=$4 msgs=$5 dir="$x/$1" pid rc=0
+  mkdir -p "$dir"
+  env NCCL_IB_TIMEOUT=15 NCCL_IB_RETRY_CNT=3 MCPNET_RECOVERY_TIMEOUT="$rto" MCP_DRIVE_VERBOSE=1 \
+    timeout 300 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" --xchg "$dir" \
+    --msgs "$msgs" --from a > "/tmp/$name.out" 2> "/tmp/$name.err" &
+  pid=$!
+  if [ "$LAB_HOST" = "$down" ]; then
+    for _ in $(seq 600); do [ -f "$dir/a.streaming" ] && [ -f "$dir/b.streaming" ] && break; sleep 0.1; done
+    [ -f "$dir/a.streaming" ] && [ -f "$dir/b.streaming" ] || { cat "/tmp/$name.out" "/tmp/$name.err"; lab_fail "$name: the stream never started"; }
+    sleep 0.5
+    lab_log "$name: eth0 down for $secs s"
+    date +%s.%N > "/tmp/$name.down"
+    lab_link_down
+    sleep "$secs"
+    lab_link_up
+    lab_log "$name: eth0 up again"
+    lab_signal "$name.up"
+  fi
+  wait "$pid" || rc=$?
+  echo "$rc" > "/tmp/$name.rc"
+  date +%s.%N > "/tmp/$name.end"
+  grep -E 'recover|WARN' "/tmp/$name.err" | head -20 || true
+  tail -2 "/tmp/$name.out"
+}
+
+# --- the sending host's link flaps -----------------------------------------------------
+stream flap_sender a 5 30 500
+[ "$(cat /tmp/flap_sender.rc)" = 0 ] || { cat /tmp/flap_sender.out; tail -40 /tmp/flap_sender.err; lab_fail "flap_sender: the stream failed"; }
+lab_grep '^stream: ok: ' /tmp/flap_sender.out "flap_sender: every message arrived intact, no error through the ABI"
+lab_grep 'recovered from .* in [0-9.]+ s \(round [0-9]+' /tmp/flap_sender.err "flap_sender: this host logged its recovery"
+
+# --- the receiving host's link flaps ---------------------------------------------------
+stream flap_receiver b 5 30 500
+[ "$(cat /tmp/flap_receiver.rc)" = 0 ] || { cat /tmp/flap_receiver.out; tail -40 /tmp/flap_receiver.err; lab_fail "flap_receiver: the stream failed"; }
+lab_grep '^stream: ok: ' /tmp/flap_receiver.out "flap_receiver: every message arrived intact, no error through the ABI"
+lab_grep 'recovered from .* in [0-9.]+ s \(round [0-9]+' /tmp/flap_receiver.err "flap_receiver: this host logged its recovery"
+
+# --- an outage longer than the recovery timeout ---------------------------------------------
+stream outage a 16 6 100000
+if [ "$(cat /tmp/outage.rc)" = 0 ]; then
+  lab_fail "outage: the stream survived a 16 s outage with MCPNET_RECOVERY_TIMEOUT=6"
+fi
+lab_grep 'stream: FAIL: (test of a (send|receive)|isend|irecv) returned an error' /tmp/outage.out "outage: the failure came through the ABI"
+if [ "$LAB_HOST" = a ]; then
+  lab_grep 'recovery from ".*" failed after [0-9.]+ s \(round [0-9]+, MCPNET_RECOVERY_TIMEOUT=6\): the peer never answered' \
+    /tmp/outage.err "outage: the error names the cause, the time spent, the timeout and what was missing"
+  spent=$(sed -n 's/^stream: FAIL: .* at \([0-9.]*\)$/\1/p' /tmp/outage.out | head -1)
+  start=$(cat /tmp/outage.down)
+  took=$(awk -v a="$start" -v b="$spent" 'BEGIN { printf "%.1f", b - a }')
+  lab_log "outage: the stream failed $took s after the link went down"
+  awk -v t="$took" 'BEGIN { exit !(t <= 6 + 4 + 5) }' || lab_fail "outage: the error took $took s (bound: 6 s + time to error + margin)"
+else
+  # b's link stayed up and it was only receiving: it hears of the outage from a, whose
+  # process gives up and exits, or from its own recovery when it was writing.
+  lab_grep 'closed the out-of-band connection: the peer process exited|recovery from ".*" failed after' /tmp/outage.err \
+    "outage: the receiving host's error says why"
+fi
+lab_signal "done.$LAB_HOST"
+lab_wait "done.$([ "$LAB_HOST" = a ] && echo b || echo a)" 60 > /dev/null
