@@ -1,0 +1,102 @@
+# lab: topology=pair deadline=540
+# Faults between two hosts that must be survived or explained:
+# - a lossy link (netem 1% loss and 5 ms delay on both guests' eth0): 10,000 messages of
+#   2 KiB to 64 KiB (all above the 1 KiB MTU but none, 324 MB) from a to b, every byte
+#   verified, and rxe's counters show the retransmissions that made it work;
+# - the peer process SIGKILLed mid-stream: the survivor's pending requests fail through
+#   the ABI within 2 s (times are the share's file times, one clock for both guests);
+# - a firewall dropping the out-of-band port range (nft DROP on host a): host b's connect
+#   fails at MCPNET_CONNECT_TIMEOUT with a message naming address and port.
+set -euo pipefail
+. "$LAB_LIB"
+cd "$MCPNET_BUILD_DIR"
+x="$LAB_XCHG/faults"
+mkdir -p "$x/lossy" "$x/kill" "$x/fw"
+peer=$([ "$LAB_HOST" = a ] && echo b || echo a)
+stream() { timeout 400 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" "$@"; }
+counters() { # counters FILE: rxe0's port counters, one "name value" per line
+  local f
+  for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo "${f##*/} $(cat "$f")"; done > "$1"
+}
+moved() { # moved BEFORE AFTER NAME: how much counter NAME grew
+  awk -v n="$3" 'NR == FNR { if ($1 == n) b = $2; next } $1 == n { print $2 - b }' "$1" "$2"
+}
+
+# --- lossy link -------------------------------------------------------------------------
+lab_netem loss 1% delay 5ms
+counters /tmp/cnt.before
+NCCL_IB_TIMEOUT=13 MCP_DRIVE_VERBOSE=1 stream --xchg "$x/lossy" --from a --msgs 10000 --small \
+  > /tmp/lossy.out 2> /tmp/lossy.err || { cat /tmp/lossy.out; tail -30 /tmp/lossy.err; lab_fail "lossy: the stream failed"; }
+counters /tmp/cnt.after
+lab_netem_clear
+tail -1 /tmp/lossy.out
+if [ "$LAB_HOST" = b ]; then
+  lab_grep '^stream: ok: 0 messages sent, 10000 received, 3[0-9]{8} bytes received and verified' /tmp/lossy.out \
+    "lossy: 10,000 messages (over 256 MiB) arrived intact"
+  oos=$(moved /tmp/cnt.before /tmp/cnt.after out_of_seq_request)
+  dup=$(moved /tmp/cnt.before /tmp/cnt.after duplicate_request)
+  lab_log "lossy: out_of_seq_request +$oos, duplicate_request +$dup"
+  [ $(( ${oos:-0} + ${dup:-0} )) -gt 0 ] || lab_fail "lossy: the receiver saw no retransmitted or out-of-sequence packet"
+else
+  got=$(moved /tmp/cnt.before /tmp/cnt.after completer_retry_err)
+  lab_log "lossy: completer_retry_err +$got, rcvd_rnr_err +$(moved /tmp/cnt.before /tmp/cnt.after rcvd_rnr_err)"
+  lab_grep '^stream: ok: 10000 messages sent' /tmp/lossy.out "lossy: all 10,000 sends completed"
+  [ "${got:-0}" -gt 0 ] || lab_fail "lossy: the sender never retransmitted"
+fi
+lab_log "ok: the lossy link cost retransmissions, not data"
+
+# --- the peer process is killed ---------------------------------------------------------
+# Started directly (not through a function or timeout), so that $! is the process to kill.
+MCP_DRIVE_VERBOSE=1 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" --xchg "$x/kill" \
+  --msgs 1000000 > /tmp/kill.out 2> /tmp/kill.err &
+pid=$!
+for _ in $(seq 600); do [ -f "$x/kill/a.streaming" ] && [ -f "$x/kill/b.streaming" ] && break; sleep 0.1; done
+[ -f "$x/kill/a.streaming" ] && [ -f "$x/kill/b.streaming" ] || lab_fail "kill: the stream never started"
+if [ "$LAB_HOST" = b ]; then
+  sleep 1
+  touch "$x/kill/killed"
+  kill -KILL "$pid"
+  wait "$pid" 2>/dev/null || true
+  lab_log "kill: stream process killed"
+else
+  rc=0
+  wait "$pid" || rc=$?
+  touch "$x/kill/failed"
+  [ "$rc" != 0 ] || lab_fail "kill: the survivor's stream ended well although its peer was killed"
+  lab_grep 'stream: FAIL: (test of a (send|receive)|isend|irecv) returned an error' /tmp/kill.out "kill: the failure came through the ABI"
+  lab_grep 'closed|reset|exited' /tmp/kill.err "kill: the log says the peer's connection went away"
+  took=$(awk -v a="$(stat -c %.9Y "$x/kill/killed")" -v b="$(stat -c %.9Y "$x/kill/failed")" 'BEGIN { printf "%.2f", b - a }')
+  lab_log "kill: pending requests failed $took s after the peer was killed"
+  awk -v t="$took" 'BEGIN { exit !(t >= 0 && t <= 2.0) }' || lab_fail "kill: the failure took $took s (limit 2 s)"
+fi
+
+# --- a firewall drops the out-of-band ports ------------------------------------------------
+if [ "$LAB_HOST" = a ]; then
+  nft add table inet lab
+  nft add chain inet lab input '{ type filter hook input priority 0; }'
+  nft add rule inet lab input tcp dport 41000-41010 drop
+  MCPNET_OOB_PORT_RANGE=41000-41010 MCP_DRIVE_VERBOSE=1 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so \
+    --role a --xchg "$x/fw" --msgs 1 > /tmp/fw.out 2> /tmp/fw.err &
+  pid=$!
+  lab_wait fw.done 120 > /dev/null
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  nft delete table inet lab
+else
+  for _ in $(seq 600); do [ -f "$x/fw/a.stream.handle" ] && break; sleep 0.1; done
+  t0=$(date +%s.%N)
+  rc=0
+  MCPNET_CONNECT_TIMEOUT=4 MCP_DRIVE_VERBOSE=1 stream --xchg "$x/fw" --msgs 1 > /tmp/fw.out 2> /tmp/fw.err || rc=$?
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  lab_signal fw.done
+  [ "$rc" != 0 ] || lab_fail "fw: connecting through a dropping firewall succeeded"
+  lab_grep 'no answer from 192\.0\.2\.1:410(0[0-9]|10) within [0-9]+ ms: a firewall or routing problem' /tmp/fw.err \
+    "fw: the error names the address, the port and the likely cause"
+  grep -m1 'no answer from' /tmp/fw.err
+  ms=$(sed -n 's/.*no answer from [0-9.:]* within \([0-9]*\) ms.*/\1/p' /tmp/fw.err | head -1)
+  lab_log "fw: the connect gave up after $ms ms; the process, started before the peer listened, after $took s"
+  [ -n "$ms" ] && [ "$ms" -ge 3500 ] && [ "$ms" -le 4500 ] || lab_fail "fw: gave up after ${ms:-?} ms, not at the 4 s deadline"
+  awk -v t="$took" 'BEGIN { exit !(t <= 4 + 10) }' || lab_fail "fw: the process took $took s for a 4 s deadline"
+fi
+lab_signal "done.$LAB_HOST"
+lab_wait "done.$peer" 120 > /dev/null
