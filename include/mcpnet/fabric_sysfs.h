@@ -77,6 +77,10 @@ void mcp_sysfs_dev_free(struct mcp_sysfs_dev *dev);
 /* The port numbered num, or NULL. */
 const struct mcp_sysfs_port *mcp_sysfs_port_find(const struct mcp_sysfs_dev *dev, int num);
 
+/* One attribute's text without its trailing newline or spaces, read with one read(2)
+ * and no allocation; 0, -ENODATA when empty, or a negative errno. */
+int mcp_sysfs_attr_read(const char *path, char *buf, size_t len);
+
 /* Text parsers shared with tests: 0 on success, -EINVAL on malformed input. */
 int mcp_sysfs_parse_guid(const char *text, uint64_t *guid);     /* "0002:c903:00fa:ab10" */
 int mcp_sysfs_parse_state(const char *text, int *num, char *name, size_t len); /* "4: ACTIVE" */

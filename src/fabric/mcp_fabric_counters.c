@@ -190,32 +190,11 @@ const struct mcp_cnt_desc *mcp_cnt_ib_table(int *n)
   return ib_table;
 }
 
-/* A sysfs attribute's text without its newline: 0, or a negative errno. */
-static int read_text(const char *path, char *buf, size_t len)
-{
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t n;
-
-  if (fd < 0)
-    return -errno;
-  n = read(fd, buf, len - 1);
-  if (n < 0) {
-    int err = -errno;
-    close(fd);
-    return err;
-  }
-  close(fd);
-  buf[n] = '\0';
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-    buf[--n] = '\0';
-  return n > 0 ? 0 : -ENODATA;
-}
-
 /* A counter's value; -EINVAL for text that is not a number ("N/A (no PMA)"). */
 static int read_value(const char *path, uint64_t *v)
 {
   char buf[64], *end;
-  int rc = read_text(path, buf, sizeof(buf));
+  int rc = mcp_sysfs_attr_read(path, buf, sizeof(buf));
 
   if (rc != 0)
     return rc;
@@ -362,11 +341,11 @@ int mcp_cnt_snapshot_read(const char *root, const char *ibdev, int port, const c
   if (access(pdir, F_OK) != 0)
     return -errno;
   if (snprintf(path, sizeof(path), "%s/state", pdir) < (int)sizeof(path) &&
-      read_text(path, text, sizeof(text)) == 0 &&
+      mcp_sysfs_attr_read(path, text, sizeof(text)) == 0 &&
       mcp_sysfs_parse_state(text, &num, s->state_name, sizeof(s->state_name)) == 0)
     s->state = num;
   if (snprintf(path, sizeof(path), "%s/phys_state", pdir) < (int)sizeof(path) &&
-      read_text(path, text, sizeof(text)) == 0)
+      mcp_sysfs_attr_read(path, text, sizeof(text)) == 0)
     (void)mcp_sysfs_parse_state(text, &num, s->phys_state_name, sizeof(s->phys_state_name));
   s->table = mcp_cnt_table(driver, ibdev, &t, &n);
   if (s->table != NULL) {

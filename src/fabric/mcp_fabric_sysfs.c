@@ -31,8 +31,7 @@ _Static_assert((int)MCP_LINK_LAYER_INFINIBAND == (int)IBV_LINK_LAYER_INFINIBAND 
                (int)MCP_LINK_LAYER_ETHERNET == (int)IBV_LINK_LAYER_ETHERNET,
                "enum mcp_link_layer must keep libibverbs' values");
 
-/* One attribute's text without its trailing newline; 0 or a negative errno. */
-static int attr_read(const char *path, char *buf, size_t len)
+int mcp_sysfs_attr_read(const char *path, char *buf, size_t len)
 {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   ssize_t n;
@@ -176,7 +175,7 @@ static int gid_attrs_read(const char *pdir, int have_attrs, int link_layer, int 
     return 1;
   }
   if (path_fmt(path, "%s/gid_attrs/types/%d", pdir, i) != 0 ||
-      attr_read(path, text, sizeof(text)) != 0)
+      mcp_sysfs_attr_read(path, text, sizeof(text)) != 0)
     return 0;
   if (strcmp(text, "RoCE v2") == 0)
     g->type = MCP_GID_TYPE_ROCE_V2;
@@ -185,7 +184,7 @@ static int gid_attrs_read(const char *pdir, int have_attrs, int link_layer, int 
   else
     return 0;
   if (path_fmt(path, "%s/gid_attrs/ndevs/%d", pdir, i) != 0 ||
-      attr_read(path, text, sizeof(text)) != 0 || strlen(text) >= sizeof(g->netdev)) {
+      mcp_sysfs_attr_read(path, text, sizeof(text)) != 0 || strlen(text) >= sizeof(g->netdev)) {
     /* InfiniBand GIDs have no netdev and the kernel says EINVAL; a RoCE GID always has
      * one, so a refusal there means the slot is not for us. */
     return link_layer == MCP_LINK_LAYER_INFINIBAND;
@@ -221,7 +220,7 @@ static int port_read_gids(const char *pdir, struct mcp_sysfs_port *p)
     memset(g, 0, sizeof(*g));
     g->index = idx[k];
     /* The kernel prints an empty slot as all zeros rather than failing. */
-    if (path_fmt(path, "%s/gids/%d", pdir, idx[k]) != 0 || attr_read(path, text, sizeof(text)) != 0 ||
+    if (path_fmt(path, "%s/gids/%d", pdir, idx[k]) != 0 || mcp_sysfs_attr_read(path, text, sizeof(text)) != 0 ||
         inet_pton(AF_INET6, text, g->raw) != 1 || memcmp(g->raw, zero, 16) == 0 ||
         !gid_attrs_read(pdir, have_attrs, p->link_layer, idx[k], g)) {
       p->gid_skipped++;
@@ -261,7 +260,7 @@ static int port_read_pkeys(const char *pdir, struct mcp_sysfs_port *p)
     char *end;
     unsigned long v;
 
-    if (path_fmt(path, "%s/pkeys/%d", pdir, idx[k]) != 0 || attr_read(path, text, sizeof(text)) != 0)
+    if (path_fmt(path, "%s/pkeys/%d", pdir, idx[k]) != 0 || mcp_sysfs_attr_read(path, text, sizeof(text)) != 0)
       continue;
     v = strtoul(text, &end, 16);
     if (*end == '\0' && v <= 0xffff)
@@ -279,19 +278,19 @@ static int port_read(const char *ddir, int num, struct mcp_sysfs_port *p)
   p->num = num;
   if (path_fmt(pdir, "%s/ports/%d", ddir, num) != 0)
     return -ENAMETOOLONG;
-  if (path_fmt(path, "%s/state", pdir) == 0 && attr_read(path, text, sizeof(text)) == 0)
+  if (path_fmt(path, "%s/state", pdir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0)
     mcp_sysfs_parse_state(text, &p->state, p->state_name, sizeof(p->state_name));
-  if (path_fmt(path, "%s/phys_state", pdir) == 0 && attr_read(path, text, sizeof(text)) == 0)
+  if (path_fmt(path, "%s/phys_state", pdir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0)
     mcp_sysfs_parse_state(text, &p->phys_state, p->phys_state_name, sizeof(p->phys_state_name));
-  if (path_fmt(path, "%s/link_layer", pdir) == 0 && attr_read(path, text, sizeof(text)) == 0)
+  if (path_fmt(path, "%s/link_layer", pdir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0)
     p->link_layer = strcmp(text, "InfiniBand") == 0 ? MCP_LINK_LAYER_INFINIBAND
                     : strcmp(text, "Ethernet") == 0 ? MCP_LINK_LAYER_ETHERNET
                                                      : MCP_LINK_LAYER_UNSPECIFIED;
   /* Some drivers answer EINVAL for the rate of a port that is down: leave it unknown. */
-  if (path_fmt(path, "%s/rate", pdir) == 0 && attr_read(path, text, sizeof(text)) == 0 &&
+  if (path_fmt(path, "%s/rate", pdir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0 &&
       mcp_sysfs_parse_rate(text, &p->rate_mbps) == 0)
     snprintf(p->rate, sizeof(p->rate), "%s", text);
-  if (path_fmt(path, "%s/lid", pdir) == 0 && attr_read(path, text, sizeof(text)) == 0) {
+  if (path_fmt(path, "%s/lid", pdir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0) {
     char *end;
     unsigned long v = strtoul(text, &end, 16);
     if (*end == '\0' && v <= 0xffff)
@@ -361,9 +360,9 @@ int mcp_sysfs_dev_read(const char *root, const char *name, struct mcp_sysfs_dev 
     return -ENAMETOOLONG;
   }
   snprintf(dev->name, sizeof(dev->name), "%s", name);
-  if (path_fmt(path, "%s/node_guid", ddir) == 0 && attr_read(path, text, sizeof(text)) == 0)
+  if (path_fmt(path, "%s/node_guid", ddir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0)
     mcp_sysfs_parse_guid(text, &dev->node_guid);
-  if (path_fmt(path, "%s/sys_image_guid", ddir) == 0 && attr_read(path, text, sizeof(text)) == 0)
+  if (path_fmt(path, "%s/sys_image_guid", ddir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0)
     mcp_sysfs_parse_guid(text, &dev->sys_image_guid);
   if (path_fmt(path, "%s/device", ddir) == 0)
     dev->device_path = realpath(path, NULL);

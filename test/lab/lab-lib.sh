@@ -39,6 +39,15 @@ lab_grep() {
   fi
 }
 
+# lab_refute PATTERN FILE DESCRIPTION: FILE must have no line matching PATTERN (ERE).
+lab_refute() {
+  if grep -Eq -- "$1" "$2"; then
+    echo "---- $2 ----" >&2
+    cat "$2" >&2
+    lab_fail "$3: a line of $2 matches /$1/"
+  fi
+}
+
 # Rendezvous between the guests of a pair through the shared /run/xchg folder.
 lab_signal() { printf '%s\n' "${2:-}" > "$LAB_XCHG/.$1.tmp" && mv "$LAB_XCHG/.$1.tmp" "$LAB_XCHG/$1"; }
 lab_wait() {

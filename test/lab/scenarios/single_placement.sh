@@ -16,22 +16,9 @@ cd "$MCPNET_BUILD_DIR"
 plugin=$PWD/plugin/libnccl-net-mcp.so
 conf=$PWD/bin/mcp-conformance
 
-expect() {
-  if grep -Eq -- "$2" "$1"; then
-    lab_log "ok: $3"
-  else
-    echo "---- $1 ----" >&2
-    cat "$1" >&2
-    lab_fail "$3: no line of $1 matches /$2/"
-  fi
-}
-refute() {
-  if grep -Eq -- "$2" "$1"; then
-    echo "---- $1 ----" >&2
-    cat "$1" >&2
-    lab_fail "$3: a line of $1 matches /$2/"
-  fi
-}
+# expect FILE ERE WHAT / refute FILE ERE WHAT: lab_grep and lab_refute, file first.
+expect() { lab_grep "$2" "$1" "$3"; }
+refute() { lab_refute "$2" "$1" "$3"; }
 
 # probe NAME [--fail] [VAR=VALUE...] [-- TESTS]: the plugin's init (+ TESTS, default props)
 # in a fresh process with exactly these placement variables; NAME.out / NAME.err in /tmp.
