@@ -42,6 +42,7 @@
 
 /* What listen publishes: where to connect and which listen to ask for. */
 struct mcp_wire_handle {
+  uint16_t version;       /* decoded: the handle's; encode: 0 means MCP_WIRE_VERSION */
   uint16_t family;        /* 4 or 6 (not AF_*: the wire must not depend on the OS) */
   uint8_t addr[16];       /* network order; IPv4 uses the first 4 bytes, rest zero */
   uint16_t port;          /* host order here, nonzero */

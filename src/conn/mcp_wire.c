@@ -266,9 +266,13 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
 
   if (wire_handle_check(h, err, errlen) != 0)
     return -EINVAL;
+  if (h->version > MCP_WIRE_VERSION) {
+    wire_errf(err, errlen, "a handle cannot be written as version %u", h->version);
+    return -EINVAL;
+  }
   memset(out, 0, MCP_WIRE_HANDLE_SIZE);
   wire_wr_u32(&w, MCP_WIRE_MAGIC);
-  wire_wr_u16(&w, MCP_WIRE_VERSION);
+  wire_wr_u16(&w, h->version != 0 ? h->version : MCP_WIRE_VERSION);
   wire_wr_u16(&w, h->family);
   wire_wr_bytes(&w, h->addr, sizeof(h->addr));
   wire_wr_u16(&w, h->port);
@@ -320,6 +324,7 @@ int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wi
   rc = wire_check_magic_version(magic, version, "handle", err, errlen);
   if (rc != 0)
     return rc;
+  h->version = version;
   h->family = wire_rd_u16(&r, "family");
   wire_rd_bytes(&r, h->addr, sizeof(h->addr), "address");
   h->port = wire_rd_u16(&r, "port");

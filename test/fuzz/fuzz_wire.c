@@ -144,6 +144,14 @@ static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
   case MCP_WIRE_PONG:
     m->u.cookie = big ? ~0ull : 0x0102030405060708ull;
     break;
+  case MCP_WIRE_RECOVER:
+    m->u.recover.round = big ? ~0u : 1;
+    m->u.recover.step = big ? MCP_WIRE_RECOVER_READY : MCP_WIRE_RECOVER_QPS;
+    m->u.recover.next_seq = big ? ~0u : 65;
+    for (int i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
+      m->u.recover.done[i] = big ? ~0u - (uint32_t)i : (uint32_t)(i + 1);
+    seed_endpoint(&m->u.recover.ep, big);
+    break;
   default:
     break;
   }
@@ -177,20 +185,23 @@ static int write_corpus(const char *dir)
     fprintf(stderr, "fuzz_wire: cannot create %s: %s\n", dir, strerror(errno));
     return 1;
   }
-  for (uint16_t t = 1; t <= MCP_WIRE_TYPE_MAX; t++) {
-    for (int big = 0; big <= 1; big++) {
-      size_t len;
+  /* Every frame type of every version: version 1 ends at PONG. */
+  for (uint16_t v = 1; v <= MCP_WIRE_VERSION; v++) {
+    for (uint16_t t = 1; t <= (v == 1 ? MCP_WIRE_PONG : MCP_WIRE_TYPE_MAX); t++) {
+      for (int big = 0; big <= 1; big++) {
+        size_t len;
 
-      seed_msg(&m, t, big);
-      if (mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
-        fprintf(stderr, "fuzz_wire: seed %s: %s\n", mcp_wire_type_name(t), err);
-        return 1;
+        seed_msg(&m, t, big);
+        m.version = v;
+        if (mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
+          fprintf(stderr, "fuzz_wire: seed v%u %s: %s\n", v, mcp_wire_type_name(t), err);
+          return 1;
+        }
+        snprintf(name, sizeof(name), "v%u-%s-%s", v, mcp_wire_type_name(t), big ? "max" : "min");
+        if (write_file(dir, name, buf, len) != 0)
+          return 1;
+        n++;
       }
-      snprintf(name, sizeof(name), "v%d-%s-%s", MCP_WIRE_VERSION, mcp_wire_type_name(t),
-               big ? "max" : "min");
-      if (write_file(dir, name, buf, len) != 0)
-        return 1;
-      n++;
     }
   }
   for (int fam = 4; fam <= 6; fam += 2) {
