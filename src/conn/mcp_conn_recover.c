@@ -178,8 +178,10 @@ static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
     MCP_INFO(NCCL_NET, "%s %s: recovery round %u: %s", dir_words(c), c->peer_name, round, cause);
   }
   /* A setup thread of an earlier round still walks the old QPs: let it finish first. */
-  if (atomic_load(&c->qp_thread_state) != MCP_QP_THREAD_NONE)
-    (void)pthread_join(c->qp_thread, NULL), atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  if (atomic_load(&c->qp_thread_state) != MCP_QP_THREAD_NONE) {
+    pthread_join(c->qp_thread, NULL);
+    atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  }
   c->rec.round = round;
   c->rec.peer_ready = 0;
   c->rec.peer.round = 0;

@@ -116,6 +116,23 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
     complete_recv(c, rs, slot, (int)MCP_IMM_REC(imm));
 }
 
+/* A peer process that dies with writes in flight has its adapter refuse them (its QPs and
+ * registrations are gone) moments before its TCP FIN arrives here. On this error path,
+ * give the out-of-band channel up to 200 ms to tell "peer gone" from a real fault. */
+static int peer_gone(struct mcp_comm *c)
+{
+  const struct timespec tick = {0, 10000000};
+  int i;
+
+  for (i = 0; i < 20; i++) {
+    mcp_oob_progress();
+    if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer))
+      return 1;
+    nanosleep(&tick, NULL);
+  }
+  return 0;
+}
+
 /* The first failed completion fails the comm (later ones find c->error set: one WARN per
  * comm), then a second WARN gives the port's side of the story: its state, the error
  * counters that moved since the comm connected, the likely cause and what to try. */
@@ -138,6 +155,14 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
              : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
              c->dc->info->name, c->dc->info->port);
     mcp_recover_start(c, why);
+    return;
+  }
+  if ((wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR ||
+       wc->status == IBV_WC_REM_OP_ERR || mcp_recover_status_recoverable(wc->status)) && peer_gone(c)) {
+    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
+                  "seq %u)", dir, c->peer_name,
+                  atomic_load(&c->stream->dead) ? c->stream->dead_reason : "the peer closed this connection",
+                  mcp_ibv.wc_status_str(wc->status), wc->qp_num, c->seq);
     return;
   }
   cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
