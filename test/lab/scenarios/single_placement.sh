@@ -154,15 +154,22 @@ chmod 0666 /dev/infiniband/uverbs*
 chmod 0600 "$node"
 chmod 1777 /tmp
 ulimit -l unlimited
+# The build tree may sit below a folder only root can enter (mktemp -d): give the
+# unprivileged user copies in the guest's own /tmp.
+mkdir -p /tmp/nobody
+cp "$conf" "$plugin" /tmp/nobody/
+chmod 755 /tmp/nobody /tmp/nobody/*
 asnobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
-if ! asnobody env NCCL_IB_HCA==rxe1 MCP_DRIVE_VERBOSE=1 timeout 120 "$conf" --plugin "$plugin" --expect-init-fail self props \
+if ! asnobody env NCCL_IB_HCA==rxe1 MCP_DRIVE_VERBOSE=1 timeout 120 /tmp/nobody/mcp-conformance \
+    --plugin /tmp/nobody/libnccl-net-mcp.so --expect-init-fail self props \
     > /tmp/perm.out 2> /tmp/perm.err; then
   cat /tmp/perm.out /tmp/perm.err >&2
   lab_fail "perm: the conformance program failed"
 fi
 expect /tmp/perm.err "rxe1 \(listed in NCCL_IB_HCA\): cannot open its uverbs node /dev/infiniband/uverbs[0-9]+ \(Permission denied\)" \
   "a listed device whose uverbs node cannot be opened fails init, saying why"
-asnobody env MCP_DRIVE_VERBOSE=1 timeout 120 "$conf" --plugin "$plugin" self props > /tmp/perm2.out 2> /tmp/perm2.err ||
+asnobody env MCP_DRIVE_VERBOSE=1 timeout 120 /tmp/nobody/mcp-conformance --plugin /tmp/nobody/libnccl-net-mcp.so \
+    self props > /tmp/perm2.out 2> /tmp/perm2.err ||
   { cat /tmp/perm2.out /tmp/perm2.err >&2; lab_fail "perm2: the conformance program failed"; }
 refute /tmp/perm2.out 'rxe1' "unlisted, that device is left out"
 expect /tmp/perm2.out '^  0: rxe' "and the others are used"
