@@ -256,10 +256,11 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c);
 uint32_t mcp_version_number(void);
 
 /* Recovery (mcp_conn_recover.c). recoverable says whether a completion status can be
- * survived by re-creating the QPs; start begins a round (or fails the comm when recovery
- * is off or the peer is gone); progress drives it from every call on the comm and
- * returns 0 while it runs, 1 once the comm works again, -1 when it failed. on_frame
- * handles a RECOVER or CONN_READY from the peer outside a round. */
+ * survived by re-creating the QPs; start begins a round (callers check that
+ * MCPNET_RECOVERY_TIMEOUT > 0 and that the peer's connection is alive); progress drives
+ * it from every call on the comm and returns 0 while it runs, 1 once the comm works
+ * again, -1 when it failed; poll_stream handles the peer's RECOVER frames outside a call
+ * that is already recovering. */
 int mcp_recover_status_recoverable(int wc_status);
 void mcp_recover_start(struct mcp_comm *c, const char *cause);
 int mcp_recover_progress(struct mcp_comm *c);

@@ -78,32 +78,27 @@ static void rec_fail(struct mcp_comm *c, const char *what)
                 c->rec.round, cfg->recovery_timeout_s, what);
 }
 
-/* Our GID by address in the port's current table: after a link flap the kernel may have
- * put it back at another index. 1 found (c->sgid_index updated), 0 not (yet) there. */
-static int gid_lookup(struct mcp_comm *c)
+/* Our GID's index in the port's current table, found by address: after a link flap the
+ * kernel may have put it back at another index. -1 while it is not (yet) there. */
+static int gid_find(const struct mcp_comm *c)
 {
   const struct mcp_net_dev *d = c->dc->info;
   struct mcp_sysfs_dev sys;
   const struct mcp_sysfs_port *p;
   char err[256];
-  int i, found = 0;
+  int i, index = -1;
 
   if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
-    return 1; /* InfiniBand: GID 0, routed by LID */
+    return c->sgid_index; /* InfiniBand: GID 0, routed by LID */
   memset(&sys, 0, sizeof(sys));
   if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
       (p = mcp_sysfs_port_find(&sys, d->port)) != NULL) {
-    for (i = 0; i < p->ngid && !found; i++)
-      if (memcmp(p->gid[i].raw, d->gid.raw, 16) == 0 && p->gid[i].type == d->gid.type) {
-        if (p->gid[i].index != c->sgid_index)
-          MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
-                   d->gid.text, c->sgid_index, p->gid[i].index);
-        c->sgid_index = p->gid[i].index;
-        found = 1;
-      }
+    for (i = 0; i < p->ngid && index < 0; i++)
+      if (memcmp(p->gid[i].raw, d->gid.raw, 16) == 0 && p->gid[i].type == d->gid.type)
+        index = p->gid[i].index;
   }
   mcp_sysfs_dev_free(&sys);
-  return found;
+  return index;
 }
 
 /* Destroy the QPs (their completions become stale with the epoch) and build new ones. */
@@ -198,11 +193,6 @@ void mcp_recover_start(struct mcp_comm *c, const char *cause)
 {
   if (c->error != 0)
     return;
-  if (mcp_net_config()->recovery_timeout_s <= 0) {
-    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s (MCPNET_RECOVERY_TIMEOUT=0: no recovery)", dir_words(c),
-                  c->peer_name, cause);
-    return;
-  }
   if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_WAIT_READY &&
       c->rec.phase != MCP_REC_CONNECTING) {
     return; /* old QPs' errors while we already wait for the peer */
@@ -246,14 +236,19 @@ void mcp_recover_poll_stream(struct mcp_comm *c)
 static int connect_round(struct mcp_comm *c)
 {
   const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
-  int i;
+  int i, index;
 
   if (ep->nqps != c->nqps) {
     rec_fail(c, "the peer re-created a different number of QPs");
     return -1;
   }
-  if (!gid_lookup(c))
+  index = gid_find(c);
+  if (index < 0)
     return 0; /* our address is not back in the GID table yet: try again */
+  if (index != c->sgid_index)
+    MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
+             c->dc->info->gid.text, c->sgid_index, index);
+  c->sgid_index = index;
   c->remote.lid = ep->lid;
   memcpy(c->remote.gid, ep->gid, 16);
   for (i = 0; i < c->nqps; i++)
@@ -351,16 +346,6 @@ void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type)
   atomic_store(&c->qp_event, event_type + 1);
 }
 
-/* 1 when our GID is still at the index the QPs use. */
-static int gid_in_place(struct mcp_comm *c)
-{
-  int index = c->sgid_index, found = gid_lookup(c);
-  int same = found && c->sgid_index == index;
-
-  c->sgid_index = index; /* the QPs keep theirs until a recovery re-creates them */
-  return same;
-}
-
 void mcp_recover_check_events(struct mcp_comm *c)
 {
   unsigned gen;
@@ -395,7 +380,7 @@ void mcp_recover_check_events(struct mcp_comm *c)
   gen = atomic_load(&c->dc->gid_gen);
   if (gen != c->gid_seen) {
     c->gid_seen = gen;
-    if (c->rec.phase == MCP_REC_NONE && !gid_in_place(c)) {
+    if (c->rec.phase == MCP_REC_NONE && gid_find(c) != c->sgid_index) {
       snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
                c->dc->info->gid.text, c->sgid_index, c->dc->info->ibdev, c->dc->info->port);
       mcp_recover_start(c, cause);
