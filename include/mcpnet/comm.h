@@ -188,6 +188,9 @@ struct mcp_comm {
   struct mcp_cts_slot *staging;    /* local copy of CTS entries when too big to inline */
   struct ibv_mr *staging_mr;
   int cts_unsignaled;
+  int cts_pending;                 /* staged CTS entries not yet written (the newest seqs) */
+  uint32_t cts_published;          /* CTS entries written to the peer, all time */
+  uint32_t recv_landed;            /* receives whose data arrived, all time */
   int recv_posted[MCP_MAX_QPS];
   int recv_consumed[MCP_MAX_QPS];
 
@@ -273,6 +276,8 @@ void mcp_recover_check_events(struct mcp_comm *c);
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
 int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
+/* A receive's data arrived; may write held clear-to-send entries. -1: comm failed. */
+int mcp_xfer_recv_landed(struct mcp_comm *c);
 
 /* Requests (mcp_xfer_req.c). */
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);

@@ -50,6 +50,7 @@ enum mcp_param_id {
   MCP_PARAM_FORCE_FLUSH,
   MCP_PARAM_PROGRESS_CPU,
   MCP_PARAM_INLINE_BYTES,
+  MCP_PARAM_CTS_BATCH,
   MCP_PARAM_CONFIG,
   MCP_PARAM_COUNT
 };
@@ -138,6 +139,7 @@ struct mcp_config {
   bool force_flush;
   int progress_cpu;          /* -1 = not pinned */
   int inline_bytes;
+  int cts_batch;             /* clear-to-send entries per write once the sender holds as many */
   const char *config_path;   /* MCPNET_CONFIG */
 
   /* Derived from the above at load, so users need not parse again. */

@@ -222,6 +222,10 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   INT_ROW(MCP_PARAM_INLINE_BYTES, "MCPNET_INLINE_BYTES", 64, 0, 1024, inline_bytes,
           "Largest data message written inline; 0 never inlines data (small control writes still are)",
           "devices inline at most about 1 KiB"),
+  INT_ROW(MCP_PARAM_CTS_BATCH, "MCPNET_CTS_BATCH", 4, 1, 16, cts_batch,
+          "While the sender already holds this many unused clear-to-send entries, new receives "
+          "are advertised together in one write of up to this many; 1 writes one per receive",
+          "a batch is 1 to 16 receives"),
   STR_ROW(MCP_PARAM_CONFIG, "MCPNET_CONFIG", NULL, config_path, NULL, "path",
           "File of KEY=VALUE lines read before the environment (which wins); '#' starts a comment"),
 };

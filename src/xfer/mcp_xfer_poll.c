@@ -83,6 +83,7 @@ static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot
   }
   rs->req = NULL;
   r->done = 1;
+  mcp_xfer_recv_landed(c);
   if (r->released) {
     c->inflight--;
     mcp_req_put(r);

@@ -2,8 +2,14 @@
  * mcp_xfer_recv.c - irecv and iflush.
  *
  * irecv takes the next sequence number, records which request waits on its slot and
- * RDMA-writes the clear-to-send entry (inline when it fits) into the sender's ring on
- * QP 0; only every 16th such write is signalled, to keep the send queue drained.
+ * stages the clear-to-send entry; entries are RDMA-written into the sender's ring on
+ * QP 0 (inline when they fit), only every 16th such write signalled, to keep the send
+ * queue drained. While the sender already holds MCPNET_CTS_BATCH unused entries, new
+ * ones wait and go out together, up to that many in one write: a receive posted 8
+ * ahead, as NCCL posts them, then costs a fraction of a write instead of one (on
+ * soft-RoCE a write and its ACK are most of a small message's CPU time), and the
+ * sender never waits on a held entry. An optional-completion receive is advertised at
+ * once (NCCL may stop calling us while its kernel polls for the data).
  * iflush reads one byte of the last received buffer back through a loopback QP, which
  * orders the NIC's earlier PCIe writes before NCCL's kernel reads GPU memory; it is
  * only needed for GPU buffers, or when MCPNET_FORCE_FLUSH=1 makes it run on host
@@ -20,15 +26,17 @@
 
 #define CTS_SIGNAL_EVERY 16
 
-/* RDMA-writes the slot's n staged CTS elements into the sender's ring, on QP 0. */
-static int post_cts(struct mcp_comm *c, int slot, int n)
+/* RDMA-writes staged CTS entries into the sender's ring on QP 0: the slots from `slot`
+ * on, `nslots` of them, the last with n elements (earlier ones whole: the ring is
+ * contiguous, and elements beyond a slot's n are never read). */
+static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
 {
   struct ibv_send_wr wr, *bad;
   struct ibv_sge sge;
 
   memset(&wr, 0, sizeof(wr));
   sge.addr = (uintptr_t)c->staging[slot].e;
-  sge.length = (uint32_t)(n * (int)sizeof(struct mcp_cts_elem));
+  sge.length = (uint32_t)((nslots - 1) * (int)sizeof(struct mcp_cts_slot) + n * (int)sizeof(struct mcp_cts_elem));
   sge.lkey = c->staging_mr->lkey;
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -43,6 +51,44 @@ static int post_cts(struct mcp_comm *c, int slot, int n)
     c->cts_unsignaled = 0;
   }
   return ibv_post_send(c->qp[0], &wr, &bad);
+}
+
+/* Writes every held entry (the newest c->cts_pending seqs, contiguous in the ring). */
+static int cts_flush(struct mcp_comm *c)
+{
+  uint32_t first = c->seq - (uint32_t)c->cts_pending;
+  int slot = (int)(first % MCP_SLOTS), rc;
+
+  rc = post_cts(c, slot, c->cts_pending, c->rslots[(c->seq - 1) % MCP_SLOTS].req->n);
+  if (rc != 0)
+    return rc;
+  c->cts_published += (uint32_t)c->cts_pending;
+  c->cts_pending = 0;
+  return 0;
+}
+
+/* Entries the sender holds and has not used yet, as far as this side knows. */
+static int cts_unused(const struct mcp_comm *c)
+{
+  return (int)(c->cts_published - c->recv_landed);
+}
+
+/* A receive's data arrived: once the sender holds fewer unused entries than a batch,
+ * what is held goes out, so it never runs dry while receives are posted. */
+int mcp_xfer_recv_landed(struct mcp_comm *c)
+{
+  int rc;
+
+  c->recv_landed++;
+  if (c->cts_pending == 0 || cts_unused(c) >= mcp_net_config()->cts_batch)
+    return 0;
+  if (c->rec.phase != MCP_REC_NONE || c->qp[0] == NULL)
+    return 0; /* a recovery is draining the old QPs: its replay writes every entry */
+  rc = cts_flush(c);
+  if (rc != 0)
+    mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+                  c->dc->info->name, c->seq - 1, c->peer_name, strerror(rc));
+  return rc;
 }
 
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done)
@@ -66,13 +112,15 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
     const struct mcp_recv_slot *rs = &c->rslots[s % MCP_SLOTS];
     if (rs->req == NULL || rs->seq != s)
       continue;
-    rc = post_cts(c, (int)(s % MCP_SLOTS), rs->req->n);
+    rc = post_cts(c, (int)(s % MCP_SLOTS), 1, rs->req->n);
     if (rc != 0) {
       mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s after recovery "
                     "failed: %s", c->dc->info->name, s, c->peer_name, strerror(rc));
       return -1;
     }
   }
+  c->cts_published += (uint32_t)c->cts_pending; /* held entries were written above too */
+  c->cts_pending = 0;
   return 0;
 }
 
@@ -129,15 +177,22 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   rs->got = 0;
   rs->bytes = 0;
 
-  rc = post_cts(c, slot, n);
-  if (rc != 0) {
-    rs->req = NULL;
-    mcp_req_put(r);
-    mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
-                  c->dc->info->name, seq, c->peer_name, strerror(rc));
-    return ncclSystemError;
-  }
   c->seq = seq + 1;
+  c->cts_pending++;
+  /* Held back only while the sender has a batch in hand, and never across the ring's end. */
+  if (optional || c->cts_pending >= mcp_net_config()->cts_batch || slot == MCP_SLOTS - 1 ||
+      cts_unused(c) < mcp_net_config()->cts_batch) {
+    rc = cts_flush(c);
+    if (rc != 0) {
+      c->seq = seq;
+      c->cts_pending--;
+      rs->req = NULL;
+      mcp_req_put(r);
+      mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+                    c->dc->info->name, seq, c->peer_name, strerror(rc));
+      return ncclSystemError;
+    }
+  }
   c->inflight++;
   c->wd_progress++;
   *request = r;
