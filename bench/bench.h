@@ -71,6 +71,8 @@ struct bench_opts {
   double point_time;       /* seconds one measured point should take when calibrating */
   int timeout_s;           /* no progress for this long is an error */
   int spin;                /* never yield the CPU in the progress loop */
+  int pin_cpu;             /* -1: not pinned */
+  int cpu_cost;            /* --cpu-cost instead of a sweep */
   int check;
   const char *json;        /* file or "-" */
   const char *plot;        /* PNG file */
@@ -267,6 +269,9 @@ int bench_point_finish(struct bench_ctx *c);
 
 /* ---- the sweep (bench_run.c) ---- */
 int bench_run_sweep(struct bench_ctx *c);
+/* --cpu-cost (bench_cost.c): each call made once its work is done; prints the counts. */
+int bench_cost_run(struct bench_ctx *c);
+#define BENCH_COST_DEPTH 8
 
 /* ---- perftest (bench_perftest.c, bench_gid.c) ---- */
 struct bench_pt_job {

@@ -236,14 +236,16 @@ int bench_flow_run(struct bench_flow *f, double *elapsed)
     busy = 0;
     for (i = 0; i < f->nconns; i++) {
       struct bench_conn *c = &f->conns[i];
-      if (c->r_done < c->r_total) {
-        if (reap_recvs(f, c, i, &moved) != 0 || post_recvs(f, c) != 0)
-          return -1;
-      }
-      if (c->s_done < c->s_total) {
-        if (post_sends(f, c, i, &moved) != 0 || reap_sends(f, c, i, &moved) != 0)
-          return -1;
-      }
+      /* Reply first, refill after: a send the gate just opened is not queued behind
+       * the irecv that re-advertises a buffer 8 steps ahead. */
+      if (c->r_done < c->r_total && reap_recvs(f, c, i, &moved) != 0)
+        return -1;
+      if (c->s_done < c->s_total && post_sends(f, c, i, &moved) != 0)
+        return -1;
+      if (c->r_done < c->r_total && post_recvs(f, c) != 0)
+        return -1;
+      if (c->s_done < c->s_total && reap_sends(f, c, i, &moved) != 0)
+        return -1;
       busy |= c->r_done < c->r_total || c->s_done < c->s_total;
     }
     progress |= moved;

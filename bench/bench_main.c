@@ -6,6 +6,8 @@
  * the exit status.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <sched.h>
 #include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,6 +153,7 @@ static int run(struct bench_ctx *c)
   const struct bench_opts *o = c->o;
   FILE *out = o->json && strcmp(o->json, "-") == 0 ? stderr : stdout;
   struct bench_xchg x = {.fd = -1};
+  size_t ring;
   int rc = -1;
 
   if (setup_device(c) != 0 || check_tools(o) != 0)
@@ -162,10 +165,17 @@ static int run(struct bench_ctx *c)
     return BENCH_EXIT_FAIL;
   if (o->role != BENCH_SELF && bench_xchg_open(&x, o) != 0)
     return BENCH_EXIT_FAIL;
-  if (bench_link_open(&c->link, &c->drv, o, o->role == BENCH_SELF ? NULL : &x, ring_bytes_for(o, c->res)) != 0)
+  ring = ring_bytes_for(o, c->res);
+  if (o->cpu_cost && ring < BENCH_COST_DEPTH * o->min_size)
+    ring = BENCH_COST_DEPTH * o->min_size;
+  if (bench_link_open(&c->link, &c->drv, o, o->role == BENCH_SELF ? NULL : &x, ring) != 0)
     goto out;
   bench_xchg_close(&x);
   bench_header_print(c, out);
+  if (o->cpu_cost) {
+    rc = bench_cost_run(c);
+    goto out;
+  }
   if (o->role == BENCH_ROLE_A) {
     printf("# role a: serving role b; the results are printed by role b\n");
     rc = bench_point_serve(c);
@@ -200,6 +210,15 @@ int main(int argc, char **argv)
   if (rc != 0)
     return rc < 0 ? BENCH_EXIT_OK : rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (o.pin_cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(o.pin_cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+      fprintf(stderr, "mcpnet-bench: --pin %d: %s\n", o.pin_cpu, strerror(errno));
+      return BENCH_EXIT_USAGE;
+    }
+  }
   c = calloc(1, sizeof(*c));
   if (c == NULL || (c->res = calloc(1, sizeof(*c->res))) == NULL) {
     fprintf(stderr, "mcpnet-bench: out of memory\n");

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <getopt.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,12 @@ static const char usage_text[] =
   "                       (default 128M; large sizes then get fewer slots)\n"
   "  --spin               never yield the CPU between progress passes (NCCL's proxy\n"
   "                       calls sched_yield after a pass that moved nothing)\n"
+  "  --pin CPU            run on this CPU only (perftest runs inherit it); on one host\n"
+  "                       give the two processes different CPUs for steadier numbers\n"
+  "  --cpu-cost           instead of a sweep: -n messages of -b bytes (one process, 8\n"
+  "                       receives ahead), each call made only once its work is done,\n"
+  "                       so that a profiler sees the success path without polling;\n"
+  "                       mcpnet-cpu-cost runs it under callgrind\n"
   "  -c, --check          verify every received byte and size (slower; timings\n"
   "                       then include the verification)\n"
   "  --timeout SEC        fail when nothing progresses for SEC seconds (default 120)\n"
@@ -82,7 +89,8 @@ static const char usage_text[] =
 enum {
   OPT_PLUGIN = 256, OPT_ABI, OPT_DEV, OPT_XCHG, OPT_ROLE, OPT_SERVER, OPT_CLIENT, OPT_POINT_TIME,
   OPT_DEPTH, OPT_CONNS, OPT_GROUP, OPT_STEPS, OPT_STEP_SIZE, OPT_MEM, OPT_TIMEOUT, OPT_COMPARE,
-  OPT_COMPARE_ALL, OPT_GID, OPT_IBDEV, OPT_PT_PORT, OPT_PT_HOST, OPT_JSON, OPT_PLOT, OPT_SPIN
+  OPT_COMPARE_ALL, OPT_GID, OPT_IBDEV, OPT_PT_PORT, OPT_PT_HOST, OPT_JSON, OPT_PLOT, OPT_SPIN,
+  OPT_PIN, OPT_CPU_COST
 };
 
 static const struct option long_opts[] = {
@@ -107,6 +115,8 @@ static const struct option long_opts[] = {
   {"mem", required_argument, NULL, OPT_MEM},
   {"check", no_argument, NULL, 'c'},
   {"spin", no_argument, NULL, OPT_SPIN},
+  {"pin", required_argument, NULL, OPT_PIN},
+  {"cpu-cost", no_argument, NULL, OPT_CPU_COST},
   {"timeout", required_argument, NULL, OPT_TIMEOUT},
   {"compare", no_argument, NULL, OPT_COMPARE},
   {"compare-all", no_argument, NULL, OPT_COMPARE_ALL},
@@ -196,6 +206,9 @@ static int check_combination(struct bench_opts *o)
   }
   if (o->role != BENCH_SELF && o->xchg == NULL && o->server == NULL && o->client == NULL)
     BAD("--role needs --xchg DIR");
+  if (o->cpu_cost && (o->role != BENCH_SELF || o->compare || o->conns > 1 || o->group > 1 || o->nccl_steps))
+    BAD("--cpu-cost runs one connection in one process: no --xchg/--server/--client, --compare, --conns, "
+        "--group or --nccl-steps");
   if (o->role == BENCH_ROLE_A && (o->json || o->plot))
     fprintf(stderr, "mcpnet-bench: note: role a serves; role b writes --json and --plot\n");
   return 0;
@@ -223,6 +236,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
   o->gid_index = -1;
   o->perftest_port = 18515;
   o->role = BENCH_SELF;
+  o->pin_cpu = -1;
 
   while ((c = getopt_long(argc, argv, "b:e:f:r:n:cvh", long_opts, NULL)) != -1) {
     switch (c) {
@@ -302,6 +316,12 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
       break;
     case 'c': o->check = 1; break;
     case OPT_SPIN: o->spin = 1; break;
+    case OPT_PIN:
+      if (parse_int(optarg, 0, CPU_SETSIZE - 1, &v) != 0)
+        BAD("--pin wants a CPU number");
+      o->pin_cpu = (int)v;
+      break;
+    case OPT_CPU_COST: o->cpu_cost = 1; break;
     case OPT_TIMEOUT:
       if (parse_int(optarg, 1, 86400, &v) != 0)
         BAD("--timeout wants seconds");

@@ -10,6 +10,14 @@
 
 #include "bench.h"
 
+static const char *pin_text(const struct bench_opts *o, char *buf, size_t len)
+{
+  if (o->pin_cpu < 0)
+    return "";
+  snprintf(buf, len, " on CPU %d (--pin; perftest runs inherit it)", o->pin_cpu);
+  return buf;
+}
+
 static const char *mode_text(const struct bench_opts *o, char *buf, size_t len)
 {
   const char *role = o->role == BENCH_ROLE_A ? "a" : "b";
@@ -36,13 +44,15 @@ void bench_header_print(const struct bench_ctx *c, FILE *f)
   fprintf(f, "#  device   : %d = %s port %d, speed %d Mb/s, maxRecvs %d\n", o->dev,
           c->props.name ? c->props.name : "?", c->props.port, c->props.speed, c->props.maxRecvs);
   fprintf(f, "#  mode     : %s\n", mode_text(o, buf, sizeof(buf)));
+  if (o->cpu_cost) /* no sweep: bench_cost.c says what it drove */
+    return;
   if (o->nccl_steps)
     fprintf(f, "#  driving  : NCCL steps of %zu B over %d slots, %d in flight, %d connection(s), group %d\n",
             o->step_size, BENCH_MAX_DEPTH, o->depth, o->conns, o->group);
   else
     fprintf(f, "#  driving  : one message per transfer, up to %d posted ahead / in flight, %d connection(s), "
                "group %d\n", o->depth, o->conns, o->group);
-  fprintf(f, "#  progress : one thread; %s\n",
+  fprintf(f, "#  progress : one thread%s; %s\n", pin_text(o, buf, sizeof(buf)),
           o->spin ? "spins without yielding (--spin)" : "sched_yield after a pass that moved nothing, as NCCL's proxy");
   if (r->nsizes > 0)
     fprintf(f, "#  sweep    : %zu .. %zu B x%g (%d sizes), %d run(s) interleaved, series order rotating; ",

@@ -1,9 +1,11 @@
 # lab: topology=single deadline=300
 # mcpnet-bench runs briefly in one guest (rxe0 on lo): as one process connected to
-# itself, as two processes swapping handles through a folder, and once more with
-# NCCL-sized steps, grouped receives and two connections. Every byte is verified and
-# the JSON output parses with the sizes asked for. No speed is asserted: the lab is
-# emulated and shared, so its numbers only mean something as ratios in one boot.
+# itself, as two processes pinned to the two CPUs swapping handles through a folder,
+# and once more with NCCL-sized steps, grouped receives and two connections. Every
+# byte is verified and the JSON output parses with the sizes asked for. Then
+# mcpnet-cpu-cost counts instructions per message under callgrind and must report
+# every call and a share for the plugin. No speed is asserted: the lab is emulated
+# and shared, so its numbers only mean something as ratios in one boot.
 set -euo pipefail
 . "$LAB_LIB"
 ulimit -l unlimited
@@ -42,9 +44,9 @@ check_json /tmp/self.json "$expect_sizes" 2 || lab_fail "self: the JSON output d
 
 lab_log "two processes, handles through a folder"
 mkdir -p /tmp/xchg
-"$bench" --xchg /tmp/xchg --role a "${sweep[@]}" > /tmp/a.out 2>&1 &
+"$bench" --xchg /tmp/xchg --role a --pin 0 "${sweep[@]}" > /tmp/a.out 2>&1 &
 apid=$!
-"$bench" --xchg /tmp/xchg --role b "${sweep[@]}" --json /tmp/pair.json > /tmp/b.out 2>&1 || {
+"$bench" --xchg /tmp/xchg --role b --pin 1 "${sweep[@]}" --json /tmp/pair.json > /tmp/b.out 2>&1 || {
   cat /tmp/a.out /tmp/b.out
   lab_fail "two-process mode failed on role b"
 }
@@ -52,6 +54,7 @@ wait "$apid" || { cat /tmp/a.out; lab_fail "two-process mode failed on role a"; 
 cat /tmp/b.out
 lab_grep '^# check: [1-9][0-9]* messages verified on this side, 0 wrong' /tmp/a.out "role a: data verified"
 lab_grep '^# check: [1-9][0-9]* messages verified on both sides, 0 wrong' /tmp/b.out "role b: data verified"
+lab_grep '^#  progress : one thread on CPU 1 ' /tmp/b.out "role b: pinned to CPU 1"
 check_json /tmp/pair.json "$expect_sizes" 2 || lab_fail "pair: the JSON output does not parse or lacks sizes"
 
 lab_log "NCCL steps, grouped receives, two connections"
@@ -62,4 +65,12 @@ lab_grep '^# check: [1-9][0-9]* messages verified on both sides, 0 wrong' /tmp/s
 check_json /tmp/steps.json "1048576" 1 || lab_fail "steps: the JSON output does not parse"
 python3 -c 'import json,sys; r=json.load(open("/tmp/steps.json"))["results"][0]; sys.exit(r["steps_per_transfer"] != 8)' ||
   lab_fail "steps: 1 MiB in 128 KiB steps should be 8 steps per transfer"
+
+lab_log "instructions per message on the success path (callgrind)"
+"$LAB_BIN/mcpnet-cpu-cost" -n 500 > /tmp/cost.out 2>&1 || { cat /tmp/cost.out; lab_fail "mcpnet-cpu-cost failed"; }
+cat /tmp/cost.out
+lab_grep '^# cpu-cost calls: isend 500, irecv 500, test 1000$' /tmp/cost.out "cost: every call made once"
+lab_grep '^# cpu-cost calls that found their work unfinished: ' /tmp/cost.out "cost: unfinished calls reported"
+lab_grep '^cpu-cost: [1-9][0-9]* instructions per message' /tmp/cost.out "cost: a total per message"
+lab_grep '^cpu-cost: +[1-9][0-9]* +libnccl-net-mcp\.so$' /tmp/cost.out "cost: the plugin's share"
 lab_log "ok: mcpnet-bench verified data in every mode"
