@@ -147,6 +147,8 @@ struct mcp_comm {
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS];
   int max_inline;
+  int data_inline;                 /* data writes up to this size go inline: min(max_inline, MCPNET_INLINE_BYTES) */
+  int cts_batch;                   /* MCPNET_CTS_BATCH, read once per comm */
   struct mcp_wire_endpoint local, remote;
   char peer_name[160];
 

@@ -94,6 +94,7 @@ int mcp_qp_create_qps(struct mcp_comm *c)
       return -1;
     }
     c->max_inline = (int)init.cap.max_inline_data;
+    c->data_inline = c->max_inline < mcp_net_config()->inline_bytes ? c->max_inline : mcp_net_config()->inline_bytes;
     c->psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;

@@ -85,6 +85,7 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
   c->dev = dev;
   c->traffic_class = traffic_class;
   c->seq = 1;
+  c->cts_batch = cfg->cts_batch;
   c->dc = mcp_devctx_get(mcp_net_fabric(), dev);
   if (c->dc == NULL)
     goto fail;

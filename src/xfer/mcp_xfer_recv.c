@@ -80,7 +80,7 @@ int mcp_xfer_recv_landed(struct mcp_comm *c)
   int rc;
 
   c->recv_landed++;
-  if (c->cts_pending == 0 || cts_unused(c) >= mcp_net_config()->cts_batch)
+  if (c->cts_pending == 0 || cts_unused(c) >= c->cts_batch)
     return 0;
   if (c->rec.phase != MCP_REC_NONE || c->qp[0] == NULL)
     return 0; /* a recovery is draining the old QPs: its replay writes every entry */
@@ -180,8 +180,7 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   c->seq = seq + 1;
   c->cts_pending++;
   /* Held back only while the sender has a batch in hand, and never across the ring's end. */
-  if (optional || c->cts_pending >= mcp_net_config()->cts_batch || slot == MCP_SLOTS - 1 ||
-      cts_unused(c) < mcp_net_config()->cts_batch) {
+  if (optional || c->cts_pending >= c->cts_batch || slot == MCP_SLOTS - 1 || cts_unused(c) < c->cts_batch) {
     rc = cts_flush(c);
     if (rc != 0) {
       c->seq = seq;

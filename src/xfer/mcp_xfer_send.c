@@ -45,7 +45,7 @@ static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *
   sge->lkey = mh != NULL ? mh->mr->lkey : 0;
   wr->sg_list = sge;
   wr->num_sge = 1;
-  if ((int)len <= c->max_inline && (int)len <= mcp_net_config()->inline_bytes)
+  if ((int)len <= c->data_inline)
     wr->send_flags = IBV_SEND_INLINE;
 }
 
@@ -154,14 +154,18 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   for (i = 1; i < n; i++)
     if (load_seq(&e[i]) != seq)
       return ncclSuccess; /* the entry is still arriving */
-  if (ss->seq != seq) {
-    memset(ss, 0, sizeof(*ss));
-    ss->seq = seq;
-    ss->n = n;
+  if (n == 1) {
+    i = e[0].tag == tag ? 0 : 1; /* a single receive needs no per-slot matching state */
+  } else {
+    if (ss->seq != seq) {
+      memset(ss, 0, sizeof(*ss));
+      ss->seq = seq;
+      ss->n = n;
+    }
+    for (i = 0; i < n; i++)
+      if (!ss->used[i] && e[i].tag == tag)
+        break;
   }
-  for (i = 0; i < n; i++)
-    if (!ss->used[i] && e[i].tag == tag)
-      break;
   if (i == n) {
     mcp_comm_fail(c, ncclInternalError, "send to %s with tag %d: the posted receive (seq %u) has no "
                   "free buffer with that tag", c->peer_name, tag, seq);
