@@ -1,11 +1,12 @@
 # lab: topology=single deadline=300
 # mcpnet-bench runs briefly in one guest (rxe0 on lo): as one process connected to
 # itself, as two processes pinned to the two CPUs swapping handles through a folder,
-# and once more with NCCL-sized steps, grouped receives and two connections. Every
-# byte is verified and the JSON output parses with the sizes asked for. Then
-# mcpnet-cpu-cost counts instructions per message under callgrind and must report
-# every call and a share for the plugin. No speed is asserted: the lab is emulated
-# and shared, so its numbers only mean something as ratios in one boot.
+# once more with NCCL-sized steps, grouped receives and two connections, then with
+# clear-to-send batches of 1, 2 and 3 receives. Every byte is verified and the JSON
+# output parses with the sizes asked for. Then mcpnet-cpu-cost counts instructions per
+# message under callgrind and must report every call and a share for the plugin. No
+# speed is asserted: the lab is emulated and shared, so its numbers only mean
+# something as ratios in one boot.
 set -euo pipefail
 . "$LAB_LIB"
 ulimit -l unlimited
@@ -65,6 +66,16 @@ lab_grep '^# check: [1-9][0-9]* messages verified on both sides, 0 wrong' /tmp/s
 check_json /tmp/steps.json "1048576" 1 || lab_fail "steps: the JSON output does not parse"
 python3 -c 'import json,sys; r=json.load(open("/tmp/steps.json"))["results"][0]; sys.exit(r["steps_per_transfer"] != 8)' ||
   lab_fail "steps: 1 MiB in 128 KiB steps should be 8 steps per transfer"
+
+# Receives posted 8 ahead are advertised in batches (MCPNET_CTS_BATCH, default 4, as
+# above); 1 writes one entry per receive, 2 and 3 give other batch shapes.
+for b in 1 2 3; do
+  lab_log "clear-to-send batches of $b, every byte verified"
+  MCPNET_CTS_BATCH=$b "$bench" -b 8 -e 256K -f 64 --runs 1 --check --point-time 0.05 --group 2 \
+    > /tmp/cts$b.out 2>&1 || { cat /tmp/cts$b.out; lab_fail "MCPNET_CTS_BATCH=$b: the run failed"; }
+  lab_grep '^# check: [1-9][0-9]* messages verified on both sides, 0 wrong' /tmp/cts$b.out \
+    "MCPNET_CTS_BATCH=$b: data verified"
+done
 
 lab_log "instructions per message on the success path (callgrind)"
 "$LAB_BIN/mcpnet-cpu-cost" -n 500 > /tmp/cost.out 2>&1 || { cat /tmp/cost.out; lab_fail "mcpnet-cpu-cost failed"; }
