@@ -121,3 +121,16 @@ lab_perftest_server() {
   LAB_PERFTEST_PID=$!
   lab_wait_port "$LAB_PERFTEST_PORT" 30
 }
+
+# lab_fake_peermem: load the lab's do-nothing nvidia_peermem module (built by lab-setup.sh
+# from test/lab/guest/fake-peermem) so that mcpnet reports GPU pointer support and accepts
+# regMr(NCCL_PTR_CUDA). Safe to call again: a loaded module is left as it is.
+lab_fake_peermem() {
+  local ko=${MCPNET_BUILD_DIR:-}/lab/fake-peermem/nvidia_peermem.ko
+  if [ ! -f /sys/module/nvidia_peermem/version ]; then
+    [ -f "$ko" ] || lab_fail "no $ko: run test/lab/lab-setup.sh"
+    insmod "$ko" || lab_fail "insmod $ko failed (built for another kernel than $(uname -r)?)"
+  fi
+  [ -f /sys/module/nvidia_peermem/version ] || lab_fail "nvidia_peermem is loaded but has no version file"
+  lab_log "nvidia_peermem stand-in loaded (version $(cat /sys/module/nvidia_peermem/version))"
+}

@@ -1,7 +1,8 @@
 #!/bin/bash
 # lab-setup.sh - prepare the soft-RoCE lab: a stock Debian kernel unpacked into the build
 # tree (apt-get download + dpkg -x, nothing installed into /boot) and a busybox initramfs
-# that mounts the host root read-only over 9p and runs one command as root.
+# that mounts the host root read-only over 9p and runs one command as root; and a
+# do-nothing nvidia_peermem module for that kernel (the GPU-like memory scenarios).
 #
 # Usage: lab-setup.sh [LAB_DIR]      (default: $MCPNET_BUILD_DIR/lab, MCPNET_BUILD_DIR=<repo>/build)
 # Safe to run again: each step is skipped when its output is already there.
@@ -15,7 +16,7 @@ lab=$(cd "$lab" && pwd)
 
 die() { echo "lab-setup: $*" >&2; exit 1; }
 
-for tool in qemu-system-x86_64 busybox depmod cpio gzip dpkg apt-get; do
+for tool in qemu-system-x86_64 busybox depmod modinfo make cpio gzip dpkg apt-get; do
   command -v "$tool" >/dev/null || die "missing '$tool': run scripts/install-deps first (apt-get install qemu-system-x86 busybox-static kmod cpio)"
 done
 busybox_bin=$(command -v busybox)
@@ -64,6 +65,28 @@ if [ ! -f "$initrd" ] || [ "$init_src" -nt "$initrd" ] || [ "$0" -nt "$initrd" ]
   (cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) > "$initrd.tmp"
   mv "$initrd.tmp" "$initrd"
   rm -rf "$stage"
+fi
+
+# 3. The lab's stand-in for nvidia_peermem (test/lab/guest/fake-peermem): a do-nothing module
+# whose presence makes mcpnet report GPU pointer support, built against this kernel's
+# headers (Debian's linux-headers-$kver, installed when missing and we are root). Kbuild
+# writes next to its sources, so it builds in a copy under $lab/fake-peermem.
+peermem_src="$here/guest/fake-peermem"
+peermem_ko="$lab/fake-peermem/nvidia_peermem.ko"
+if [ ! -f "$peermem_ko" ] || [ "$peermem_src/nvidia_peermem.c" -nt "$peermem_ko" ] ||
+   [ "$peermem_src/Kbuild" -nt "$peermem_ko" ] || ! modinfo -F vermagic "$peermem_ko" 2>/dev/null | grep -q "^$kver "; then
+  hdrs=/usr/src/linux-headers-$kver
+  if [ ! -f "$hdrs/Makefile" ]; then
+    [ "$(id -u)" = 0 ] || die "no kernel headers in $hdrs: apt-get install linux-headers-$kver (as root)"
+    echo "lab-setup: installing linux-headers-$kver to build the nvidia_peermem stand-in"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "linux-headers-$kver" >&2 ||
+      die "apt-get install linux-headers-$kver failed (apt-get update first?)"
+  fi
+  rm -rf "$lab/fake-peermem"
+  mkdir -p "$lab/fake-peermem"
+  cp "$peermem_src/nvidia_peermem.c" "$peermem_src/Kbuild" "$lab/fake-peermem/"
+  make -s -C "$hdrs" M="$lab/fake-peermem" modules >&2 || die "building the nvidia_peermem stand-in failed"
+  modinfo -F vermagic "$peermem_ko" | grep -q "^$kver " || die "$peermem_ko is not built for $kver"
 fi
 
 ln -sf "$(ls "$lab"/kernel/boot/vmlinuz-* | head -n1)" "$lab/vmlinuz"

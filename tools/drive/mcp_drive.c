@@ -162,6 +162,12 @@ ncclResult_t drv_regmr(struct mcp_drive *d, void *comm, void *data, size_t size,
   return PICK(d, regMr, comm, data, size, NCCL_PTR_HOST, mh);
 }
 
+/* Registration of another memory type (NCCL_PTR_CUDA for the lab's GPU-like buffers). */
+ncclResult_t drv_regmr_type(struct mcp_drive *d, void *comm, void *data, size_t size, int type, void **mh)
+{
+  return PICK(d, regMr, comm, data, size, type, mh);
+}
+
 ncclResult_t drv_deregmr(struct mcp_drive *d, void *comm, void *mh) { return PICK(d, deregMr, comm, mh); }
 
 ncclResult_t drv_isend(struct mcp_drive *d, void *sc, void *data, size_t size, int tag, void *mh, void **req)

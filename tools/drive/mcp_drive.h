@@ -33,6 +33,7 @@ ncclResult_t drv_listen(struct mcp_drive *d, int dev, void *handle, void **lc);
 ncclResult_t drv_connect(struct mcp_drive *d, int dev, void *handle, void **sc);
 ncclResult_t drv_accept(struct mcp_drive *d, void *lc, void **rc);
 ncclResult_t drv_regmr(struct mcp_drive *d, void *comm, void *data, size_t size, void **mh);
+ncclResult_t drv_regmr_type(struct mcp_drive *d, void *comm, void *data, size_t size, int type, void **mh);
 ncclResult_t drv_deregmr(struct mcp_drive *d, void *comm, void *mh);
 ncclResult_t drv_isend(struct mcp_drive *d, void *sc, void *data, size_t size, int tag, void *mh, void **req);
 ncclResult_t drv_irecv(struct mcp_drive *d, void *rc, int n, void **data, size_t *sizes, int *tags,

@@ -10,18 +10,28 @@
  * Tests: sizes, grouped, optional, flush, many, inflight-close, reload, watchdog, diag,
  * fork, ... (see each function and tests[] at the end). Output: one "ok"/"FAIL" line per
  * test, then "N passed, N failed".
+ *
+ * With --gpu (or CONF_GPU=1) data buffers are GPU-like, as with GPUDirect RDMA: mmap'ed,
+ * registered with regMr(NCCL_PTR_CUDA) and then made unreachable by the CPU
+ * (mprotect PROT_NONE), so any CPU access by the plugin is a crash. The harness opens
+ * them only to fill and check, while no plugin call is in flight on them. The adapter
+ * (soft-RoCE in the lab) moves the pages it pinned at registration, which mprotect does
+ * not touch. Needs a peer-memory module (the lab's nvidia_peermem stand-in); only the
+ * tests that say so run in this mode (props, sizes, grouped, flush, many).
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,7 +52,7 @@ static const char *plugin_path = "libnccl-net-mcp.so";
 static int abi = 11, dev = 0, pair_mode = 0;
 static const char *role = "a", *xchg = NULL;
 static struct mcp_drive drv;
-static int passed, failed, expect_init_fail;
+static int passed, failed, expect_init_fail, gpu_mode;
 
 #define FAILF(...)                                                                   \
   do {                                                                               \
@@ -75,6 +85,91 @@ static long check(const uint8_t *p, size_t n, uint32_t seed)
 
 static uint32_t role_seed(const char *r) { return r[0] == 'a' ? 0x1000 : 0x2000; }
 static const char *peer_role(void) { return pair_mode ? (role[0] == 'a' ? "b" : "a") : role; }
+
+/* ---- GPU-like memory ---- */
+
+/* Host buffers come from aligned_alloc; GPU-like ones are whole pages of their own, so
+ * mprotect covers exactly them. */
+static size_t page_round(size_t n) { return (n + 4095) & ~(size_t)4095; }
+
+static void *buf_alloc(size_t cap)
+{
+  void *p;
+
+  if (!gpu_mode)
+    return aligned_alloc(4096, page_round(cap));
+  p = mmap(NULL, page_round(cap), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void buf_free(void *p, size_t cap)
+{
+  if (p == NULL)
+    return;
+  if (gpu_mode)
+    munmap(p, page_round(cap));
+  else
+    free(p);
+}
+
+static ncclResult_t buf_reg(void *comm, void *p, size_t cap, void **mh)
+{
+  return drv_regmr_type(&drv, comm, p, cap, gpu_mode ? NCCL_PTR_CUDA : NCCL_PTR_HOST, mh);
+}
+
+/* Opens (the harness fills or checks) or hides (the plugin may be working on it) a
+ * GPU-like buffer; nothing in host mode. A failing mprotect is the harness's fault. */
+static void buf_access(void *p, size_t cap, int open)
+{
+  if (!gpu_mode || p == NULL)
+    return;
+  if (mprotect(p, page_round(cap), open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
+    fprintf(stderr, "mcp-conformance: mprotect of %p+%zu: %s\n", p, cap, strerror(errno));
+    exit(3);
+  }
+}
+
+/* What was running, for the crash report: a CPU access to a hidden buffer is a SIGSEGV. */
+static const char *volatile cur_test = "setup";
+static volatile size_t cur_size;
+
+static void gpu_segv(int sig, siginfo_t *si, void *uc)
+{
+  char msg[256];
+  int n;
+
+  (void)uc;
+  n = snprintf(msg, sizeof(msg), "mcp-conformance: SIGSEGV at %p in test %s, message of %zu bytes: a CPU access "
+               "to memory the CPU cannot reach (with --gpu: GPU-like memory)\n", si->si_addr, cur_test, cur_size);
+  if (n > 0 && write(2, msg, (size_t)n) < 0)
+    n = 0;
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static void gpu_segv_install(void)
+{
+  struct sigaction sa;
+
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = gpu_segv;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigaction(SIGSEGV, &sa, NULL);
+}
+
+/* Whether the CPU can read the byte at p: write(2) from it into a pipe fails with
+ * EFAULT when it cannot, without a signal. Proves the hiding is real. */
+static int cpu_can_read(const void *p)
+{
+  int fd[2], ok;
+
+  if (pipe(fd) != 0)
+    return 1;
+  ok = write(fd[1], p, 1) == 1;
+  close(fd[0]);
+  close(fd[1]);
+  return ok;
+}
 
 /* ---- connection setup ---- */
 
@@ -140,15 +235,25 @@ static int link_open(struct link *l, size_t cap)
   if (open_link(&l->sc, &l->rc) != 0)
     return -1;
   l->cap = cap;
-  l->sbuf = aligned_alloc(4096, cap);
-  l->rbuf = aligned_alloc(4096, cap);
+  l->sbuf = buf_alloc(cap);
+  l->rbuf = buf_alloc(cap);
   if (l->sbuf == NULL || l->rbuf == NULL)
     FAILF("out of memory for %zu-byte buffers", cap);
-  if (drv_regmr(&drv, l->sc, l->sbuf, cap, &l->smh) != ncclSuccess ||
-      drv_regmr(&drv, l->rc, l->rbuf, cap, &l->rmh) != ncclSuccess)
-    FAILF("regMr of %zu bytes failed", cap);
+  if (buf_reg(l->sc, l->sbuf, cap, &l->smh) != ncclSuccess || buf_reg(l->rc, l->rbuf, cap, &l->rmh) != ncclSuccess)
+    FAILF("regMr of %zu bytes of %s memory failed", cap, gpu_mode ? "GPU-like (NCCL_PTR_CUDA)" : "host");
+  if (gpu_mode) {
+    memset(l->sbuf, 0, cap); /* the first fill would do it; keeps the check below honest */
+    buf_access(l->sbuf, cap, 0);
+    buf_access(l->rbuf, cap, 0);
+    if (cpu_can_read(l->sbuf) || cpu_can_read(l->rbuf))
+      FAILF("a GPU-like buffer is still readable by the CPU after mprotect(PROT_NONE)");
+  }
   return 0;
 }
+
+/* The harness's turn (open) or the plugin's (hidden) on both buffers of a link. */
+static void link_open_bufs(struct link *l) { buf_access(l->sbuf, l->cap, 1), buf_access(l->rbuf, l->cap, 1); }
+static void link_hide_bufs(struct link *l) { buf_access(l->sbuf, l->cap, 0), buf_access(l->rbuf, l->cap, 0); }
 
 static void link_close(struct link *l)
 {
@@ -157,8 +262,8 @@ static void link_close(struct link *l)
   if (l->rmh)
     drv_deregmr(&drv, l->rc, l->rmh);
   close_link(l->sc, l->rc);
-  free(l->sbuf);
-  free(l->rbuf);
+  buf_free(l->sbuf, l->cap);
+  buf_free(l->rbuf, l->cap);
   memset(l, 0, sizeof(*l));
 }
 
@@ -186,8 +291,11 @@ static int exchange(struct link *l, size_t size, size_t cap, uint32_t msg)
   long bad;
   size_t i;
 
+  cur_size = size;
+  link_open_bufs(l);
   fill(l->sbuf, size, role_seed(role) + msg);
   memset(l->rbuf, CANARY, cap);
+  link_hide_bufs(l);
   if (drv_irecv(&drv, l->rc, 1, (void **)&l->rbuf, &cap, &tag, &l->rmh, &rreq) != ncclSuccess || rreq == NULL)
     FAILF("irecv of %zu bytes failed", cap);
   while (sreq == NULL) {
@@ -198,6 +306,7 @@ static int exchange(struct link *l, size_t size, size_t cap, uint32_t msg)
   }
   if (wait_req(sreq, &ssize, "send") != 0 || wait_req(rreq, &rsize, "receive") != 0)
     return -1;
+  link_open_bufs(l);
   if (ssize != (int)size)
     FAILF("send of %zu bytes reported %d", size, ssize);
   if (rsize != (int)size)
@@ -252,6 +361,7 @@ static int test_grouped(void)
     int tags[8], got[8], i, order[8];
     double deadline = drv_now() + 120;
 
+    link_open_bufs(&l);
     memset(l.rbuf, CANARY, 8 * chunk);
     for (i = 0; i < n; i++) {
       data[i] = l.rbuf + (size_t)i * chunk;
@@ -267,6 +377,7 @@ static int test_grouped(void)
         len = 0; /* one empty element */
       fill(l.sbuf + (size_t)i * chunk, len, role_seed(role) + (uint32_t)(t * 16 + n));
     }
+    link_hide_bufs(&l);
     if (drv_irecv(&drv, l.rc, n, data, sizes, tags, mh, &rreq) != ncclSuccess || rreq == NULL)
       FAILF("grouped irecv of %d buffers failed", n);
     for (i = 0; i < n; i++) {
@@ -284,6 +395,7 @@ static int test_grouped(void)
         return -1;
     if (wait_req(rreq, got, "grouped receive") != 0)
       return -1;
+    link_open_bufs(&l);
     for (i = 0; i < n; i++) {
       int t = tags[i];
       size_t len = t - 100 == 1 ? 0 : (size_t)(t * 997 + n * 13) % chunk;
@@ -358,10 +470,13 @@ static int test_flush(void)
     int size = 4096 * (i + 1);
     if (exchange(&l, (size_t)size, 1 << 20, 700 + (uint32_t)i) != 0)
       return -1;
+    link_hide_bufs(&l);
     if (drv_iflush(&drv, l.rc, 1, (void **)&l.rbuf, &size, &l.rmh, &freq) != ncclSuccess)
       FAILF("iflush failed");
     if (getenv("MCPNET_FORCE_FLUSH") != NULL && freq == NULL)
       FAILF("iflush returned no request although MCPNET_FORCE_FLUSH=1");
+    if (gpu_mode && freq == NULL)
+      FAILF("iflush of GPU memory returned no request (the data may not be visible to the GPU yet)");
     if (freq != NULL && wait_req(freq, NULL, "flush") != 0)
       return -1;
   }
@@ -553,6 +668,9 @@ static int test_props(void)
     if ((p[i].ptrSupport & NCCL_PTR_CUDA) && access("/sys/module/nvidia_peermem", F_OK) != 0 &&
         access("/sys/module/nv_peer_mem", F_OK) != 0)
       FAILF("%s: CUDA pointer support claimed without a peer-memory module", p[i].name);
+    if (gpu_mode && !(p[i].ptrSupport & NCCL_PTR_CUDA))
+      FAILF("%s: ptrSupport %#x lacks CUDA, which GPU-like memory needs (is nvidia_peermem loaded?)", p[i].name,
+            p[i].ptrSupport);
     if (getenv("CONF_EXPECT_NO_DMABUF") && (p[i].ptrSupport & NCCL_PTR_DMABUF))
       FAILF("%s: DMA-BUF support claimed on a device that has none", p[i].name);
     printf("  %d: %s pciPath=%s guid=%s speed=%d port=%d ptrSupport=%#x maxComms=%d\n", i, p[i].name,
@@ -1355,6 +1473,18 @@ static const struct test tests[] = {
   {"watchdog", test_watchdog}, {"diag", test_diag}, {"fork", test_fork},
 };
 
+/* The tests written for GPU-like memory: they touch data buffers only between calls. */
+static int gpu_capable(const char *name)
+{
+  static const char *const ok[] = {"props", "sizes", "grouped", "flush", "many"};
+  unsigned i;
+
+  for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+    if (strcmp(ok[i], name) == 0)
+      return 1;
+  return 0;
+}
+
 static int run(const char *name)
 {
   unsigned i;
@@ -1363,7 +1493,13 @@ static int run(const char *name)
   for (i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
     if (strcmp(tests[i].name, name) != 0)
       continue;
-    if (tests[i].fn() == 0) {
+    cur_test = name;
+    cur_size = 0;
+    if (gpu_mode && !gpu_capable(name)) {
+      fprintf(stderr, "  error: %s does not run with GPU-like memory (--gpu / CONF_GPU)\n", name);
+      printf("FAIL %s (abi v%d)\n", name, abi);
+      failed++;
+    } else if (tests[i].fn() == 0) {
       printf("ok   %s (abi v%d, %.1f s)\n", name, abi, drv_now() - t0);
       passed++;
     } else {
@@ -1382,6 +1518,7 @@ int main(int argc, char **argv)
   int i = 1, n = 0;
 
   setvbuf(stdout, NULL, _IOLBF, 0);
+  gpu_mode = getenv("CONF_GPU") != NULL && atoi(getenv("CONF_GPU")) != 0;
   for (; i < argc && argv[i][0] == '-'; i++) {
     if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
       plugin_path = argv[++i];
@@ -1391,8 +1528,11 @@ int main(int argc, char **argv)
       dev = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--expect-init-fail"))
       expect_init_fail = 1;
+    else if (!strcmp(argv[i], "--gpu"))
+      gpu_mode = 1;
     else {
-      fprintf(stderr, "usage: %s [--plugin SO] [--abi N] [--dev N] self|pair [--role a|b --xchg DIR] TEST...\n", argv[0]);
+      fprintf(stderr, "usage: %s [--plugin SO] [--abi N] [--dev N] [--gpu] self|pair [--role a|b --xchg DIR] "
+              "TEST...\n", argv[0]);
       return 2;
     }
   }
@@ -1429,6 +1569,10 @@ int main(int argc, char **argv)
     if (expect_init_fail) {
       printf("FAIL init succeeded with %d device(s) although it should have failed\n0 passed, 1 failed\n", n);
       return 1;
+    }
+    if (gpu_mode) {
+      printf("GPU-like memory: regMr(NCCL_PTR_CUDA), buffers PROT_NONE while the plugin holds them\n");
+      gpu_segv_install();
     }
     for (; i < argc; i++)
       if (run(argv[i]) != 0)
