@@ -1,7 +1,7 @@
 /*
  * mcp_stream.c - a verified stream between two hosts, for the fault scenarios.
  *
- *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small]
+ *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small] [--gpu]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
@@ -14,10 +14,18 @@
  * After the first 64 messages each way it creates DIR/<role>.streaming, the cue for
  * a scenario to inject its fault. Output: a progress line every 2 s, then one
  * "stream: ..." summary line, and exit 0 only if everything arrived intact.
+ *
+ * With --gpu the buffers are GPU-like, as the conformance suite's --gpu makes them:
+ * registered with regMr(NCCL_PTR_CUDA) and mprotect'ed PROT_NONE except while this
+ * program fills a send slot or checks a received one, so a CPU access by the plugin
+ * (during a recovery's replay, say) crashes. Each completed receive is then flushed
+ * with iflush, as NCCL does for GPU memory, and checked once the flush completes.
+ * Needs a peer-memory module (the lab's nvidia_peermem stand-in).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +44,18 @@ static uint8_t pattern(uint32_t seed, size_t i)
 {
   uint32_t x = seed * 2654435761u + (uint32_t)i * 40503u + (uint32_t)(i >> 11);
   return (uint8_t)(x >> 13);
+}
+
+static int gpu;
+
+/* The program's turn (open) or the plugin's (hidden) on one GPU-like slot; slots are
+ * whole pages (MAX_MSG is a multiple of 4096), so each is hidden on its own. */
+static void slot_access(uint8_t *base, int slot, int open)
+{
+  if (gpu && mprotect(base + (size_t)slot * MAX_MSG, MAX_MSG, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
+    perror("stream: mprotect");
+    exit(3);
+  }
 }
 
 static uint32_t seed_of(char role, long msg) { return (role == 'a' ? 0x51000000u : 0x52000000u) + (uint32_t)msg; }
@@ -61,7 +81,9 @@ int main(int argc, char **argv)
   int window = MAX_WINDOW, i, ndev = 0, marked = 0;
   struct mcp_drive drv;
   void *lc = NULL, *sc = NULL, *rc = NULL, *smh = NULL, *rmh = NULL;
-  void *rreq[MAX_WINDOW] = {0}, *sreq[MAX_WINDOW] = {0};
+  void *rreq[MAX_WINDOW] = {0}, *sreq[MAX_WINDOW] = {0}, *freq[MAX_WINDOW] = {0};
+  int rgot[MAX_WINDOW];
+  long flushes = 0;
   uint8_t *sbuf, *rbuf;
   double t0, last, deadline;
   unsigned long long bytes = 0;
@@ -81,9 +103,11 @@ int main(int argc, char **argv)
       from = argv[++i][0];
     else if (!strcmp(argv[i], "--small"))
       sizes = small_sizes;
+    else if (!strcmp(argv[i], "--gpu"))
+      gpu = 1;
     else {
       fprintf(stderr, "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
-              "[--small]\n", argv[0]);
+              "[--small] [--gpu]\n", argv[0]);
       return 2;
     }
   }
@@ -109,11 +133,27 @@ int main(int argc, char **argv)
   if (drv_connect_pair(&drv, 0, peer_handle, lc, &sc, &rc, 120, role == 'a') != 0)
     return fail("connect", 0);
   drv_close_listen(&drv, lc);
-  sbuf = aligned_alloc(4096, (size_t)MAX_WINDOW * MAX_MSG);
-  rbuf = aligned_alloc(4096, (size_t)MAX_WINDOW * MAX_MSG);
-  if (sbuf == NULL || rbuf == NULL || drv_regmr(&drv, sc, sbuf, (size_t)MAX_WINDOW * MAX_MSG, &smh) != ncclSuccess ||
-      drv_regmr(&drv, rc, rbuf, (size_t)MAX_WINDOW * MAX_MSG, &rmh) != ncclSuccess)
-    return fail("buffers", 0);
+  if (gpu) {
+    sbuf = mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    rbuf = mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (sbuf == MAP_FAILED || rbuf == MAP_FAILED)
+      return fail("mmap of the GPU-like buffers", 0);
+  } else {
+    sbuf = aligned_alloc(4096, (size_t)MAX_WINDOW * MAX_MSG);
+    rbuf = aligned_alloc(4096, (size_t)MAX_WINDOW * MAX_MSG);
+  }
+  if (sbuf == NULL || rbuf == NULL ||
+      drv_regmr_type(&drv, sc, sbuf, (size_t)MAX_WINDOW * MAX_MSG, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &smh) !=
+          ncclSuccess ||
+      drv_regmr_type(&drv, rc, rbuf, (size_t)MAX_WINDOW * MAX_MSG, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &rmh) !=
+          ncclSuccess)
+    return fail(gpu ? "regMr(NCCL_PTR_CUDA) of the buffers (is nvidia_peermem loaded?)" : "buffers", 0);
+  for (i = 0; gpu && i < MAX_WINDOW; i++) {
+    slot_access(sbuf, i, 0);
+    slot_access(rbuf, i, 0);
+  }
+  if (gpu)
+    printf("stream: GPU-like memory: regMr(NCCL_PTR_CUDA), slots PROT_NONE while the plugin holds them\n");
 
   t0 = last = drv_now();
   deadline = t0 + 600;
@@ -124,7 +164,11 @@ int main(int argc, char **argv)
     if (now > deadline)
       return fail("no end within 600 s", done_r);
     if (now - last >= 2) {
-      printf("stream: %ld received, %ld sent, %.1f s\n", done_r, done_s, now - t0);
+      if (gpu && done_r < posted_r && rreq[done_r % window] == NULL && freq[done_r % window] != NULL)
+        printf("stream: %ld received, %ld sent, %.1f s; waiting for the flush of message %ld\n", done_r, done_s,
+               now - t0, done_r);
+      else
+        printf("stream: %ld received, %ld sent, %.1f s\n", done_r, done_s, now - t0);
       fflush(stdout);
       last = now;
     }
@@ -145,8 +189,10 @@ int main(int argc, char **argv)
       size_t size = sizes[posted_s % NSIZES], k;
       uint8_t *p = sbuf + (size_t)slot * MAX_MSG;
       if (filled != posted_s) {
+        slot_access(sbuf, slot, 1);
         for (k = 0; k < size; k++)
           p[k] = pattern(seed_of(role, posted_s), k);
+        slot_access(sbuf, slot, 0);
         filled = posted_s;
       }
       if (drv_isend(&drv, sc, p, size, tag, smh, &sreq[slot]) != ncclSuccess)
@@ -156,13 +202,38 @@ int main(int argc, char **argv)
     }
     if (done_r < posted_r) {
       int slot = (int)(done_r % window);
-      if (drv_test(&drv, rreq[slot], &done, &got) != ncclSuccess)
-        return fail("test of a receive returned an error", done_r);
+      if (rreq[slot] != NULL) {
+        if (drv_test(&drv, rreq[slot], &done, &got) != ncclSuccess)
+          return fail("test of a receive returned an error", done_r);
+        if (done) {
+          rreq[slot] = NULL;
+          rgot[slot] = got;
+          /* GPU memory: NCCL flushes a completed receive before the GPU reads it. */
+          if (gpu) {
+            void *buf = rbuf + (size_t)slot * MAX_MSG;
+            int fsize = got;
+            if (drv_iflush(&drv, rc, 1, &buf, &fsize, &rmh, &freq[slot]) != ncclSuccess)
+              return fail("iflush returned an error", done_r);
+            if (freq[slot] == NULL && got > 0)
+              return fail("iflush of GPU memory returned no request", done_r);
+            done = freq[slot] == NULL;
+          }
+        }
+      } else if (freq[slot] != NULL) {
+        if (drv_test(&drv, freq[slot], &done, NULL) != ncclSuccess)
+          return fail("test of a flush returned an error", done_r);
+        if (done) {
+          freq[slot] = NULL;
+          flushes++;
+        }
+      }
       if (done) {
         size_t want = sizes[done_r % NSIZES], k;
         const uint8_t *p = rbuf + (size_t)slot * MAX_MSG;
+        got = rgot[slot];
         if ((size_t)got != want)
           return fail("a receive reported the wrong size", done_r);
+        slot_access(rbuf, slot, 1);
         for (k = 0; k < want; k++)
           if (p[k] != pattern(seed_of(peer, done_r), k)) {
             fprintf(stderr, "stream: message %ld byte %zu is %#x, expected %#x\n", done_r, k, p[k],
@@ -170,6 +241,7 @@ int main(int argc, char **argv)
             return fail("a received byte differs", done_r);
           }
         memset(rbuf + (size_t)slot * MAX_MSG, 0, want); /* a stale copy must not pass next time */
+        slot_access(rbuf, slot, 0);
         bytes += want;
         done_r++;
       }
@@ -191,8 +263,10 @@ int main(int argc, char **argv)
       marked = 1;
     }
   }
-  printf("stream: ok: %ld messages sent, %ld received, %llu bytes received and verified in %.1f s\n", nsend,
-         nrecv, bytes, drv_now() - t0);
+  printf("stream: ok: %ld messages sent, %ld received, %llu bytes received and verified in %.1f s%s\n", nsend,
+         nrecv, bytes, drv_now() - t0, gpu ? " (GPU-like memory, every receive flushed)" : "");
+  if (gpu && flushes != nrecv)
+    return fail("not every receive was flushed", flushes);
   drv_deregmr(&drv, sc, smh);
   drv_deregmr(&drv, rc, rmh);
   drv_close_send(&drv, sc);
