@@ -41,7 +41,7 @@ x=/tmp/flap
 mkdir -p "$x"
 for r in a b; do
   env NCCL_IB_TIMEOUT=15 NCCL_IB_RETRY_CNT=3 MCPNET_RECOVERY_TIMEOUT=30 MCP_DRIVE_VERBOSE=1 \
-    timeout 300 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role $r --xchg "$x" --msgs 400 --gpu \
+    timeout 180 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role $r --xchg "$x" --msgs 300 --gpu \
     > "/tmp/flap.$r.out" 2> "/tmp/flap.$r.err" &
   eval "pid_$r=$!"
 done
@@ -60,7 +60,8 @@ for r in a b; do
   grep -E 'recover|WARN' "/tmp/flap.$r.err" | head -10 || true
   tail -2 "/tmp/flap.$r.out"
 done
-[ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] || { tail -n 40 /tmp/flap.a.err /tmp/flap.b.err; lab_fail "the GPU-like stream failed across the flap (exit $rc_a, $rc_b; 139 is a CPU access to GPU memory)"; }
+[ "$rc_a" = 0 ] && [ "$rc_b" = 0 ] || { tail -n 40 /tmp/flap.a.err /tmp/flap.b.err; tail -n 3 /tmp/flap.a.out /tmp/flap.b.out
+  lab_fail "the GPU-like stream failed across the flap (exit $rc_a, $rc_b; 139 is a CPU access to GPU memory, 124 a hang)"; }
 for r in a b; do
   lab_grep '^stream: GPU-like memory' "/tmp/flap.$r.out" "stream $r ran with GPU-like memory"
   lab_grep '^stream: ok: .*GPU-like memory, every receive flushed' "/tmp/flap.$r.out" "stream $r: every message arrived intact through the flap"
