@@ -39,14 +39,15 @@ lab_grep '^4 passed, 0 failed' /tmp/gpu.out "sizes, grouped, flush and many pass
 # replay what was in flight, from memory the CPU cannot read.
 x=/tmp/flap
 mkdir -p "$x"
+pids=()
 for r in a b; do
   env NCCL_IB_TIMEOUT=15 NCCL_IB_RETRY_CNT=3 MCPNET_RECOVERY_TIMEOUT=30 MCP_DRIVE_VERBOSE=1 \
     timeout 180 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role $r --xchg "$x" --msgs 300 --gpu \
     > "/tmp/flap.$r.out" 2> "/tmp/flap.$r.err" &
-  eval "pid_$r=$!"
+  pids+=($!)
 done
 for _ in $(seq 600); do [ -f "$x/a.streaming" ] && [ -f "$x/b.streaming" ] && break; sleep 0.1; done
-[ -f "$x/a.streaming" ] && [ -f "$x/b.streaming" ] || { cat /tmp/flap.*.out; tail -20 /tmp/flap.*.err; lab_fail "the GPU-like stream never started"; }
+[ -f "$x/a.streaming" ] && [ -f "$x/b.streaming" ] || { cat /tmp/flap.*.out; tail -n 20 /tmp/flap.*.err; lab_fail "the GPU-like stream never started"; }
 sleep 0.5
 lab_log "lo down for 5 s"
 ip link set lo down
@@ -54,8 +55,8 @@ sleep 5
 ip link set lo up
 lab_log "lo up again"
 rc_a=0 rc_b=0
-wait "$pid_a" || rc_a=$?
-wait "$pid_b" || rc_b=$?
+wait "${pids[0]}" || rc_a=$?
+wait "${pids[1]}" || rc_b=$?
 for r in a b; do
   grep -E 'recover|WARN' "/tmp/flap.$r.err" | head -10 || true
   tail -2 "/tmp/flap.$r.out"
