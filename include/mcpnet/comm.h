@@ -184,6 +184,8 @@ struct mcp_comm {
   /* Send side. */
   struct mcp_send_slot *sslots;    /* MCP_SLOTS */
   int next_qp;
+  int32_t tag_refused;             /* the last isend whose tag had no free buffer in the head */
+  uint32_t tag_refused_seq;        /* receive, and that receive's seq (0: none; seqs start at 1) */
 
   /* Receive side. */
   struct mcp_recv_slot *rslots;    /* MCP_SLOTS */
