@@ -436,19 +436,14 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
              dd->ibdev, port, d->lid, d->pkey, d->pkey_index, d->pkey_full ? "full" : "limited");
 }
 
-/* NCCL matches NCCL_IB_HCA tokens as prefixes: "mlx5_1" also takes mlx5_10..19. Say so
- * when a token catches more than one device (strict mode makes it an init error). */
+/* NCCL matches NCCL_IB_HCA tokens as prefixes: "mlx5_1" also takes mlx5_10..19. NCCL
+ * uses every match, so mcpnet does too, strict or not, and says so once. */
 static void warn_ambiguous_tokens(const struct mcp_select *sel, const char *const *names, int n)
 {
-  char which[512];
-  int t;
+  char msg[1024];
 
-  if (sel->hca.exact || sel->entry != NULL || sel->strict)
-    return;
-  for (t = 0; t < sel->hca.n; t++)
-    if (mcp_hca_token_devices(&sel->hca, t, names, n, which, sizeof(which)) > 1)
-      MCP_WARN("NCCL_IB_HCA=%s: '%s' matches several devices (%s): NCCL's prefix matching. "
-               "Start the list with '=' to match names exactly", sel->hca_text, sel->hca.e[t].name, which);
+  if (mcp_select_ambiguous(sel, names, n, msg, sizeof(msg)) > 0)
+    MCP_WARN("%s", msg);
 }
 
 static void discover_device(struct discover_run *run, struct ibv_device *dev)

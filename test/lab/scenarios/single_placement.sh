@@ -131,8 +131,12 @@ expect /tmp/down.err "rxe2:1 \(pinned by .*\)|rxe2 \(pinned by .*\): port state 
 ip link set p2 up
 wait_gid rxe2 0000:0000:0000:0000:0000:ffff:0a0c:0001
 
-probe ambiguous --fail NCCL_IB_HCA=rxe
-expect /tmp/ambiguous.err "'rxe' matches 3 devices by NCCL's prefix rule; start the list with '='" "strict: an ambiguous NCCL_IB_HCA token fails init"
+# NCCL uses every device a prefix token matches; so does mcpnet, strict or not, with a WARN.
+probe ambiguous NCCL_IB_HCA=rxe
+expect /tmp/ambiguous.err "NCCL_IB_HCA=rxe: 'rxe' matches several devices \(rxe0, rxe1, rxe2\)\. mcpnet uses all of them" \
+  "strict: an ambiguous NCCL_IB_HCA token is a WARN, no longer an init failure"
+expect /tmp/ambiguous.out '^  2: rxe' "strict: all three devices the prefix matches are used, as NCCL uses them"
+refute /tmp/ambiguous.err 'init fails' "strict: the ambiguity does not fail init"
 probe ambiguous-lenient NCCL_IB_HCA=rxe MCPNET_STRICT=0
 expect /tmp/ambiguous-lenient.err "'rxe' matches several devices \(rxe0, rxe1, rxe2\)" "not strict: it is a WARN"
 
