@@ -393,10 +393,14 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
     struct mcp_gid_entry tab[GID_TABLE_MAX];
     int n = gid_table_read(dd, port, tab, GID_TABLE_MAX);
 
-    if (mcp_gid_choose(tab, n, &run->pol, &d->gid, err, sizeof(err)) != 0) {
+    int rc = mcp_gid_choose(tab, n, &run->pol, &d->gid, err, sizeof(err));
+
+    if (rc < 0) {
       EXCLUDE(run, dd->ibdev, port, "%s", err);
       return;
     }
+    if (rc > 0)
+      MCP_WARN("%s port %d: %s", dd->ibdev, port, err);
   } else {
     d->gid.index = 0;
     d->gid.type = MCP_GID_TYPE_IB;

@@ -141,13 +141,17 @@ probe ambiguous-lenient NCCL_IB_HCA=rxe MCPNET_STRICT=0
 expect /tmp/ambiguous-lenient.err "'rxe' matches several devices \(rxe0, rxe1, rxe2\)" "not strict: it is a WARN"
 
 # --- GID index ------------------------------------------------------------------------
-# rxe has RoCE v2 GIDs only: ask for v1 to see a present index refused for its type.
+# rxe has RoCE v2 GIDs only: ask for v1 to see a present index of the other type used
+# as given (NCCL does the same), with a WARN.
 v2=$(gid_index rxe1 0000:0000:0000:0000:0000:ffff:0a0b:0001 "RoCE v2") || lab_fail "rxe1 has no RoCE v2 GID for 10.11.0.1"
 probe gidempty --fail NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX=17
 expect /tmp/gidempty.err "rxe1 port 1: GID index 17 is empty or not described to this namespace \(set by NCCL_IB_GID_INDEX\)\. The port's GIDs: 0 fe80::.* 10\.11\.0\.1 v2 p1" \
   "an empty GID index fails init and the message shows the port's GID table"
-probe gidv1 --fail NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX="$v2" NCCL_IB_ROCE_VERSION_NUM=1
-expect /tmp/gidv1.err "GID index $v2 cannot be used: it is not RoCE v1" "a RoCE v2 index is refused when v1 is wanted"
+probe gidv1 NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX="$v2" NCCL_IB_ROCE_VERSION_NUM=1
+expect /tmp/gidv1.err "rxe1 port 1: GID index $v2 is RoCE v2, not the v1 NCCL_IB_ROCE_VERSION_NUM=1 asks for; used as given" \
+  "a RoCE v2 index when v1 is wanted is a WARN, no longer a refusal"
+expect /tmp/gidv1.out '^  0: rxe1 ' "and rxe1 is used with that GID"
+expect /tmp/gidv1.err "rxe1 port 1: GID $v2 10\.11\.0\.1 \(RoCE v2, netdev p1\): set by NCCL_IB_GID_INDEX" "the log names the index and its source"
 probe gidok NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX="$v2"
 expect /tmp/gidok.err "rxe1 port 1: GID $v2 10\.11\.0\.1 \(RoCE v2, netdev p1\): set by NCCL_IB_GID_INDEX" "a valid index is used and logged with its source"
 
