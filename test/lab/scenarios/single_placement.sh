@@ -9,6 +9,8 @@
 #   exist or whose port is down, and skipping it with MCPNET_STRICT=0; NCCL_IB_HCA
 #   prefix ambiguity; an unusable NCCL_IB_GID_INDEX named with the port's GID table; a
 #   uverbs node the process may not open; tenant P_Keys resolved by value or refused;
+#   the init INFO line (version, revision, ABI table, library) and the WARNs for ignored
+#   NCCL_IB_ variables and a misspelt MCPNET_ one;
 #   a bad map refused at init naming its entry; data over an IPv6 GID and an IPv4 GID.
 set -euo pipefail
 . "$LAB_LIB"
@@ -139,6 +141,19 @@ expect /tmp/ambiguous.out '^  2: rxe' "strict: all three devices the prefix matc
 refute /tmp/ambiguous.err 'init fails' "strict: the ambiguity does not fail init"
 probe ambiguous-lenient NCCL_IB_HCA=rxe MCPNET_STRICT=0
 expect /tmp/ambiguous-lenient.err "'rxe' matches several devices \(rxe0, rxe1, rxe2\)" "not strict: it is a WARN"
+
+# --- who is running, and what it ignores -----------------------------------------------
+# NCCL's transport would read NCCL_IB_AR_THRESHOLD; mcpnet does not, and says so. A
+# misspelt MCPNET_ variable is named with the real one. Neither stops init.
+probe ignored NCCL_IB_HCA==rxe1 NCCL_IB_AR_THRESHOLD=0 MCPNET_RECOVERY_TIMOUT=5
+expect /tmp/ignored.err 'mcpnet [0-9]+\.[0-9]+\.[0-9]+, source revision [^;]+; NCCL took the ncclNetPlugin_v11 table; library /.*libnccl-net-mcp\.so' \
+  "init's INFO line names the version, the source revision, the ABI table and the library's path"
+expect /tmp/ignored.err "set, but mcpnet does not act on them \(NCCL's own IB transport would\): NCCL_IB_AR_THRESHOLD" \
+  "one WARN lists the NCCL_IB_ variable mcpnet ignores"
+expect /tmp/ignored.err 'MCPNET_RECOVERY_TIMOUT=5 \(environment\) is not an mcpnet variable and is ignored; the nearest one is MCPNET_RECOVERY_TIMEOUT' \
+  "one WARN names the misspelt MCPNET_ variable and the nearest real one"
+expect /tmp/ignored.out '^  0: rxe1 ' "init goes on"
+[ "$(grep -c 'does not act on them' /tmp/ignored.err)" = 1 ] || lab_fail "the ignored NCCL_IB_ variables are one WARN"
 
 # --- GID index ------------------------------------------------------------------------
 # rxe has RoCE v2 GIDs only: ask for v1 to see a present index of the other type used
