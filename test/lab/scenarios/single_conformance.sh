@@ -1,4 +1,4 @@
-# lab: topology=single deadline=420
+# lab: topology=single deadline=720
 # The conformance suite in one guest (rxe0 on lo): the plugin driven through its
 # exported tables as NCCL's proxy does, connecting to itself. Every size 0..64 MiB
 # verified byte for byte with nothing written past the sent size, grouped receives,

@@ -1,4 +1,4 @@
-# lab: topology=single deadline=300
+# lab: topology=single deadline=600
 # Where traffic goes, on one guest with three soft-RoCE devices: rxe0 on lo, rxe1 and rxe2
 # on veth links (10.11.0.1, and 10.12.0.1 plus fd12::1). Each check runs the plugin as
 # NCCL loads it (bin/mcp-conformance drives the exported v11 table) with a different
