@@ -431,25 +431,25 @@ static void log_time_to_error(struct loader *ld)
   double tte = mcp_param_time_to_error_s(cfg->ib_timeout, cfg->ib_retry_cnt);
   double rnr = mcp_param_rnr_bound_s(cfg->min_rnr_timer, cfg->rnr_retry);
   bool timeout_default = cfg->origin[MCP_PARAM_IB_TIMEOUT].source == MCP_PARAM_SRC_DEFAULT;
-  char qp[512], rn[256], msg[900];
+  char qp[512], rn[256], msg[1200];
 
   if (isinf(tte))
     snprintf(qp, sizeof(qp), "never (NCCL_IB_TIMEOUT=0 is infinite)");
   else
     snprintf(qp, sizeof(qp),
-             "after at least %.2f s (NCCL_IB_TIMEOUT=%d%s%s%s: %.3f s per try, NCCL_IB_RETRY_CNT=%d: "
+             "after at least %.2f s (NCCL_IB_TIMEOUT=%d: %.3f s per try, NCCL_IB_RETRY_CNT=%d: "
              "%d tries; hardware may take up to ~4x longer)",
-             tte, cfg->ib_timeout, timeout_default ? " by default, " : "",
-             timeout_default ? ld->ib_timeout_why : "", timeout_default ? "," : "",
-             mcp_param_time_to_error_s(cfg->ib_timeout, 0), cfg->ib_retry_cnt, cfg->ib_retry_cnt + 1);
+             tte, cfg->ib_timeout, mcp_param_time_to_error_s(cfg->ib_timeout, 0), cfg->ib_retry_cnt,
+             cfg->ib_retry_cnt + 1);
   if (isinf(rnr))
     snprintf(rn, sizeof(rn), "never (MCPNET_RNR_RETRY=7 is infinite)");
   else
     snprintf(rn, sizeof(rn), "after at least %.2f ms (MCPNET_MIN_RNR_TIMER=%d: %.2f ms x %d tries)",
              rnr * 1000.0, cfg->min_rnr_timer, mcp_param_rnr_timer_ms(cfg->min_rnr_timer),
              cfg->rnr_retry + 1);
-  snprintf(msg, sizeof(msg), "QP time to error: an unreachable peer fails %s; RNR NAKs fail %s",
-           qp, rn);
+  snprintf(msg, sizeof(msg), "QP time to error: an unreachable peer fails %s; RNR NAKs fail %s%s%s",
+           qp, rn, timeout_default ? ". NCCL_IB_TIMEOUT is the default for this NCCL: " : "",
+           timeout_default ? ld->ib_timeout_why : "");
   emit(ld, NCCL_LOG_INFO, msg);
 }
 

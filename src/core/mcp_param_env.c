@@ -22,21 +22,23 @@ int mcp_param_nccl_ib_timeout(int nccl_version, int nccl_abi, char *why, size_t 
 {
   if (nccl_version > 0) {
     int maj = nccl_version / 10000, min = nccl_version / 100 % 100, pat = nccl_version % 100;
+    int t = nccl_version >= NCCL_CODE_2_23 ? 20 : 18;
 
-    snprintf(why, whylen, "NCCL %d.%d.%d's default (%s)", maj, min, pat,
-             nccl_version >= NCCL_CODE_2_23 ? "20 from NCCL 2.23 on" : "18 before NCCL 2.23");
-    return nccl_version >= NCCL_CODE_2_23 ? 20 : 18;
+    snprintf(why, whylen, "%d, as NCCL %d.%d.%d (which loaded mcpnet) defaults to (%s)", t, maj, min,
+             pat, t == 20 ? "20 from NCCL 2.23 on" : "18 before NCCL 2.23");
+    return t;
   }
   if (nccl_abi == 8) {
-    snprintf(why, whylen, "NCCL took the v8 table: NCCL 2.20-2.22 default to 18 (2.23, also v8, to 20; "
-             "its version was not visible)");
+    snprintf(why, whylen, "18, as NCCL took the v8 table: NCCL 2.20-2.22 default to 18 (2.23, also "
+             "v8, to 20; NCCL's version was not visible)");
     return 18;
   }
   if (nccl_abi >= 9) {
-    snprintf(why, whylen, "NCCL took the v%d table: NCCL 2.24 or later, default 20", nccl_abi);
+    snprintf(why, whylen, "20, as NCCL took the v%d table: NCCL 2.24 or later, which default to 20",
+             nccl_abi);
     return 20;
   }
-  snprintf(why, whylen, "NCCL's default since 2.23 (no NCCL seen)");
+  snprintf(why, whylen, "20, NCCL's default since 2.23 (no NCCL seen)");
   return 20;
 }
 

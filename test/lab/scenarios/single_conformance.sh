@@ -47,7 +47,7 @@ lab_grep "NCCL_IB_QPS_PER_CONNECTION=200: rxe0 uses [0-9]+ QPs per connection: (
   /tmp/qps200.err "200 QPs per connection are capped with a WARN saying why"
 # NCCL_IB_TIMEOUT's default follows the NCCL the table tells: 18 for v8, 20 for v11.
 MCP_DRIVE_VERBOSE=1 conf --abi 8 self props 2> /tmp/abi8.err
-lab_grep 'NCCL_IB_TIMEOUT=18 by default, NCCL took the v8 table' /tmp/abi8.err "v8 (NCCL 2.20-2.22): timeout 18"
+lab_grep 'NCCL_IB_TIMEOUT is the default for this NCCL: 18, as NCCL took the v8 table' /tmp/abi8.err "v8 (NCCL 2.20-2.22): timeout 18"
 lab_grep 'NCCL took the ncclNetPlugin_v8 table' /tmp/abi8.err "the init INFO line names the v8 table"
 MCP_DRIVE_VERBOSE=1 conf self props 2> /tmp/abi11.err
-lab_grep 'NCCL_IB_TIMEOUT=20 by default, NCCL took the v11 table' /tmp/abi11.err "v11 (NCCL 2.28): timeout 20"
+lab_grep 'NCCL_IB_TIMEOUT is the default for this NCCL: 20, as NCCL took the v11 table' /tmp/abi11.err "v11 (NCCL 2.28): timeout 20"
