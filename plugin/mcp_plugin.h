@@ -35,8 +35,9 @@ ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int t
 ncclResult_t mcp_plugin_irecv_ph(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                                  void **mhandles, void **phandles, void **request);
 
-/* The context-free calls of v8 - v10, whose lifecycle is the whole process. */
-ncclResult_t mcp_plugin_legacy_init(ncclDebugLogger_t log_fn);
+/* The context-free calls of v8 - v10, whose lifecycle is the whole process. init takes
+ * the table's version: it tells which NCCL loaded us (mcp_net_note_abi). */
+ncclResult_t mcp_plugin_legacy_init(int abi, ncclDebugLogger_t log_fn);
 ncclResult_t mcp_plugin_legacy_listen(int dev, void *handle, void **listen_comm);
 ncclResult_t mcp_plugin_legacy_connect(int dev, void *handle, void **send_comm,
                                        ncclNetDeviceHandle_v8_t **send_dev_comm);

@@ -34,8 +34,9 @@ ncclResult_t mcp_plugin_irecv_ph(void *recv_comm, int n, void **data, size_t *si
 
 /* v8 - v10 have no per-communicator context: init only sets the logger and runs
  * discovery (the core's "legacy init", ctx == NULL), and comms use process defaults. */
-ncclResult_t mcp_plugin_legacy_init(ncclDebugLogger_t log_fn)
+ncclResult_t mcp_plugin_legacy_init(int abi, ncclDebugLogger_t log_fn)
 {
+  mcp_net_note_abi(abi);
   return mcp_net_init(NULL, 0, NULL, log_fn);
 }
 

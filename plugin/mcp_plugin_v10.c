@@ -13,7 +13,7 @@
 static ncclResult_t mcp_plugin_v10_init(ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn)
 {
   (void)prof_fn;
-  return mcp_plugin_legacy_init(log_fn);
+  return mcp_plugin_legacy_init(10, log_fn);
 }
 
 /* cfg lives on this stack frame, so mcp_net_connect must copy the traffic class out

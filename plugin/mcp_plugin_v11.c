@@ -21,6 +21,7 @@ static ncclResult_t mcp_plugin_v11_init(void **ctx, uint64_t comm_id,
   };
 
   (void)prof_fn;
+  mcp_net_note_abi(11);
   return mcp_net_init(ctx, comm_id, &cfg, log_fn);
 }
 

@@ -44,9 +44,15 @@ static ncclResult_t mcp_plugin_v8_irecv(void *recv_comm, int n, void **data, int
   return mcp_net_irecv(recv_comm, n, data, wide, tags, mhandles, request);
 }
 
+/* NCCL 2.20 - 2.22 default NCCL_IB_TIMEOUT to 18, 2.23 to 20: init says it is v8. */
+static ncclResult_t mcp_plugin_v8_init(ncclDebugLogger_t log_fn)
+{
+  return mcp_plugin_legacy_init(8, log_fn);
+}
+
 MCP_PLUGIN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
   .name = MCP_NET_NAME,
-  .init = mcp_plugin_legacy_init,
+  .init = mcp_plugin_v8_init,
   .devices = mcp_net_devices,
   .getProperties = mcp_plugin_props_v8,
   .listen = mcp_plugin_legacy_listen,

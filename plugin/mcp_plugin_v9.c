@@ -3,14 +3,20 @@
  *
  * v9 has the process-wide lifecycle of v10 but no configuration at all (the traffic
  * class stays undefined) and no profiler handles, which makes its isend/irecv the
- * core's own signatures. The table is therefore pure wiring.
+ * core's own signatures. The table is therefore wiring, plus an init that names the
+ * table (for NCCL-version defaults and the init log).
  */
 #include "mcp_plugin.h"
 #include "mcpnet/net.h"
 
+static ncclResult_t mcp_plugin_v9_init(ncclDebugLogger_t log_fn)
+{
+  return mcp_plugin_legacy_init(9, log_fn);
+}
+
 MCP_PLUGIN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
   .name = MCP_NET_NAME,
-  .init = mcp_plugin_legacy_init,
+  .init = mcp_plugin_v9_init,
   .devices = mcp_net_devices,
   .getProperties = mcp_plugin_props_v9,
   .listen = mcp_plugin_legacy_listen,

@@ -5,8 +5,10 @@
  * test compares them, so the README cannot drift from the code); the default is the
  * same in plain text for a terminal; `--effective` loads the configuration the way
  * the plugin would (plus NCCL's configuration files with `--nccl-conf`) and prints
- * each value with where it came from. This is the table's only front end; the
- * doctor has its own report.
+ * each value with where it came from; `--check` vets an environment before a job
+ * starts (an image build, a launcher script): the WARNs the plugin's init would print
+ * about it, and a non-zero exit for a misspelt MCPNET_* name or an invalid value. This
+ * is the table's only front end; the doctor has its own report.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -17,12 +19,17 @@
 
 static void usage(FILE *out)
 {
-  fputs("usage: mcpnet-params [--markdown | --text | --effective [--nccl-conf]]\n"
+  fputs("usage: mcpnet-params [--markdown | --text | --effective | --check] [--nccl-conf]\n"
         "  --text       the configuration reference as plain text (default)\n"
         "  --markdown   the same as a markdown table (the README's reference)\n"
         "  --effective  the values this environment gives, and where each came from\n"
-        "  --nccl-conf  with --effective: also read NCCL_CONF_FILE or ~/.nccl.conf,\n"
-        "               and /etc/nccl.conf, as NCCL does before it loads the plugin\n",
+        "  --check      vet this environment as the plugin's init would: WARN about set\n"
+        "               NCCL_IB_* variables mcpnet ignores and unknown MCPNET_* names\n"
+        "               (with the nearest real one); exit 1 on an unknown MCPNET_* name\n"
+        "               or an invalid value, 0 otherwise\n"
+        "  --nccl-conf  with --effective or --check: also read NCCL_CONF_FILE or\n"
+        "               ~/.nccl.conf, and /etc/nccl.conf, as NCCL does before it loads\n"
+        "               the plugin\n",
         out);
 }
 
@@ -120,9 +127,28 @@ static int print_effective(unsigned flags)
   return 0;
 }
 
+/* The environment as the plugin's init would judge it; WARNs on stderr, a verdict on stdout. */
+static int check_env(unsigned flags)
+{
+  struct mcp_config cfg;
+  char err[1024];
+  int nignored = 0, nunknown, rc;
+
+  mcp_log_set_stderr(NCCL_LOG_WARN);
+  nunknown = mcp_param_scan_env(NULL, &nignored);
+  rc = mcp_param_load(&cfg, NULL, flags, err, sizeof(err));
+  mcp_param_free(&cfg);
+  printf("mcpnet-params --check: %d unknown MCPNET_* name%s, %d NCCL_IB_* variable%s mcpnet does "
+         "not act on, configuration %s\n", nunknown, nunknown == 1 ? "" : "s", nignored,
+         nignored == 1 ? "" : "s", rc == 0 ? "valid" : "invalid");
+  if (rc != 0)
+    fprintf(stderr, "mcpnet-params: invalid configuration: %s\n", err);
+  return nunknown > 0 || rc != 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
-  enum { TEXT, MARKDOWN, EFFECTIVE } mode = TEXT;
+  enum { TEXT, MARKDOWN, EFFECTIVE, CHECK } mode = TEXT;
   unsigned flags = 0;
 
   for (int i = 1; i < argc; i++) {
@@ -132,6 +158,8 @@ int main(int argc, char **argv)
       mode = TEXT;
     } else if (strcmp(argv[i], "--effective") == 0) {
       mode = EFFECTIVE;
+    } else if (strcmp(argv[i], "--check") == 0) {
+      mode = CHECK;
     } else if (strcmp(argv[i], "--nccl-conf") == 0) {
       flags |= MCP_PARAM_LOAD_NCCL_CONF;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -149,6 +177,8 @@ int main(int argc, char **argv)
     return 0;
   case EFFECTIVE:
     return print_effective(flags);
+  case CHECK:
+    return check_env(flags);
   case TEXT:
     break;
   }

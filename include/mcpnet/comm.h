@@ -28,7 +28,9 @@
 #include "mcpnet/wire.h"
 
 #define MCP_SLOTS 64                      /* CTS ring entries; >= NCCL_NET_MAX_REQUESTS */
-#define MCP_MAX_QPS 16
+/* QPs per connection: NCCL's own bound (NCCL_IB_MAX_QPS), so any NCCL_IB_QPS_PER_CONNECTION
+ * NCCL runs runs here too. The arrays below cost 24 bytes per QP in every comm. */
+#define MCP_MAX_QPS 128
 #define MCP_SEND_REQS (NCCL_NET_MAX_REQUESTS * MCP_MAX_RECVS)
 #define MCP_RECV_REQS (MCP_SLOTS + NCCL_NET_MAX_REQUESTS) /* slots plus flushes */
 #define MCP_STRIPE_MIN (64 * 1024)        /* smallest chunk worth a QP of its own */
@@ -184,6 +186,8 @@ struct mcp_comm {
   /* Send side. */
   struct mcp_send_slot *sslots;    /* MCP_SLOTS */
   int next_qp;
+  int32_t tag_refused;             /* the last isend whose tag had no free buffer in the head */
+  uint32_t tag_refused_seq;        /* receive, and that receive's seq (0: none; seqs start at 1) */
 
   /* Receive side. */
   struct mcp_recv_slot *rslots;    /* MCP_SLOTS */

@@ -41,6 +41,8 @@ struct mcp_net_dev {
   char *pci_path;                  /* heap; NULL when the device has no PCI parent */
   int ptr_support;                 /* NCCL_PTR_* */
   int max_qp;
+  int max_cqe;                     /* entries one CQ may hold (ibv_device_attr.max_cqe) */
+  int qps_per_conn;                /* NCCL_IB_QPS_PER_CONNECTION as this port runs it (capped) */
   int max_qp_wr;
   int max_sge;
   int max_inline;                  /* 0 until probed */

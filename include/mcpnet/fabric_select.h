@@ -33,12 +33,21 @@ void mcp_select_by(const struct mcp_select *s, char *buf, size_t len);
 
 /*
  * After discovery: put fab->dev in the rank map's order and check that every
- * requested device gave a usable port (and, in strict mode, that no NCCL_IB_HCA token
- * is ambiguous). visible are the verbs device names found. Returns the number of
- * problems, described in problems ("; "-separated); in strict mode any problem fails init.
+ * requested device gave a usable port. A prefix token that matches several devices
+ * is not a problem (NCCL uses every match), but a device it names exactly must be
+ * usable. visible are the verbs device names found. Returns the number of problems,
+ * described in problems ("; "-separated); in strict mode any problem fails init.
  */
 int mcp_select_check(const struct mcp_select *s, struct mcp_fabric *fab, const char *const *visible,
                      int nvisible, char *problems, size_t len);
+
+/*
+ * NCCL_IB_HCA tokens that match several of the visible devices by NCCL's prefix rule
+ * ("mlx5_1" also takes mlx5_10): how many, with one sentence for the WARN in buf.
+ * 0 for an exact ('=') list, an exclude list or a pinned rank.
+ */
+int mcp_select_ambiguous(const struct mcp_select *s, const char *const *visible, int nvisible,
+                         char *buf, size_t len);
 
 /* Every device found and what became of it: "rxe0: used (GID 1 ...); rxe1:1: excluded: ..." */
 void mcp_select_report(const struct mcp_fabric *fab, char *buf, size_t len);

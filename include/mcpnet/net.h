@@ -42,6 +42,10 @@ struct mcp_comm_config {
 
 ncclResult_t mcp_net_init(void **ctx, uint64_t comm_id, const struct mcp_comm_config *config,
                           ncclDebugLogger_t log_fn);
+/* Which ncclNetPlugin_vN table NCCL took (8..11): each table's init says so before
+ * calling mcp_net_init, so defaults can follow that NCCL's (NCCL_IB_TIMEOUT) and the
+ * init log can name it. */
+void mcp_net_note_abi(int version);
 ncclResult_t mcp_net_finalize(void *ctx);
 ncclResult_t mcp_net_devices(int *ndev);
 ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props);

@@ -166,6 +166,16 @@ struct mcp_param_env {
   /* Where WARN/INFO messages go; NULL: the log (MCP_WARN / MCP_INFO with NCCL_ENV). */
   void (*report)(void *arg, ncclDebugLogLevel level, const char *msg);
   void *report_arg;
+  /*
+   * The NCCL that loaded the plugin, for defaults NCCL changed between releases
+   * (NCCL_IB_TIMEOUT): nccl_abi is the ncclNet table version it took (8..11; 0 unknown,
+   * e.g. a tool), nccl_version its NCCL_VERSION_CODE when the process exports
+   * ncclGetVersion (0 unknown).
+   */
+  int nccl_abi;
+  int nccl_version;
+  /* The environment block mcp_param_scan_env reads; NULL: environ. */
+  char *const *envp;
 };
 
 /*
@@ -193,6 +203,40 @@ int mcp_param_format_default(const struct mcp_param_def *def, char *buf, size_t 
 int mcp_param_format_range(const struct mcp_param_def *def, char *buf, size_t len);
 /* "environment", "config file /etc/mcpnet.conf:3", "default", ... */
 int mcp_param_format_origin(const struct mcp_param_origin *origin, char *buf, size_t len);
+
+/*
+ * NCCL_IB_TIMEOUT's default for the NCCL that loaded the plugin: 20 from NCCL 2.23 on,
+ * 18 before. An exact NCCL version decides; without one, the table version: v8 tables
+ * are taken by NCCL 2.20 - 2.23 (18 for three of those four releases), v9 and later only
+ * by 2.24+; unknown (a tool) gets 20. why gets the reason, for the init log.
+ */
+int mcp_param_nccl_ib_timeout(int nccl_version, int nccl_abi, char *why, size_t whylen);
+
+/*
+ * What the environment sets that mcpnet does not read. The NCCL_IB_* variables NCCL
+ * 2.28's IB transport reads and mcpnet does not act on (NULL-terminated; for docs and
+ * the WARN), whether a name is one of them, and the parameter name (or alias) nearest
+ * to a misspelled MCPNET_* name by edit distance (never NULL; *distance gets it).
+ */
+const char *const *mcp_param_nccl_ignored(void);
+bool mcp_param_nccl_reads(const char *name);
+const char *mcp_param_nearest(const char *name, int *distance);
+/*
+ * Scan env->envp (or environ): one WARN listing every set NCCL_IB_* variable mcpnet does
+ * not act on, one WARN per set MCPNET_* name that is no parameter, naming the nearest
+ * real one. Reports through env->report like the loader. Returns the number of unknown
+ * MCPNET_* names; *nignored (may be NULL) gets the number of ignored NCCL_IB_* ones.
+ */
+int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored);
+
+/*
+ * How many QPs a connection can have on a device whose CQs hold at most max_cqe entries
+ * when each QP needs cqe_per_qp of them (plus cqe_fixed per CQ): want, or less, and at
+ * most max_qps (mcpnet's per-connection arrays, NCCL's own bound of 128). When it caps,
+ * why gets a sentence naming the cap and the reason; else why is "".
+ */
+int mcp_param_qps_cap(int want, int max_qps, long max_cqe, int cqe_per_qp, int cqe_fixed,
+                      char *why, size_t whylen);
 
 /*
  * Value parsing shared with other modules (the rank map's sl=, pkey=, ...). The text is

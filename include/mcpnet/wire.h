@@ -70,9 +70,9 @@ void mcp_wire_handle_get_sockaddr(const struct mcp_wire_handle *h, union mcp_soc
 #define MCP_WIRE_MAX_PAYLOAD 65536
 #define MCP_WIRE_MAX_FRAME (MCP_WIRE_HDR_SIZE + MCP_WIRE_MAX_PAYLOAD)
 /* Every frame this version encodes fits in this many bytes (asserted in mcp_wire.c). */
-#define MCP_WIRE_MSG_MAX 1024
+#define MCP_WIRE_MSG_MAX 2048 /* a RECOVER with 128 QPs is 1439 bytes */
 
-#define MCP_WIRE_MAX_QPS 16
+#define MCP_WIRE_MAX_QPS 128 /* NCCL's own bound on QPs per connection */
 #define MCP_WIRE_HOSTNAME_MAX 64
 #define MCP_WIRE_VERSTR_MAX 32
 #define MCP_WIRE_DEVNAME_MAX 64

@@ -325,7 +325,7 @@ static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
   c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
-  if (c->stream == NULL || comm_resources(c, cfg->ib_qps_per_conn) != 0) {
+  if (c->stream == NULL || comm_resources(c, c->dc->info->qps_per_conn) != 0) {
     mcp_comm_destroy(c);
     *rc = ncclSystemError;
     return NULL;

@@ -459,7 +459,8 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
              "link layer %u is neither 1 (InfiniBand) nor 2 (Ethernet)", ep->link_layer);
   WIRE_RANGE(ep->active_mtu >= 1 && ep->active_mtu <= 5, "active MTU enum %u is not 1..5",
              ep->active_mtu);
-  WIRE_RANGE(ep->nqps >= 1 && ep->nqps <= MCP_WIRE_MAX_QPS, "QP count %u is not 1..16",
+  _Static_assert(MCP_WIRE_MAX_QPS == 128, "the messages below name the bound");
+  WIRE_RANGE(ep->nqps >= 1 && ep->nqps <= MCP_WIRE_MAX_QPS, "QP count %u is not 1..128",
              ep->nqps);
   for (unsigned i = 0; i < ep->nqps && i < MCP_WIRE_MAX_QPS; i++) {
     WIRE_RANGE(ep->qps[i].qpn <= 0xffffff, "QP number 0x%x does not fit 24 bits", ep->qps[i].qpn);
@@ -473,7 +474,7 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
   WIRE_RANGE(fp->retry <= 7, "retry count %u is not 0..7", fp->retry);
   WIRE_RANGE(fp->rnr_retry <= 7, "RNR retry count %u is not 0..7", fp->rnr_retry);
   WIRE_RANGE(fp->qps_per_conn >= 1 && fp->qps_per_conn <= MCP_WIRE_MAX_QPS,
-             "QPs per connection %u is not 1..16", fp->qps_per_conn);
+             "QPs per connection %u is not 1..128", fp->qps_per_conn);
 #undef WIRE_RANGE
   return 0;
 }

@@ -8,6 +8,7 @@
  * its last communicator, so nothing here owns a thread or a file descriptor: devices
  * and the out-of-band socket are opened by the first comm and closed by the last one.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +27,12 @@ struct mcp_ctx {
   int traffic_class;
 };
 
+#ifndef MCPNET_REVISION
+#define MCPNET_REVISION "unknown" /* set by CMake from git describe at configure time */
+#endif
+
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int abi_taken; /* the ncclNetPlugin_vN table NCCL took; 0: not said */
 static struct {
   int ready;        /* configuration loaded and fabric discovered */
   int ctxs;         /* live contexts from v11 init */
@@ -103,14 +109,75 @@ static void fork_protect(void)
              "transfers. Set RDMAV_FORK_SAFE=1 in the environment", strerror(rc));
 }
 
+void mcp_net_note_abi(int version) { abi_taken = version; }
+
+/* NCCL's version, when the process exports ncclGetVersion (libnccl.so does; a copy linked
+ * statically into a framework may hide it): 0 when it is not visible. */
+static int nccl_version(void)
+{
+  int (*get)(int *) = NULL;
+  void *sym = dlsym(RTLD_DEFAULT, "ncclGetVersion");
+  int v = 0;
+
+  memcpy(&get, &sym, sizeof(get));
+  if (get == NULL || get(&v) != 0 || v < 20000)
+    return 0; /* only 2.9+ codes (major*10000 + minor*100 + patch) are read */
+  return v;
+}
+
+/* Who is running: one INFO line a bug report can quote. */
+static void log_identity(int version)
+{
+  Dl_info info;
+  const char *path = "unknown";
+  char nccl[48] = "";
+
+  if (dladdr((const void *)&log_identity, &info) != 0 && info.dli_fname != NULL)
+    path = info.dli_fname;
+  if (version > 0)
+    snprintf(nccl, sizeof(nccl), " (NCCL %d.%d.%d)", version / 10000, version / 100 % 100, version % 100);
+  if (abi_taken > 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "mcpnet %s, source revision %s; NCCL took the ncclNetPlugin_v%d table%s; "
+             "library %s", MCPNET_VERSION, MCPNET_REVISION, abi_taken, nccl, path);
+  else
+    MCP_INFO(NCCL_INIT | NCCL_NET, "mcpnet %s, source revision %s; no ncclNetPlugin table named%s; library %s",
+             MCPNET_VERSION, MCPNET_REVISION, nccl, path);
+}
+
+/* NCCL_IB_QPS_PER_CONNECTION as each port can run it: NCCL accepts any value, so mcpnet
+ * caps rather than refuses, once per port, with the reason. The send side needs the most
+ * completion entries per QP (its send queue), so both ends of a connection agree. */
+static void cap_qps(void)
+{
+  int per_qp = 2 * MCP_SEND_REQS + 1 > 2 * MCP_SLOTS + 8 + MCP_RQ_DEPTH ? 2 * MCP_SEND_REQS + 1
+                                                                         : 2 * MCP_SLOTS + 8 + MCP_RQ_DEPTH;
+  char why[256];
+
+  for (int i = 0; i < g.fab.ndev; i++) {
+    struct mcp_net_dev *d = &g.fab.dev[i];
+
+    d->qps_per_conn = mcp_param_qps_cap(g.cfg.ib_qps_per_conn, MCP_MAX_QPS, d->max_cqe, per_qp, 16,
+                                        why, sizeof(why));
+    if (why[0] != '\0')
+      MCP_WARN("NCCL_IB_QPS_PER_CONNECTION=%d: %s uses %d QPs per connection: %s",
+               g.cfg.ib_qps_per_conn, d->name, d->qps_per_conn, why);
+  }
+}
+
 /* Configuration, verbs and discovery, once. */
 static ncclResult_t setup_locked(void)
 {
+  struct mcp_param_env env = {0};
   char why[512];
 
   if (g.ready)
     return ncclSuccess;
-  if (mcp_param_load(&g.cfg, NULL, 0, why, sizeof(why)) != 0) {
+  env.nccl_abi = abi_taken;
+  env.nccl_version = nccl_version();
+  log_identity(env.nccl_version);
+  /* Said before the values are checked: a misspelt name explains a "wrong" default. */
+  mcp_param_scan_env(&env, NULL);
+  if (mcp_param_load(&g.cfg, &env, 0, why, sizeof(why)) != 0) {
     MCP_WARN("invalid configuration: %s. NCCL falls back to its own transports unless NCCL_NET=MCP", why);
     mcp_param_free(&g.cfg);
     return ncclInvalidUsage;
@@ -126,6 +193,7 @@ static ncclResult_t setup_locked(void)
     mcp_param_free(&g.cfg);
     return ncclSystemError;
   }
+  cap_qps();
   g.ready = 1;
   return ncclSuccess;
 }
@@ -201,7 +269,7 @@ ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
   props->port = d->port;
   props->latency_us = 0;
   /* Each comm takes its QPs, plus a loopback QP for flushes on the receive side. */
-  props->max_comms = d->max_qp / (g.cfg.ib_qps_per_conn + 1);
+  props->max_comms = d->max_qp / (d->qps_per_conn + 1);
   props->max_recvs = MCP_MAX_RECVS;
   props->max_p2p_bytes = MCP_MAX_P2P_BYTES;
   props->max_coll_bytes = MCP_MAX_P2P_BYTES;

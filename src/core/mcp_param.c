@@ -38,6 +38,8 @@ struct loader {
   size_t errlen;
   int nerr;
   bool nomem;
+  int ib_timeout_default;    /* NCCL_IB_TIMEOUT's default for the NCCL that loaded us */
+  char ib_timeout_why[192];  /* and why it is that */
   struct layer_value file[MCP_PARAM_COUNT];
   struct layer_value nccl[MCP_PARAM_COUNT];
   struct layer_value envl[MCP_PARAM_COUNT];
@@ -386,8 +388,8 @@ static void check_infinite(struct loader *ld)
     fail(ld,
          "NCCL_IB_TIMEOUT=0 (%s) means an infinite ACK timeout: a lost peer would hang the job "
          "instead of failing. Set MCPNET_ALLOW_INFINITE_RETRY=1 to allow it, or use 1..31 "
-         "(18 with 7 retries fails after about 8.6 s)", where);
-    set_default(cfg, &defs[MCP_PARAM_IB_TIMEOUT]);
+         "(20 with 7 retries fails after about 34 s, 18 after about 8.6 s)", where);
+    cfg->ib_timeout = ld->ib_timeout_default;
     cfg->origin[MCP_PARAM_IB_TIMEOUT].rejected = true;
   }
   if (cfg->rnr_retry == 7) {
@@ -428,7 +430,8 @@ static void log_time_to_error(struct loader *ld)
   const struct mcp_config *cfg = ld->cfg;
   double tte = mcp_param_time_to_error_s(cfg->ib_timeout, cfg->ib_retry_cnt);
   double rnr = mcp_param_rnr_bound_s(cfg->min_rnr_timer, cfg->rnr_retry);
-  char qp[256], rn[256], msg[600];
+  bool timeout_default = cfg->origin[MCP_PARAM_IB_TIMEOUT].source == MCP_PARAM_SRC_DEFAULT;
+  char qp[512], rn[256], msg[1200];
 
   if (isinf(tte))
     snprintf(qp, sizeof(qp), "never (NCCL_IB_TIMEOUT=0 is infinite)");
@@ -436,16 +439,17 @@ static void log_time_to_error(struct loader *ld)
     snprintf(qp, sizeof(qp),
              "after at least %.2f s (NCCL_IB_TIMEOUT=%d: %.3f s per try, NCCL_IB_RETRY_CNT=%d: "
              "%d tries; hardware may take up to ~4x longer)",
-             tte, cfg->ib_timeout, mcp_param_time_to_error_s(cfg->ib_timeout, 0),
-             cfg->ib_retry_cnt, cfg->ib_retry_cnt + 1);
+             tte, cfg->ib_timeout, mcp_param_time_to_error_s(cfg->ib_timeout, 0), cfg->ib_retry_cnt,
+             cfg->ib_retry_cnt + 1);
   if (isinf(rnr))
     snprintf(rn, sizeof(rn), "never (MCPNET_RNR_RETRY=7 is infinite)");
   else
     snprintf(rn, sizeof(rn), "after at least %.2f ms (MCPNET_MIN_RNR_TIMER=%d: %.2f ms x %d tries)",
              rnr * 1000.0, cfg->min_rnr_timer, mcp_param_rnr_timer_ms(cfg->min_rnr_timer),
              cfg->rnr_retry + 1);
-  snprintf(msg, sizeof(msg), "QP time to error: an unreachable peer fails %s; RNR NAKs fail %s",
-           qp, rn);
+  snprintf(msg, sizeof(msg), "QP time to error: an unreachable peer fails %s; RNR NAKs fail %s%s%s",
+           qp, rn, timeout_default ? ". NCCL_IB_TIMEOUT is the default for this NCCL: " : "",
+           timeout_default ? ld->ib_timeout_why : "");
   emit(ld, NCCL_LOG_INFO, msg);
 }
 
@@ -485,6 +489,11 @@ int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsi
   }
   ld->cfg = cfg;
   ld->env = env;
+  /* NCCL changed this default in 2.23: follow the NCCL that loaded us. */
+  ld->ib_timeout_default = mcp_param_nccl_ib_timeout(env != NULL ? env->nccl_version : 0,
+                                                     env != NULL ? env->nccl_abi : 0,
+                                                     ld->ib_timeout_why, sizeof(ld->ib_timeout_why));
+  cfg->ib_timeout = ld->ib_timeout_default;
   ld->err = err;
   ld->errlen = err != NULL ? errlen : 0;
 

@@ -149,9 +149,9 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "Address family preferred by automatic GID choice"),
   STR_ROW(MCP_PARAM_IB_ADDR_RANGE, "NCCL_IB_ADDR_RANGE", NULL, ib_addr_range, check_cidr,
           "CIDR (IPv4 or IPv6)", "Automatic GID choice only takes GIDs inside this subnet"),
-  INT_ROW(MCP_PARAM_IB_TIMEOUT, "NCCL_IB_TIMEOUT", 18, 0, 31, ib_timeout,
-          "QP local ACK timeout exponent: 4.096 us * 2^N per try; "
-          "0 (infinite) needs MCPNET_ALLOW_INFINITE_RETRY",
+  INT_ROW(MCP_PARAM_IB_TIMEOUT, "NCCL_IB_TIMEOUT", 20, 0, 31, ib_timeout,
+          "QP local ACK timeout exponent: 4.096 us * 2^N per try; default as NCCL's: 20, or 18 "
+          "when NCCL 2.20-2.22 loads the plugin; 0 (infinite) needs MCPNET_ALLOW_INFINITE_RETRY",
           "the local ACK timeout is 5 bits"),
   INT_ROW(MCP_PARAM_IB_RETRY_CNT, "NCCL_IB_RETRY_CNT", 7, 0, 7, ib_retry_cnt,
           "QP transport retries after an ACK timeout", "the IB retry counter is 3 bits"),
@@ -164,9 +164,10 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   INT_ROW(MCP_PARAM_IB_PKEY, "NCCL_IB_PKEY", 0, 0, 65535, ib_pkey_index,
           "Index into the port's P_Key table, as in NCCL (a P_Key value goes in MCPNET_TENANT_PKEY)",
           "P_Key table indices are 16 bits"),
-  INT_ROW(MCP_PARAM_IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", 1, 1, 16,
-          ib_qps_per_conn, "QPs each connection spreads its messages over",
-          "a connection uses 1 to 16 QPs"),
+  INT_ROW(MCP_PARAM_IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", 1, 1, 65535,
+          ib_qps_per_conn, "QPs each connection spreads its messages over; above 128, or more "
+          "than a device's completion queue holds, is capped with a WARN",
+          "a connection needs at least 1 QP"),
   STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL,
           "interface list",
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),

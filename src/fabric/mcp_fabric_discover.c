@@ -393,10 +393,14 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
     struct mcp_gid_entry tab[GID_TABLE_MAX];
     int n = gid_table_read(dd, port, tab, GID_TABLE_MAX);
 
-    if (mcp_gid_choose(tab, n, &run->pol, &d->gid, err, sizeof(err)) != 0) {
+    int rc = mcp_gid_choose(tab, n, &run->pol, &d->gid, err, sizeof(err));
+
+    if (rc < 0) {
       EXCLUDE(run, dd->ibdev, port, "%s", err);
       return;
     }
+    if (rc > 0)
+      MCP_WARN("%s port %d: %s", dd->ibdev, port, err);
   } else {
     d->gid.index = 0;
     d->gid.type = MCP_GID_TYPE_IB;
@@ -422,6 +426,8 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
   d->pci_path = sysfs_pci_path(dd->ibdev);
   d->ptr_support = dd->ptr_support;
   d->max_qp = dd->attr.max_qp;
+  d->max_cqe = dd->attr.max_cqe;
+  d->qps_per_conn = run->cfg->ib_qps_per_conn; /* capped by the plugin's init (mcp_net.c) */
   d->max_qp_wr = dd->attr.max_qp_wr;
   d->max_sge = dd->attr.max_sge;
   sysfs_driver(dd->ibdev, d->driver, sizeof(d->driver));
@@ -436,19 +442,14 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
              dd->ibdev, port, d->lid, d->pkey, d->pkey_index, d->pkey_full ? "full" : "limited");
 }
 
-/* NCCL matches NCCL_IB_HCA tokens as prefixes: "mlx5_1" also takes mlx5_10..19. Say so
- * when a token catches more than one device (strict mode makes it an init error). */
+/* NCCL matches NCCL_IB_HCA tokens as prefixes: "mlx5_1" also takes mlx5_10..19. NCCL
+ * uses every match, so mcpnet does too, strict or not, and says so once. */
 static void warn_ambiguous_tokens(const struct mcp_select *sel, const char *const *names, int n)
 {
-  char which[512];
-  int t;
+  char msg[1024];
 
-  if (sel->hca.exact || sel->entry != NULL || sel->strict)
-    return;
-  for (t = 0; t < sel->hca.n; t++)
-    if (mcp_hca_token_devices(&sel->hca, t, names, n, which, sizeof(which)) > 1)
-      MCP_WARN("NCCL_IB_HCA=%s: '%s' matches several devices (%s): NCCL's prefix matching. "
-               "Start the list with '=' to match names exactly", sel->hca_text, sel->hca.e[t].name, which);
+  if (mcp_select_ambiguous(sel, names, n, msg, sizeof(msg)) > 0)
+    MCP_WARN("%s", msg);
 }
 
 static void discover_device(struct discover_run *run, struct ibv_device *dev)

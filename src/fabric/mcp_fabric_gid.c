@@ -151,9 +151,6 @@ static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp
     if (tab[i].index != pol->index)
       continue;
     bad = gid_unusable(&tab[i]);
-    if (bad == NULL && tab[i].type != want_type)
-      bad = want_type == MCP_GID_TYPE_ROCE_V2 ? "it is not RoCE v2 (NCCL_IB_ROCE_VERSION_NUM)"
-                                              : "it is not RoCE v1 (NCCL_IB_ROCE_VERSION_NUM)";
     if (bad != NULL) {
       snprintf(err, errlen, "GID index %d cannot be used: %s (set by %s). The port's GIDs: %s", pol->index,
                bad, src, brief);
@@ -161,6 +158,17 @@ static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp
     }
     snprintf(why, sizeof(why), "set by %s", src);
     choice_fill(choice, &tab[i], why);
+    /* NCCL takes an explicit index as given whatever NCCL_IB_ROCE_VERSION_NUM says (the
+     * version only steers its automatic choice), so a job NCCL runs runs here too. Still
+     * worth a WARN: the peers must agree on the version, and a mixed fleet does not. */
+    if (tab[i].type != want_type &&
+        (tab[i].type == MCP_GID_TYPE_ROCE_V1 || tab[i].type == MCP_GID_TYPE_ROCE_V2)) {
+      snprintf(err, errlen, "GID index %d is RoCE v%d, not the v%d NCCL_IB_ROCE_VERSION_NUM=%d asks for; "
+               "used as given (set by %s), as NCCL does. Every peer must use the same RoCE version. "
+               "The port's GIDs: %s", pol->index, tab[i].type == MCP_GID_TYPE_ROCE_V1 ? 1 : 2,
+               pol->roce_version == 1 ? 1 : 2, pol->roce_version == 1 ? 1 : 2, src, brief);
+      return 1;
+    }
     return 0;
   }
   snprintf(err, errlen, "GID index %d is empty or not described to this namespace (set by %s). The port's "

@@ -159,6 +159,16 @@ static int has_port(const struct mcp_fabric *fab, const char *ibdev, int port)
   return 0;
 }
 
+static int names_visible(const char *name, const char *const *visible, int nvisible)
+{
+  int i;
+
+  for (i = 0; i < nvisible; i++)
+    if (strcmp(visible[i], name) == 0)
+      return 1;
+  return 0;
+}
+
 /* Pinned ports in the order the map names them (the rest, if any, after). */
 static void order_as_map(const struct mcp_rankmap_entry *e, struct mcp_fabric *fab)
 {
@@ -210,11 +220,18 @@ int mcp_select_check(const struct mcp_select *s, struct mcp_fabric *fab, const c
       matched++;
       usable += has_port(fab, visible[j], s->hca.e[i].port);
     }
+    /* A prefix that catches more devices than meant is NCCL's rule, not an error: all of
+     * them are used (mcp_select_ambiguous words the WARN). The device the token spells
+     * out in full is still named exactly, so strict mode holds for it. */
     if (matched == 0) {
       put(&t, "%sNCCL_IB_HCA=%s: '%s' matches no device", n++ ? "; " : "", s->hca_text, s->hca.e[i].name);
-    } else if (matched > 1 && !s->hca.exact && s->strict) {
-      put(&t, "%sNCCL_IB_HCA=%s: '%s' matches %d devices by NCCL's prefix rule; start the list with '=' "
-          "to match names exactly", n++ ? "; " : "", s->hca_text, s->hca.e[i].name, matched);
+    } else if (usable > 0 && matched > 1 && names_visible(s->hca.e[i].name, visible, nvisible) &&
+               !has_port(fab, s->hca.e[i].name, s->hca.e[i].port)) {
+      put(&t, "%s%s", n++ ? "; " : "", s->hca.e[i].name);
+      if (s->hca.e[i].port > 0)
+        put(&t, ":%d", s->hca.e[i].port);
+      put(&t, " (listed in NCCL_IB_HCA): ");
+      why_missing(fab, s->hca.e[i].name, s->hca.e[i].port, visible, nvisible, &t);
     } else if (usable == 0) {
       put(&t, "%s%s", n++ ? "; " : "", s->hca.e[i].name);
       if (s->hca.e[i].port > 0)
@@ -252,4 +269,28 @@ void mcp_select_report(const struct mcp_fabric *fab, char *buf, size_t len)
   }
   if (t.used == 0)
     put(&t, "no RDMA device");
+}
+
+int mcp_select_ambiguous(const struct mcp_select *s, const char *const *visible, int nvisible,
+                         char *buf, size_t len)
+{
+  struct text t = {buf, len, 0};
+  char which[512];
+  int i, n = 0;
+
+  if (len > 0)
+    buf[0] = '\0';
+  if (s->entry != NULL || s->hca.exact || s->hca.exclude)
+    return 0;
+  for (i = 0; i < s->hca.n; i++) {
+    if (mcp_hca_token_devices(&s->hca, i, visible, nvisible, which, sizeof(which)) < 2)
+      continue;
+    if (n++ == 0)
+      put(&t, "NCCL_IB_HCA=%s:", s->hca_text);
+    put(&t, "%s '%s' matches several devices (%s)", n > 1 ? ";" : "", s->hca.e[i].name, which);
+  }
+  if (n > 0)
+    put(&t, ". mcpnet uses all of them, as NCCL does (prefix matching); start the list with '=' "
+        "to match names exactly");
+  return n;
 }

@@ -143,6 +143,16 @@ static void describe_send(const struct mcp_comm *c, char *buf, size_t len, size_
   else if (ss->seq == c->seq && ss->matched > 0)
     part(buf, len, used, "the grouped receive of seq %u has %d of its %d buffers sent; the others wait "
          "for isend with their tags", c->seq, ss->matched, n);
+  if (arrived == n && c->tag_refused_seq == c->seq) {
+    char tags[MCP_MAX_RECVS * 20] = "";
+    size_t t = 0;
+    for (i = 0; i < n && t < sizeof(tags); i++)
+      t += (size_t)snprintf(tags + t, sizeof(tags) - t, "%s%d%s", i ? "," : "", e[i].tag,
+                            n > 1 && ss->seq == c->seq && ss->used[i] ? "(sent)" : "");
+    part(buf, len, used, "isend with tag %d finds no free buffer for its tag in the oldest receive "
+         "(seq %u, tags %s): it is retried until the sends of that receive's other tags arrive",
+         c->tag_refused, c->seq, tags);
+  }
   else if (written == 0)
     part(buf, len, used, "the peer advertised its receive buffer for seq %u, but no isend took it", c->seq);
 }

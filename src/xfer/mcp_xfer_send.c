@@ -7,6 +7,14 @@
  * message is large; a grouped receive is written element by element on one QP and
  * closed by a write of its sizes record with the immediate. No allocation, no lock,
  * no log on this path unless something is wrong.
+ *
+ * Matching follows NCCL's own IB transport: a send looks only at the head receive (the
+ * oldest advertised, single or grouped) and takes a free element with its tag there.
+ * Under PXN several local ranks share this comm, each with its own tag and its own
+ * pace, so a tag's next step can come before another tag's current one: that send gets
+ * a NULL request and NCCL calls again; it never looks ahead to a later receive.
+ * Data is inlined (a CPU copy in the provider) only from host-memory registrations:
+ * GPU memory (NCCL_PTR_CUDA, DMA-BUF) is never touched by the CPU.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -42,10 +50,10 @@ static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *
     return;
   sge->addr = (uintptr_t)addr;
   sge->length = (uint32_t)len;
-  sge->lkey = mh != NULL ? mh->mr->lkey : 0;
+  sge->lkey = mh->mr->lkey;
   wr->sg_list = sge;
   wr->num_sge = 1;
-  if ((int)len <= c->data_inline)
+  if ((int)len <= c->data_inline && mh->type == NCCL_PTR_HOST && !mh->dmabuf)
     wr->send_flags = IBV_SEND_INLINE;
 }
 
@@ -167,9 +175,11 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
         break;
   }
   if (i == n) {
-    mcp_comm_fail(c, ncclInternalError, "send to %s with tag %d: the posted receive (seq %u) has no "
-                  "free buffer with that tag", c->peer_name, tag, seq);
-    return ncclInternalError;
+    /* Not yet: the head receive has no free buffer for this tag (PXN ranks out of step).
+     * Remembered for the watchdog, which names who waits for whom if it lasts. */
+    c->tag_refused = tag;
+    c->tag_refused_seq = seq;
+    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
   }
   if (size > e[i].size) {
     mcp_comm_fail(c, ncclInvalidUsage, "send of %zu bytes to %s is larger than the posted receive "

@@ -178,12 +178,20 @@ static void test_explicit_index(void)
   CHECK_EQ_INT(choose(&t, &pol, &c, err, sizeof(err)), 0);
   CHECK_EQ_INT(c.index, 3);
   CHECK(strstr(c.why, "NCCL_IB_GID_INDEX") != NULL);
-  pol.index = 2; /* the v1 entry of the same address */
-  EXPECT_ERROR(&t, &pol, "not RoCE v2");
+  /* The v1 entry of the same address while v2 is preferred: NCCL uses an explicit index
+   * as given, so mcpnet does too, and says (1 + err) that the versions differ. */
+  pol.index = 2;
+  CHECK_EQ_INT(choose(&t, &pol, &c, err, sizeof(err)), 1);
+  CHECK_EQ_INT(c.index, 2);
+  CHECK_EQ_INT(c.type, MCP_GID_TYPE_ROCE_V1);
+  CHECK(strstr(err, "GID index 2 is RoCE v1, not the v2 NCCL_IB_ROCE_VERSION_NUM=2 asks for") != NULL);
+  CHECK(strstr(err, "used as given (set by NCCL_IB_GID_INDEX)") != NULL);
   pol.roce_version = 1;
   EXPECT_INDEX(&t, &pol, 2);
   pol.index = 3;
-  EXPECT_ERROR(&t, &pol, "not RoCE v1");
+  CHECK_EQ_INT(choose(&t, &pol, &c, err, sizeof(err)), 1);
+  CHECK_EQ_INT(c.index, 3);
+  CHECK(strstr(err, "GID index 3 is RoCE v2, not the v1 NCCL_IB_ROCE_VERSION_NUM=1 asks for") != NULL);
   pol.roce_version = 2;
   pol.index = 5; /* on the VLAN above the port, which is down */
   EXPECT_ERROR(&t, &pol, "down");
@@ -238,12 +246,16 @@ static void test_names_prove_nothing(void)
 static void test_sparse(void)
 {
   struct mcp_gid_policy pol = policy();
+  struct mcp_gid_choice c;
   struct table t;
+  char err[256];
 
   table_load(&t, "pod-sparse", "mlx5_3", 1, "net1");
   EXPECT_INDEX(&t, &pol, 9);
-  pol.index = 4;
-  EXPECT_ERROR(&t, &pol, "not RoCE v2");
+  pol.index = 4; /* a RoCE v1 entry: used as given, with a WARN */
+  CHECK_EQ_INT(choose(&t, &pol, &c, err, sizeof(err)), 1);
+  CHECK_EQ_INT(c.index, 4);
+  CHECK(strstr(err, "is RoCE v1, not the v2") != NULL);
   pol.index = 6;
   EXPECT_ERROR(&t, &pol, "empty");
   pol.index = 0;

@@ -209,19 +209,30 @@ static void test_hca_list_selection(void)
   struct mcp_select s;
   char err[256], problems[1024], report[1024];
 
-  /* Strict: a prefix that catches mlx5_1 and mlx5_10 is refused unless '=' starts the list. */
+  /* A prefix that catches mlx5_1 and mlx5_10 takes both, as NCCL does: even strict mode
+   * does not fail init for it (discovery WARNs; see test_ambiguous_prefix). */
   CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
   CHECK_EQ_INT(mcp_select_requested(&s, "mlx5_10", 1), 1);
   CHECK_EQ_INT(mcp_select_requested(&s, "mlx5_0", 1), 0);
   add_dev(fab, "mlx5_1", 1);
+  add_dev(fab, "mlx5_10", 1);
   add_dev(fab, "mlx5_2", 1);
-  CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 1);
-  CHECK(strstr(problems, "'mlx5_1' matches 2 devices by NCCL's prefix rule") != NULL);
+  problems[0] = '\0';
+  CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 0);
+  CHECK_EQ_STR(problems, "");
   CHECK_EQ_INT(mcp_select_init(&s, "=mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 0);
-  /* Not strict: the ambiguity is only warned about by discovery. */
   CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 0, err, sizeof(err)), 0);
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 0);
+  /* Strict still holds for a device the token names exactly: mlx5_1 unusable fails init
+   * even though the prefix also caught a usable mlx5_10. */
+  memset(fab, 0, sizeof(*fab));
+  add_dev(fab, "mlx5_10", 1);
+  add_dev(fab, "mlx5_2", 1);
+  mcp_fabric_exclude(fab, "mlx5_1", 1, 1, "port state is DOWN, not ACTIVE");
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 1);
+  CHECK(strstr(problems, "mlx5_1 (listed in NCCL_IB_HCA): port state is DOWN") != NULL);
   /* A listed device whose uverbs node did not open, and one that does not exist. */
   memset(fab, 0, sizeof(*fab));
   add_dev(fab, "mlx5_1", 1);
@@ -241,6 +252,31 @@ static void test_hca_list_selection(void)
   free(fab);
 }
 
+/* The WARN text for prefixes that match several devices: which token, which devices,
+ * and that all of them are used; nothing for exact lists, exclusions or pinned ranks. */
+static void test_ambiguous_prefix(void)
+{
+  struct mcp_select s;
+  char err[256], msg[1024];
+
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 1);
+  CHECK(strstr(msg, "NCCL_IB_HCA=mlx5_1,mlx5_2:1: 'mlx5_1' matches several devices (mlx5_1, mlx5_10)") != NULL);
+  CHECK(strstr(msg, "uses all of them") != NULL);
+  CHECK(strstr(msg, "mlx5_2'") == NULL);
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5", NULL, 0, err, sizeof(err)), 0);
+  CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 1);
+  CHECK(strstr(msg, "(mlx5_0, mlx5_1, mlx5_10, mlx5_2)") != NULL);
+  CHECK_EQ_INT(mcp_select_init(&s, "=mlx5_1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 0);
+  CHECK_EQ_STR(msg, "");
+  CHECK_EQ_INT(mcp_select_init(&s, "^mlx5_1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 0);
+  parse_ok("0=mlx5_1");
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1", &map.e[0], 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 0);
+}
+
 int main(void)
 {
   RUN_TEST(test_issue_example);
@@ -250,5 +286,6 @@ int main(void)
   RUN_TEST(test_local_rank);
   RUN_TEST(test_pinned_selection);
   RUN_TEST(test_hca_list_selection);
+  RUN_TEST(test_ambiguous_prefix);
   return TEST_EXIT();
 }

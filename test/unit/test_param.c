@@ -143,7 +143,8 @@ static void test_defaults(void)
   CHECK_EQ_INT(f.cfg.ib_roce_version, 2);
   CHECK_EQ_STR(f.cfg.ib_addr_family, "AF_INET");
   CHECK(f.cfg.ib_addr_range == NULL);
-  CHECK_EQ_INT(f.cfg.ib_timeout, 18);
+  /* NCCL's default since 2.23; the NCCL era (below) can lower it to 18. */
+  CHECK_EQ_INT(f.cfg.ib_timeout, 20);
   CHECK_EQ_INT(f.cfg.ib_retry_cnt, 7);
   CHECK_EQ_INT(f.cfg.ib_sl, -1);
   CHECK_EQ_INT(f.cfg.ib_tc, -1);
@@ -175,7 +176,8 @@ static void test_defaults(void)
   }
   /* A successful load states the time to error once. */
   CHECK_EQ_INT(f.ninfo, 1);
-  CHECK(strstr(f.infos, "8.59 s") != NULL);
+  CHECK(strstr(f.infos, "34.36 s") != NULL);
+  CHECK(strstr(f.infos, "NCCL_IB_TIMEOUT is the default for this NCCL: 20, NCCL's default since 2.23") != NULL);
   CHECK(strstr(f.infos, "4x") != NULL);
   CHECK(strstr(f.infos, "4.48 ms") != NULL);
   mcp_param_free(&f.cfg);
@@ -373,7 +375,7 @@ static void test_garbage(void)
   CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
   CHECK(strstr(f.err, "NCCL_IB_TIMEOUT=18s (environment) is not an integer") != NULL);
   CHECK(strstr(f.err, "0..31") != NULL);
-  CHECK_EQ_INT(f.cfg.ib_timeout, 18);
+  CHECK_EQ_INT(f.cfg.ib_timeout, 20);
   mcp_param_free(&f.cfg);
 
   fake_init(&f);
@@ -540,7 +542,7 @@ static void test_nccl_conf(void)
   f.env.system_conf = sys;
   CHECK_EQ_INT(fake_load(&f, 0), 0);
   CHECK(f.cfg.ib_hca == NULL);
-  CHECK_EQ_INT(f.cfg.ib_timeout, 18);
+  CHECK_EQ_INT(f.cfg.ib_timeout, 20);
   mcp_param_free(&f.cfg);
 
   /* Asked for: ~/.nccl.conf beats /etc/nccl.conf, both beat our file, the environment beats all. */
@@ -595,7 +597,7 @@ static void test_infinite_retry(void)
   CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
   CHECK(strstr(f.err, "NCCL_IB_TIMEOUT=0 (environment)") != NULL);
   CHECK(strstr(f.err, "MCPNET_ALLOW_INFINITE_RETRY=1") != NULL);
-  CHECK_EQ_INT(f.cfg.ib_timeout, 18);
+  CHECK_EQ_INT(f.cfg.ib_timeout, 20);
   CHECK(f.cfg.origin[MCP_PARAM_IB_TIMEOUT].rejected);
   mcp_param_free(&f.cfg);
 
@@ -615,6 +617,146 @@ static void test_infinite_retry(void)
   CHECK_EQ_INT(f.cfg.rnr_retry, 7);
   CHECK(strstr(f.infos, "never") != NULL);
   mcp_param_free(&f.cfg);
+}
+
+/* NCCL_IB_TIMEOUT's default follows the NCCL that loaded the plugin: 18 before 2.23. */
+static void test_timeout_by_nccl_era(void)
+{
+  struct fake f;
+  char why[192];
+
+  CHECK_EQ_INT(mcp_param_nccl_ib_timeout(22203, 8, why, sizeof(why)), 18); /* 2.22.3 */
+  CHECK(strstr(why, "NCCL 2.22.3") != NULL);
+  CHECK_EQ_INT(mcp_param_nccl_ib_timeout(22304, 8, why, sizeof(why)), 20); /* 2.23.4 took v8 */
+  CHECK_EQ_INT(mcp_param_nccl_ib_timeout(0, 8, why, sizeof(why)), 18);
+  CHECK(strstr(why, "v8 table") != NULL);
+  CHECK_EQ_INT(mcp_param_nccl_ib_timeout(0, 9, why, sizeof(why)), 20);
+  CHECK_EQ_INT(mcp_param_nccl_ib_timeout(0, 11, why, sizeof(why)), 20);
+  CHECK_EQ_INT(mcp_param_nccl_ib_timeout(0, 0, why, sizeof(why)), 20);
+
+  fake_init(&f);
+  f.env.nccl_abi = 8;
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK_EQ_INT(f.cfg.ib_timeout, 18);
+  CHECK_EQ_INT(f.cfg.origin[MCP_PARAM_IB_TIMEOUT].source, MCP_PARAM_SRC_DEFAULT);
+  CHECK(strstr(f.infos, "8.59 s (NCCL_IB_TIMEOUT=18:") != NULL);
+  CHECK(strstr(f.infos, "NCCL_IB_TIMEOUT is the default for this NCCL: 18, as NCCL took the v8 table") != NULL);
+  mcp_param_free(&f.cfg);
+
+  /* A value the user set wins over either default, and a refused one falls back to the era's. */
+  fake_init(&f);
+  f.env.nccl_abi = 8;
+  fake_set(&f, "NCCL_IB_TIMEOUT", "22");
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK_EQ_INT(f.cfg.ib_timeout, 22);
+  CHECK(strstr(f.infos, "is the default") == NULL);
+  mcp_param_free(&f.cfg);
+  fake_init(&f);
+  f.env.nccl_abi = 8;
+  fake_set(&f, "NCCL_IB_TIMEOUT", "0");
+  CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
+  CHECK_EQ_INT(f.cfg.ib_timeout, 18);
+  mcp_param_free(&f.cfg);
+  fake_init(&f);
+  f.env.nccl_abi = 11;
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK_EQ_INT(f.cfg.ib_timeout, 20);
+  mcp_param_free(&f.cfg);
+}
+
+/* NCCL accepts NCCL_IB_QPS_PER_CONNECTION above 16 (its arrays hold 128): so does mcpnet. */
+static void test_qps_per_connection(void)
+{
+  struct fake f;
+  char why[256];
+
+  fake_init(&f);
+  fake_set(&f, "NCCL_IB_QPS_PER_CONNECTION", "32");
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK_EQ_INT(f.nwarn, 0);
+  CHECK_EQ_INT(f.cfg.ib_qps_per_conn, 32);
+  mcp_param_free(&f.cfg);
+  fake_init(&f);
+  fake_set(&f, "NCCL_IB_QPS_PER_CONNECTION", "300");
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK_EQ_INT(f.cfg.ib_qps_per_conn, 300); /* capped per device, with a WARN, at init */
+  mcp_param_free(&f.cfg);
+
+  /* The cap: mcpnet's bound, then what the device's CQ holds. */
+  CHECK_EQ_INT(mcp_param_qps_cap(4, 128, 4194303, 513, 16, why, sizeof(why)), 4);
+  CHECK_EQ_STR(why, "");
+  CHECK_EQ_INT(mcp_param_qps_cap(128, 128, 4194303, 513, 16, why, sizeof(why)), 128);
+  CHECK_EQ_INT(mcp_param_qps_cap(300, 128, 4194303, 513, 16, why, sizeof(why)), 128);
+  CHECK(strstr(why, "128 QPs per connection is mcpnet's bound") != NULL);
+  /* soft-RoCE: 32767 CQ entries, 513 per QP: 63 QPs fit (63 * 513 + 16 = 32335). */
+  CHECK_EQ_INT(mcp_param_qps_cap(100, 128, 32767, 513, 16, why, sizeof(why)), 63);
+  CHECK(strstr(why, "63 QPs per connection fill this device's completion queue: it holds at most "
+                    "32767 entries (ibv_device_attr.max_cqe) and mcpnet needs 513 per QP") != NULL);
+  CHECK_EQ_INT(mcp_param_qps_cap(63, 128, 32767, 513, 16, why, sizeof(why)), 63);
+  CHECK_EQ_STR(why, "");
+  CHECK_EQ_INT(mcp_param_qps_cap(64, 128, 32767, 513, 16, why, sizeof(why)), 63);
+  CHECK_EQ_INT(mcp_param_qps_cap(2, 128, 100, 513, 16, why, sizeof(why)), 1);
+}
+
+/* Set NCCL_IB_* variables mcpnet does not act on, and MCPNET_* names that do not exist. */
+static void test_scan_env(void)
+{
+  struct fake f;
+  int d, nign = -1;
+  char *envp[] = {
+    "PATH=/usr/bin",
+    "NCCL_IB_AR_THRESHOLD=0",
+    "NCCL_IB_HCA=mlx5_0",          /* read by mcpnet */
+    "NCCL_IB_USE_INLINE=1",
+    "NCCL_IB_ECE_ENABLE=",         /* empty: unset, as NCCL reads it */
+    "NCCL_IB_FROBNICATE=1",        /* not even NCCL's */
+    "MCPNET_STRIKT=0",
+    "MCPNET_WATCHDOG_SECONDS=60",  /* an alias: known */
+    "MCPNET_RECOVERY_TIMEOUT=5",
+    "MCPNET_BUILD_DIR=/tmp/b",     /* the lab harness's own */
+    "MCPNET_CTS_BATCHES=2",
+    NULL,
+  };
+
+  CHECK_EQ_STR(mcp_param_nearest("MCPNET_STRIKT", &d), "MCPNET_STRICT");
+  CHECK_EQ_INT(d, 1);
+  CHECK_EQ_STR(mcp_param_nearest("MCPNET_RECOVERY_TIMOUT", &d), "MCPNET_RECOVERY_TIMEOUT");
+  CHECK_EQ_STR(mcp_param_nearest("MCPNET_WATCHDOG_SECS", &d), "MCPNET_WATCHDOG_SEC");
+  CHECK_EQ_STR(mcp_param_nearest("MCPNET_WATCHDOG_SECONDZ", &d), "MCPNET_WATCHDOG_SECONDS");
+  CHECK_EQ_STR(mcp_param_nearest("MCPNET_INLINE", &d), "MCPNET_INLINE_BYTES");
+  CHECK_EQ_STR(mcp_param_nearest("MCPNET_STRICT", &d), "MCPNET_STRICT");
+  CHECK_EQ_INT(d, 0);
+  CHECK(mcp_param_nccl_reads("NCCL_IB_AR_THRESHOLD"));
+  CHECK(mcp_param_nccl_reads("NCCL_IB_TIMEOUT"));
+  CHECK(!mcp_param_nccl_reads("NCCL_IB_FROBNICATE"));
+  CHECK(!mcp_param_nccl_reads("MCPNET_STRICT"));
+  for (const char *const *p = mcp_param_nccl_ignored(); *p != NULL; p++)
+    CHECK(mcp_param_find(*p) == NULL); /* ignored means: no row of the table */
+
+  fake_init(&f);
+  f.env.envp = envp;
+  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 2);
+  CHECK_EQ_INT(nign, 3);
+  CHECK_EQ_INT(f.nwarn, 3);
+  CHECK(strstr(f.warns, "MCPNET_STRIKT=0 (environment) is not an mcpnet variable and is ignored; "
+                        "the nearest one is MCPNET_STRICT") != NULL);
+  CHECK(strstr(f.warns, "MCPNET_CTS_BATCHES=2 (environment) is not an mcpnet variable and is ignored; "
+                        "the nearest one is MCPNET_CTS_BATCH") != NULL);
+  CHECK(strstr(f.warns, "mcpnet does not act on them (NCCL's own IB transport would): "
+                        "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE; not read by NCCL 2.28 either: "
+                        "NCCL_IB_FROBNICATE.") != NULL);
+  CHECK(strstr(f.warns, "NCCL_IB_HCA") == NULL);
+  CHECK(strstr(f.warns, "ECE") == NULL);
+  CHECK(strstr(f.warns, "WATCHDOG") == NULL);
+  CHECK(strstr(f.warns, "BUILD_DIR") == NULL);
+
+  /* A clean environment says nothing. */
+  char *clean[] = {"NCCL_IB_HCA=mlx5_0", "MCPNET_STRICT=1", NULL};
+  fake_init(&f);
+  f.env.envp = clean;
+  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 0);
+  CHECK_EQ_INT(nign, 0);
+  CHECK_EQ_INT(f.nwarn, 0);
 }
 
 static void test_time_to_error(void)
@@ -757,6 +899,9 @@ int main(void)
   RUN_TEST(test_config_file);
   RUN_TEST(test_nccl_conf);
   RUN_TEST(test_infinite_retry);
+  RUN_TEST(test_timeout_by_nccl_era);
+  RUN_TEST(test_qps_per_connection);
+  RUN_TEST(test_scan_env);
   RUN_TEST(test_time_to_error);
   RUN_TEST(test_formatting);
   RUN_TEST(test_log);

@@ -453,9 +453,9 @@ static void test_corrupted_fields(void)
   expect_reject(b, len, -EBADMSG, "CONN_ACK payload");
   memcpy(b, good, len);
   b[nq] = 0;
-  expect_reject(b, len, -EBADMSG, "QP count 0 is not 1..16");
+  expect_reject(b, len, -EBADMSG, "QP count 0 is not 1..128");
   b[nq] = MCP_WIRE_MAX_QPS + 1;
-  expect_reject(b, len, -EBADMSG, "QP count 17 is not 1..16");
+  expect_reject(b, len, -EBADMSG, "QP count 129 is not 1..128");
   b[nq] = 3; /* claims one more QP than the payload holds */
   expect_reject(b, len, -EBADMSG, "truncated CONN_ACK payload");
   memcpy(b, good, len);

@@ -13,6 +13,12 @@
 #include <unistd.h>
 
 #include "mcp_drive.h"
+#include "mcpnet/net.h"
+
+/* Another plugin's messages are printed with their format strings unexpanded: a callee
+ * cannot tell a missing argument from a present one, and at least one IB plugin passes
+ * a "%s" without its argument, which expanding would turn into a crash. */
+static int log_unexpanded;
 
 static void drv_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
                     const char *fmt, ...)
@@ -25,9 +31,13 @@ static void drv_log(ncclDebugLogLevel level, unsigned long flags, const char *fi
   if (level > NCCL_LOG_WARN && !verbose)
     return;
   fprintf(stderr, "[%s] ", level == NCCL_LOG_WARN ? "WARN" : "INFO");
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
+  if (log_unexpanded) {
+    fputs(fmt, stderr);
+  } else {
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+  }
   fputc('\n', stderr);
   (void)flags;
   (void)file;
@@ -67,6 +77,7 @@ int drv_open(struct mcp_drive *d, const char *path, int abi)
   case 9: d->v9 = t; d->name = d->v9->name; break;
   default: d->v8 = t; d->name = d->v8->name; break;
   }
+  log_unexpanded = strcmp(d->name, MCP_NET_NAME) != 0;
   return 0;
 }
 

@@ -59,7 +59,7 @@ static void probe_port(const char *root, const struct mcp_sysfs_dev *d, const st
   pol.index = -1;
   pol.roce_version = 2;
   pol.family = 4;
-  if (mcp_gid_choose(rows, n, &pol, &c, err, sizeof(err)) == 0)
+  if (mcp_gid_choose(rows, n, &pol, &c, err, sizeof(err)) >= 0)
     printf("%s/%d choice GID %d %s (%s)\n", d->name, p->num, c.index, c.text, c.why);
   else
     printf("%s/%d choice none: %s\n", d->name, p->num, err);

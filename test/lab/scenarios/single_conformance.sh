@@ -1,11 +1,13 @@
-# lab: topology=single deadline=420
+# lab: topology=single deadline=720
 # The conformance suite in one guest (rxe0 on lo): the plugin driven through its
 # exported tables as NCCL's proxy does, connecting to itself. Every size 0..64 MiB
 # verified byte for byte with nothing written past the sent size, grouped receives,
 # the optional-completion hint, the loopback flush, 256 connections at once, closing
 # with requests in flight, threads with concurrent registration, no allocation on the
 # data path, properties, 4 QPs per connection, the v8/v9/v10 tables, and a clean
-# dlclose with a second full life after it.
+# dlclose with a second full life after it. NCCL-compatible defaults and bounds: 32 QPs
+# per connection carry data, 200 are capped with a WARN, and NCCL_IB_TIMEOUT defaults
+# to 18 under a v8 table (NCCL 2.20-2.22) and 20 under v11.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -36,3 +38,16 @@ lab_grep 'NCCL_NET=MCP' /tmp/nodev.err "the WARN says NCCL would fall back"
 unshare -m bash -c "mount --bind /dev/null /usr/lib/x86_64-linux-gnu/libibverbs.so.1 &&
   timeout 60 bin/mcp-conformance --plugin plugin/libnccl-net-mcp.so --expect-init-fail self" 2> /tmp/noverbs.err
 lab_grep 'libibverbs.so.1 cannot be loaded' /tmp/noverbs.err "init explains the missing libibverbs"
+
+# NCCL runs more than 16 QPs per connection (its bound is 128): so does mcpnet.
+NCCL_IB_QPS_PER_CONNECTION=32 CONF_MAX_SIZE=$((16 << 20)) conf self qps sizes
+# Beyond what mcpnet can run: capped with one WARN naming the cap and why, data still moves.
+NCCL_IB_QPS_PER_CONNECTION=200 MCP_DRIVE_VERBOSE=1 CONF_MAX_SIZE=$((4 << 20)) conf self sizes 2> /tmp/qps200.err
+lab_grep "NCCL_IB_QPS_PER_CONNECTION=200: rxe0 uses [0-9]+ QPs per connection: ([0-9]+ QPs per connection is mcpnet's bound|[0-9]+ QPs per connection fill this device's completion queue)" \
+  /tmp/qps200.err "200 QPs per connection are capped with a WARN saying why"
+# NCCL_IB_TIMEOUT's default follows the NCCL the table tells: 18 for v8, 20 for v11.
+MCP_DRIVE_VERBOSE=1 conf --abi 8 self props 2> /tmp/abi8.err
+lab_grep 'NCCL_IB_TIMEOUT is the default for this NCCL: 18, as NCCL took the v8 table' /tmp/abi8.err "v8 (NCCL 2.20-2.22): timeout 18"
+lab_grep 'NCCL took the ncclNetPlugin_v8 table' /tmp/abi8.err "the init INFO line names the v8 table"
+MCP_DRIVE_VERBOSE=1 conf self props 2> /tmp/abi11.err
+lab_grep 'NCCL_IB_TIMEOUT is the default for this NCCL: 20, as NCCL took the v11 table' /tmp/abi11.err "v11 (NCCL 2.28): timeout 20"

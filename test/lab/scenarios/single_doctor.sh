@@ -96,7 +96,7 @@ expect /tmp/memlock.out '^         fix: ulimit -l unlimited' "memlock: the remed
 # 5. An invalid value.
 run invalid 1 NCCL_IB_TIMEOUT=40
 expect /tmp/invalid.out '^  \[FAIL\] .*NCCL_IB_TIMEOUT.*40' "invalid: NCCL_IB_TIMEOUT=40 FAILs naming the value"
-expect /tmp/invalid.out '^  NCCL_IB_TIMEOUT +18 +environment, REFUSED: the default applies' "invalid: the table shows the refusal"
+expect /tmp/invalid.out '^  NCCL_IB_TIMEOUT +20 +environment, REFUSED: the default applies' "invalid: the table shows the refusal"
 
 # 6. --json: the same report as the text (the down device asked for: WARNs and a FAIL).
 run json-text 1 NCCL_IB_HCA==rxeD

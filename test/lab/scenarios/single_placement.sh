@@ -1,4 +1,4 @@
-# lab: topology=single deadline=300
+# lab: topology=single deadline=600
 # Where traffic goes, on one guest with three soft-RoCE devices: rxe0 on lo, rxe1 and rxe2
 # on veth links (10.11.0.1, and 10.12.0.1 plus fd12::1). Each check runs the plugin as
 # NCCL loads it (bin/mcp-conformance drives the exported v11 table) with a different
@@ -9,6 +9,8 @@
 #   exist or whose port is down, and skipping it with MCPNET_STRICT=0; NCCL_IB_HCA
 #   prefix ambiguity; an unusable NCCL_IB_GID_INDEX named with the port's GID table; a
 #   uverbs node the process may not open; tenant P_Keys resolved by value or refused;
+#   the init INFO line (version, revision, ABI table, library) and the WARNs for ignored
+#   NCCL_IB_ variables and a misspelt MCPNET_ one;
 #   a bad map refused at init naming its entry; data over an IPv6 GID and an IPv4 GID.
 set -euo pipefail
 . "$LAB_LIB"
@@ -131,19 +133,40 @@ expect /tmp/down.err "rxe2:1 \(pinned by .*\)|rxe2 \(pinned by .*\): port state 
 ip link set p2 up
 wait_gid rxe2 0000:0000:0000:0000:0000:ffff:0a0c:0001
 
-probe ambiguous --fail NCCL_IB_HCA=rxe
-expect /tmp/ambiguous.err "'rxe' matches 3 devices by NCCL's prefix rule; start the list with '='" "strict: an ambiguous NCCL_IB_HCA token fails init"
+# NCCL uses every device a prefix token matches; so does mcpnet, strict or not, with a WARN.
+probe ambiguous NCCL_IB_HCA=rxe
+expect /tmp/ambiguous.err "NCCL_IB_HCA=rxe: 'rxe' matches several devices \(rxe0, rxe1, rxe2\)\. mcpnet uses all of them" \
+  "strict: an ambiguous NCCL_IB_HCA token is a WARN, no longer an init failure"
+expect /tmp/ambiguous.out '^  2: rxe' "strict: all three devices the prefix matches are used, as NCCL uses them"
+refute /tmp/ambiguous.err 'init fails' "strict: the ambiguity does not fail init"
 probe ambiguous-lenient NCCL_IB_HCA=rxe MCPNET_STRICT=0
 expect /tmp/ambiguous-lenient.err "'rxe' matches several devices \(rxe0, rxe1, rxe2\)" "not strict: it is a WARN"
 
+# --- who is running, and what it ignores -----------------------------------------------
+# NCCL's transport would read NCCL_IB_AR_THRESHOLD; mcpnet does not, and says so. A
+# misspelt MCPNET_ variable is named with the real one. Neither stops init.
+probe ignored NCCL_IB_HCA==rxe1 NCCL_IB_AR_THRESHOLD=0 MCPNET_RECOVERY_TIMOUT=5
+expect /tmp/ignored.err 'mcpnet [0-9]+\.[0-9]+\.[0-9]+, source revision [^;]+; NCCL took the ncclNetPlugin_v11 table; library /.*libnccl-net-mcp\.so' \
+  "init's INFO line names the version, the source revision, the ABI table and the library's path"
+expect /tmp/ignored.err "set, but mcpnet does not act on them \(NCCL's own IB transport would\): NCCL_IB_AR_THRESHOLD" \
+  "one WARN lists the NCCL_IB_ variable mcpnet ignores"
+expect /tmp/ignored.err 'MCPNET_RECOVERY_TIMOUT=5 \(environment\) is not an mcpnet variable and is ignored; the nearest one is MCPNET_RECOVERY_TIMEOUT' \
+  "one WARN names the misspelt MCPNET_ variable and the nearest real one"
+expect /tmp/ignored.out '^  0: rxe1 ' "init goes on"
+[ "$(grep -c 'does not act on them' /tmp/ignored.err)" = 1 ] || lab_fail "the ignored NCCL_IB_ variables are one WARN"
+
 # --- GID index ------------------------------------------------------------------------
-# rxe has RoCE v2 GIDs only: ask for v1 to see a present index refused for its type.
+# rxe has RoCE v2 GIDs only: ask for v1 to see a present index of the other type used
+# as given (NCCL does the same), with a WARN.
 v2=$(gid_index rxe1 0000:0000:0000:0000:0000:ffff:0a0b:0001 "RoCE v2") || lab_fail "rxe1 has no RoCE v2 GID for 10.11.0.1"
 probe gidempty --fail NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX=17
 expect /tmp/gidempty.err "rxe1 port 1: GID index 17 is empty or not described to this namespace \(set by NCCL_IB_GID_INDEX\)\. The port's GIDs: 0 fe80::.* 10\.11\.0\.1 v2 p1" \
   "an empty GID index fails init and the message shows the port's GID table"
-probe gidv1 --fail NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX="$v2" NCCL_IB_ROCE_VERSION_NUM=1
-expect /tmp/gidv1.err "GID index $v2 cannot be used: it is not RoCE v1" "a RoCE v2 index is refused when v1 is wanted"
+probe gidv1 NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX="$v2" NCCL_IB_ROCE_VERSION_NUM=1
+expect /tmp/gidv1.err "rxe1 port 1: GID index $v2 is RoCE v2, not the v1 NCCL_IB_ROCE_VERSION_NUM=1 asks for; used as given" \
+  "a RoCE v2 index when v1 is wanted is a WARN, no longer a refusal"
+expect /tmp/gidv1.out '^  0: rxe1 ' "and rxe1 is used with that GID"
+expect /tmp/gidv1.err "rxe1 port 1: GID $v2 10\.11\.0\.1 \(RoCE v2, netdev p1\): set by NCCL_IB_GID_INDEX" "the log names the index and its source"
 probe gidok NCCL_IB_HCA==rxe1 NCCL_IB_GID_INDEX="$v2"
 expect /tmp/gidok.err "rxe1 port 1: GID $v2 10\.11\.0\.1 \(RoCE v2, netdev p1\): set by NCCL_IB_GID_INDEX" "a valid index is used and logged with its source"
 
