@@ -227,13 +227,21 @@ static uint64_t data_seed(int from, int comm, long op, int sub, int step, int la
   return plan_key(from, comm, op, sub + 4, step) ^ (last ? 0x5aa5c33c0ff01234ull : 0);
 }
 
+/* The data pattern: one word per 8 bytes, unique per (seed, position), and cheap, since
+ * the lab's emulated CPUs fill and check every byte. */
+static inline uint64_t pat(uint64_t seed, uint64_t w)
+{
+  uint64_t v = (seed + w) * 0x9e3779b97f4a7c15ull;
+  return v ^ (v >> 29);
+}
+
 /* SIMPLE: raw bytes, one 64-bit pattern word per 8 bytes. */
 static void fill_simple(uint8_t *p, size_t n, uint64_t seed)
 {
   size_t w;
 
   for (w = 0; w * 8 < n; w++) {
-    uint64_t v = mix64(seed + w);
+    uint64_t v = pat(seed, w);
     memcpy(p + w * 8, &v, n - w * 8 < 8 ? n - w * 8 : 8);
   }
 }
@@ -244,7 +252,7 @@ static size_t check_simple(const uint8_t *p, size_t n, uint64_t seed)
   size_t w, k;
 
   for (w = 0; w * 8 < n; w++) {
-    uint64_t v = mix64(seed + w);
+    uint64_t v = pat(seed, w);
     size_t len = n - w * 8 < 8 ? n - w * 8 : 8;
     if (memcmp(p + w * 8, &v, len) != 0) {
       for (k = 0; k < len; k++)
@@ -263,7 +271,7 @@ static void fill_ll(uint8_t *p, size_t n, uint64_t seed, uint32_t flag)
   size_t i;
 
   for (i = 0; i < n / 8; i++) {
-    uint64_t d = mix64(seed + i) & 0xffffffffu;
+    uint64_t d = pat(seed, i) & 0xffffffffu;
     __atomic_store_n(&u[i], d | ((uint64_t)flag << 32), __ATOMIC_RELAXED);
   }
 }
@@ -282,7 +290,7 @@ static int check_ll(const uint8_t *p, size_t n, uint64_t seed, uint32_t flag, si
       *upto = i;
       return 1;
     }
-    if ((uint32_t)v != (uint32_t)mix64(seed + i)) {
+    if ((uint32_t)v != (uint32_t)pat(seed, i)) {
       *bad = i;
       *upto = i;
       return 2;
@@ -300,7 +308,7 @@ static void fill_ll128(uint8_t *p, size_t n, uint64_t seed, uint64_t flag)
 
   for (line = 0; line < n / 128; line++) {
     for (j = 0; j < 15; j++)
-      u[line * 16 + j] = mix64(seed + line * 16 + j);
+      u[line * 16 + j] = pat(seed, line * 16 + j);
     __atomic_store_n(&u[line * 16 + 15], flag, __ATOMIC_RELEASE);
   }
 }
@@ -317,7 +325,7 @@ static int check_ll128(const uint8_t *p, size_t n, uint64_t seed, uint64_t flag,
       return 1;
     }
     for (j = 0; j < 15; j++)
-      if (__atomic_load_n(&u[line * 16 + j], __ATOMIC_RELAXED) != mix64(seed + line * 16 + j)) {
+      if (__atomic_load_n(&u[line * 16 + j], __ATOMIC_RELAXED) != pat(seed, line * 16 + j)) {
         *bad = line * 128 + j * 8;
         *upto = line;
         return 2;
@@ -387,6 +395,7 @@ static ncclResult_t regmr(void *comm, struct mem *m, int type, void **mh)
 
 struct stats {
   long ops[NPROTO], pxn_ops, sends, recvs, isend_null, irecv_null, flushes, flush_null, hint_recvs;
+  long pxn_n[NPXN + 1]; /* PXN irecvs posted, by n */
   long zero_steps, ahead_tries, ahead_null, ahead_ok, stalls, extra_regs, flag_before_data;
   unsigned long long bytes_sent, bytes_checked;
 };
@@ -581,7 +590,7 @@ static int pxn_ahead(struct node *n, struct schain *c, int t)
     return 0;
   for (i = 0; i < NPXN; i++) {
     struct schain *o = &n->pxn_s[i];
-    if (o == c)
+    if (o == c || o->finished)
       continue;
     if (!o->a.active || o->a.op < c->a.op)
       return 1; /* still in an earlier op, or not started this one */
@@ -837,6 +846,8 @@ static int recv_tick(struct node *n, struct rchain *c)
       if (*req != NULL) {
         a->hint[g][first->posted % STEPS] = hint;
         n->st.hint_recvs += hint;
+        if (c->comm == C_PXN)
+          n->st.pxn_n[cnt]++;
         for (i = 0; i < a->gsize[g]; i++)
           first[i].posted += a->slice;
         idle = 0;
@@ -938,11 +949,11 @@ static void report(struct node *n, const char *tag)
   say("replay: %s: node %s: ops ring SIMPLE %ld LL %ld LL128 %ld, PXN %ld; %ld sends (%llu bytes), "
       "%ld receives checked (%llu bytes); isend NULL %ld (PXN sends ahead of another rank: %ld tried, %ld NULL, "
       "%ld taken); irecv NULL %ld; iflush %ld (NULL %ld); hint receives %ld; 0-byte steps %ld; GPU stalls %ld; "
-      "extra regMr %ld; flag before data %ld; memory: %s\n",
+      "extra regMr %ld; flag before data %ld; PXN irecvs by n: 3: %ld, 2: %ld, 1: %ld; memory: %s\n",
       tag, n->name, st->ops[P_SIMPLE], st->ops[P_LL], st->ops[P_LL128], st->pxn_ops, st->sends, st->bytes_sent,
       st->recvs, st->bytes_checked, st->isend_null, st->ahead_tries, st->ahead_null, st->ahead_ok, st->irecv_null,
       st->flushes, st->flush_null, st->hint_recvs, st->zero_steps, st->stalls, st->extra_regs,
-      st->flag_before_data, g_cuda ? "GPU-like (NCCL_PTR_CUDA, PROT_NONE)" : "host (the plugin has no NCCL_PTR_CUDA)");
+      st->flag_before_data, st->pxn_n[3], st->pxn_n[2], st->pxn_n[1], g_cuda ? "GPU-like (NCCL_PTR_CUDA, PROT_NONE)" : "host (the plugin has no NCCL_PTR_CUDA)");
 }
 
 static void dump_state(struct node *n)

@@ -37,6 +37,7 @@ replay() {
 # Groups of all three PXN ranks (maxRecvs as the plugin reports it).
 replay pxn --seconds 90 self
 lab_grep 'PXN sends ahead of another rank: [1-9][0-9]* tried' /tmp/pxn.out "a PXN rank sent ahead of another's step"
+lab_grep 'PXN irecvs by n: 3: [1-9][0-9]*, 2: [1-9][0-9]*, 1: [1-9]' /tmp/pxn.out "grouped receives of 3, and of 2 and 1 as ranks ran out of steps"
 lab_grep 'hint receives [1-9]' /tmp/pxn.out "LL/LL128 receives with the optional-completion hint"
 lab_grep '0-byte steps [1-9]' /tmp/pxn.out "0-byte steps"
 lab_grep 'extra regMr [1-9]' /tmp/pxn.out "registrations from the service thread during traffic"
@@ -46,3 +47,4 @@ if [ ${#cuda[@]} -gt 0 ]; then
 fi
 # maxRecvs 2: the three ranks split into a group of two and a group of one on one comm.
 replay split --seconds 30 --max-recvs 2 self
+lab_grep 'PXN irecvs by n: 3: 0, 2: [1-9][0-9]*, 1: [1-9]' /tmp/split.out "groups of at most 2 on one comm"
