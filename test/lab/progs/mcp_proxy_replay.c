@@ -35,6 +35,8 @@
  * - Ends when --seconds have passed: the sender marks its last op in the data of the
  *   op's last step, so the receiver knows without any other channel.
  *
+ * NCCL_NET_OPTIONAL_RECV_COMPLETION=0 turns the hint off, as it does in NCCL.
+ *
  * Output: a line every 10 s per node, then "replay: ok: ..." per node; exit 0 only if
  * every byte arrived intact and no call returned an error. "replay: FAIL: ..." names
  * the call, the op and the step otherwise.
@@ -73,6 +75,7 @@ static const char *proto_name[NPROTO] = {"LL", "LL128", "SIMPLE"};
 static struct mcp_drive drv;
 static int g_cuda;     /* the plugin advertises NCCL_PTR_CUDA: SIMPLE/LL128 are GPU-like */
 static int g_maxrecvs;
+static int g_hint = 1;  /* NCCL_NET_OPTIONAL_RECV_COMPLETION, as NCCL reads it (default 1) */
 static uint64_t g_seed = 12345;
 static double g_end;
 static pthread_mutex_t g_out = PTHREAD_MUTEX_INITIALIZER;
@@ -652,7 +655,8 @@ static int send_tick(struct node *n, struct schain *c)
   if (a->done < a->transmitted) {
     int slot = (int)((a->base + (uint64_t)a->done) % STEPS), done = 0, size = -1;
     r = drv_test(&drv, c->req[slot], &done, &size);
-    check(n, r, "test of a send", a->op, a->done);
+    check(n, r, c->comm == C_PXN ? "test of a send on the PXN comm" : "test of a send on the ring comm", a->op,
+          a->done);
     if (done) { /* the size is ignored, as NCCL does */
       a->done += a->slice;
       return 1;
@@ -838,7 +842,7 @@ static int recv_tick(struct node *n, struct rchain *c)
     }
     if (cnt) {
       void **req = &c->req[g][first->posted % STEPS];
-      int hint = (a->proto == P_LL || a->proto == P_LL128) && cnt == 1 && drv.abi >= 9; /* v8 shims drop it */
+      int hint = (a->proto == P_LL || a->proto == P_LL128) && cnt == 1 && g_hint && drv.abi >= 9; /* v8 shims drop it */
       if (hint)
         *req = (void *)0x1; /* NCCL_NET_OPTIONAL_RECV_COMPLETION */
       r = drv_irecv(&drv, c->rc, cnt, ptrs, sizes, tags, mhs, req);
@@ -869,7 +873,8 @@ static int recv_tick(struct node *n, struct rchain *c)
       continue;
     memset(sizes, 0, sizeof(sizes));
     r = drv_test(&drv, c->req[g][slot], &done, sizes);
-    check(n, r, "test of a receive", a->op, step);
+    check(n, r, c->comm == C_PXN ? "test of a receive on the PXN comm" : "test of a receive on the ring comm",
+          a->op, step);
     if (!done)
       continue;
     for (i = 0; i < PROXY_MAX_SUBS; i++)
@@ -1317,6 +1322,8 @@ int main(int argc, char **argv)
     return 2;
   }
   self = !strcmp(mode, "self");
+  if (getenv("NCCL_NET_OPTIONAL_RECV_COMPLETION") != NULL)
+    g_hint = atoi(getenv("NCCL_NET_OPTIONAL_RECV_COMPLETION")) != 0;
   if (drv_open(&drv, plugin, abi) != 0 || drv_init(&drv) != ncclSuccess || drv_devices(&drv, &ndev) != ncclSuccess ||
       ndev < 1)
     fail(self ? "self" : (role == 'a' ? "a" : "b"), "plugin init");
@@ -1330,8 +1337,8 @@ int main(int argc, char **argv)
     fail("-", "--require-cuda: %s advertises no NCCL_PTR_CUDA (ptrSupport %#x); is nvidia_peermem loaded?",
          props.name, props.ptrSupport);
   say("replay: %s mode, plugin %s (v%d table), device %s, ptrSupport %#x, maxRecvs %d (grouping by %d), %.0f s, "
-      "seed %llu\n", mode, drv.name, abi, props.name, props.ptrSupport, props.maxRecvs, g_maxrecvs, seconds,
-      (unsigned long long)g_seed);
+      "seed %llu, optional-completion hint %s\n", mode, drv.name, abi, props.name, props.ptrSupport, props.maxRecvs,
+      g_maxrecvs, seconds, (unsigned long long)g_seed, g_hint ? "on" : "off (NCCL_NET_OPTIONAL_RECV_COMPLETION=0)");
   t0 = now();
   g_end = t0 + seconds;
   if (self) {

@@ -1,13 +1,19 @@
-# lab: topology=pair deadline=330
+# lab: topology=pair deadline=420
 # NCCL's proxy, replayed between two guests (bin/mcp-proxy-replay pair, data both ways):
 # ring ops of SIMPLE, LL and LL128 (the hint's receives checked by their flags), three
 # PXN ranks with their own pace sharing one comm pair each way, maxRecvs-grouped
 # receives, iflush into GPU-like memory, regMr/deregMr during traffic; every byte
-# checked. Mid-run each host's eth0 goes down for 5 s (a's at about 25 s, b's at about
-# 65 s) with QP timers short enough that the QPs fail (NCCL_IB_TIMEOUT=15,
-# NCCL_IB_RETRY_CNT=3): the replay must go on with no error through the ABI, and each
-# host must log a recovery. GPU-like memory needs lab-lib.sh's lab_fake_peermem; where
-# it does not exist yet, host memory only.
+# checked. Mid-run each host's eth0 goes down for 5 s (a's about 20 s after connecting,
+# b's about 55 s after) with QP timers short enough that the QPs fail during the
+# outage: the replay must go on with no error through the ABI, and each host must log a
+# recovery. NCCL_IB_TIMEOUT=17 (0.54 s, 4 tries: the QPs fail about 2 s into the
+# outage) rather than pair_link_flap's 15: at 15 (134 ms) this traffic between two
+# emulated guests on a loaded host makes rxe retransmit thousands of times and end in
+# "remote invalid request" NAKs with no link fault at all.
+# The optional-completion hint stays on, as in NCCL: a receiver whose receives were all
+# released early by it makes no call on that comm until the data's flags arrive, as
+# NCCL's proxy does. GPU-like memory needs lab-lib.sh's lab_fake_peermem; where it does
+# not exist yet, host memory only.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -21,14 +27,14 @@ else
   lab_log "lab-lib.sh has no lab_fake_peermem: the replay runs with host memory only"
 fi
 
-env NCCL_IB_TIMEOUT=15 NCCL_IB_RETRY_CNT=3 MCP_DRIVE_VERBOSE=1 \
-  timeout 280 bin/mcp-proxy-replay --plugin plugin/libnccl-net-mcp.so "${cuda[@]}" --seconds 110 \
+env NCCL_IB_TIMEOUT=17 NCCL_IB_RETRY_CNT=3 MCP_DRIVE_VERBOSE=1 \
+  timeout 330 bin/mcp-proxy-replay --plugin plugin/libnccl-net-mcp.so "${cuda[@]}" --seconds 90 \
   pair --role "$LAB_HOST" --xchg "$x" > /tmp/replay.out 2> /tmp/replay.err &
 pid=$!
 for _ in $(seq 1200); do grep -q 'connected' /tmp/replay.out 2> /dev/null && break; sleep 0.1; done
 grep -q 'connected' /tmp/replay.out || { cat /tmp/replay.out; tail -30 /tmp/replay.err; lab_fail "the replay never connected"; }
 lab_log "connected; data flows both ways"
-sleep $([ "$LAB_HOST" = a ] && echo 25 || echo 65)
+sleep $([ "$LAB_HOST" = a ] && echo 20 || echo 55)
 lab_log "eth0 down for 5 s"
 lab_link_down
 sleep 5
