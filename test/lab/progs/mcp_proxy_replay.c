@@ -483,10 +483,14 @@ struct node {
 
 static double now(void) { return drv_now(); }
 
+static void dump_state(struct node *n);
+
 static void check(struct node *n, ncclResult_t r, const char *what, long op, int step)
 {
-  if (r != ncclSuccess)
+  if (r != ncclSuccess) {
+    dump_state(n); /* where every chain of this node stood */
     fail(n->name, "%s returned %d (op %ld, step %d)", what, (int)r, op, step);
+  }
 }
 
 /* ---- sender (sendProxyProgress) ------------------------------------------------------ */
@@ -965,9 +969,9 @@ static void dump_state(struct node *n)
 {
   int i;
 
-  say("replay: state of node %s: ring send op %ld posted %d transmitted %d done %d of %d; ring recv op %ld", n->name,
-      n->ring_s.a.op, n->ring_s.a.posted, n->ring_s.a.transmitted, n->ring_s.a.done, n->ring_s.a.nsteps,
-      n->ring_r.a.op);
+  say("replay: state of node %s: ring send op %ld (%s) posted %d transmitted %d done %d of %d; ring recv op %ld (%s)",
+      n->name, n->ring_s.a.op, proto_name[n->ring_s.a.proto], n->ring_s.a.posted, n->ring_s.a.transmitted,
+      n->ring_s.a.done, n->ring_s.a.nsteps, n->ring_r.a.op, proto_name[n->ring_r.a.proto]);
   for (i = 0; i < n->ring_r.a.nsubs; i++)
     say(" [p%d r%d t%d d%d g%d of %d]", n->ring_r.a.s[i].posted, n->ring_r.a.s[i].received,
         n->ring_r.a.s[i].transmitted, n->ring_r.a.s[i].done, n->ring_r.a.s[i].gpu, n->ring_r.a.s[i].nsteps);
