@@ -1342,7 +1342,7 @@ int main(int argc, char **argv)
          props.name, props.ptrSupport);
   say("replay: %s mode, plugin %s (v%d table), device %s, ptrSupport %#x, maxRecvs %d (grouping by %d), %.0f s, "
       "seed %llu, optional-completion hint %s\n", mode, drv.name, abi, props.name, props.ptrSupport, props.maxRecvs,
-      g_maxrecvs, seconds, (unsigned long long)g_seed, g_hint ? "on" : "off (NCCL_NET_OPTIONAL_RECV_COMPLETION=0)");
+      g_maxrecvs, seconds, (unsigned long long)g_seed, !g_hint ? "off (NCCL_NET_OPTIONAL_RECV_COMPLETION=0)" : abi >= 9 ? "on" : "on, but the v8 table never sees it");
   t0 = now();
   g_end = t0 + seconds;
   if (self) {
