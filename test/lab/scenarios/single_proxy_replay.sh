@@ -1,4 +1,4 @@
-# lab: topology=single deadline=330
+# lab: topology=single deadline=420
 # NCCL's proxy, replayed in one guest (bin/mcp-proxy-replay self: two nodes in one
 # process, each with a progress and a service thread, data both ways over rxe0): ring
 # ops of SIMPLE (1 MiB requests of 2 steps), LL and LL128 with the optional-completion
@@ -35,7 +35,7 @@ replay() {
 }
 
 # Groups of all three PXN ranks (maxRecvs as the plugin reports it).
-replay pxn --seconds 90 self
+replay pxn --seconds 75 self
 lab_grep 'PXN sends ahead of another rank: [1-9][0-9]* tried' /tmp/pxn.out "a PXN rank sent ahead of another's step"
 lab_grep 'PXN irecvs by n: 3: [1-9][0-9]*, 2: [1-9][0-9]*, 1: [1-9]' /tmp/pxn.out "grouped receives of 3, and of 2 and 1 as ranks ran out of steps"
 lab_grep 'hint receives [1-9]' /tmp/pxn.out "LL/LL128 receives with the optional-completion hint"
@@ -46,5 +46,5 @@ if [ ${#cuda[@]} -gt 0 ]; then
   lab_grep 'iflush [1-9]' /tmp/pxn.out "iflush where NCCL calls it"
 fi
 # maxRecvs 2: the three ranks split into a group of two and a group of one on one comm.
-replay split --seconds 30 --max-recvs 2 self
+replay split --seconds 25 --max-recvs 2 self
 lab_grep 'PXN irecvs by n: 3: 0, 2: [1-9][0-9]*, 1: [1-9]' /tmp/split.out "groups of at most 2 on one comm"
