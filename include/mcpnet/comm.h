@@ -87,8 +87,6 @@ struct mcp_request {
   uint8_t kind;       /* enum mcp_req_kind */
   uint8_t in_use;
   uint8_t done;
-  uint8_t released;   /* NCCL is done with it (optional completion); free on arrival */
-  uint8_t optional;   /* posted with NCCL's optional-completion hint */
   int pending;        /* completions still expected */
   uint32_t seq;
   int n;

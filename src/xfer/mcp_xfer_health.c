@@ -160,14 +160,13 @@ static void describe_send(const struct mcp_comm *c, char *buf, size_t len, size_
 static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_t *used)
 {
   const struct mcp_recv_slot *oldest = NULL;
-  int advertised = 0, released = 0, flushes = 0, i;
+  int advertised = 0, flushes = 0, i;
 
   for (i = 0; i < MCP_SLOTS; i++) {
     const struct mcp_recv_slot *rs = &c->rslots[i];
     if (rs->req == NULL)
       continue;
     advertised++;
-    released += rs->req->released;
     if (oldest == NULL || seq_before(rs->seq, oldest->seq))
       oldest = rs;
   }
@@ -177,8 +176,7 @@ static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_
   if (advertised > 0) {
     if (oldest->got == 0)
       part(buf, len, used, "%d receive(s) advertised to the peer but no data arrived (oldest seq %u, "
-           "%d buffer(s)%s): the peer has not sent to them", advertised, oldest->seq, oldest->req->n,
-           released ? ", some released early by NCCL's optional-completion hint" : "");
+           "%d buffer(s)): the peer has not sent to them", advertised, oldest->seq, oldest->req->n);
     else
       part(buf, len, used, "%d receive(s) advertised to the peer; the oldest (seq %u) got %d of its %d "
            "writes: the rest never arrived", advertised, oldest->seq, oldest->got, oldest->expected);

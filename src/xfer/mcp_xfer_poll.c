@@ -84,10 +84,6 @@ static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot
   rs->req = NULL;
   r->done = 1;
   mcp_xfer_recv_landed(c);
-  if (r->released) {
-    c->inflight--;
-    mcp_req_put(r);
-  }
 }
 
 static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
@@ -251,18 +247,8 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
       mcp_xfer_check_alive(c);
     if (!r->done && c->error != 0)
       return (ncclResult_t)c->error;
-    if (!r->done) {
-      if (r->optional && r->kind == MCP_REQ_RECV) {
-        /* NCCL finds LL/LL128 data by its flags: let it go now, free the request when the
-         * data is in. */
-        r->released = 1;
-        *done = 1;
-        if (sizes != NULL)
-          for (i = 0; i < r->n; i++)
-            sizes[i] = (int)c->staging[r->seq % MCP_SLOTS].e[i].size;
-      }
+    if (!r->done)
       return ncclSuccess;
-    }
   }
   *done = 1;
   if (sizes != NULL) {

@@ -146,7 +146,7 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   }
   seq = c->seq;
   slot = (int)(seq % MCP_SLOTS);
-  /* The slot is busy until its data has arrived (an early-released request included). */
+  /* The slot is busy until its data has arrived. */
   if (c->rslots[slot].req != NULL || c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
     return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
   e = c->staging[slot].e;
@@ -168,8 +168,6 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   r->kind = MCP_REQ_RECV;
   r->seq = seq;
   r->n = n;
-  r->released = 0;
-  r->optional = (uint8_t)optional;
   rs = &c->rslots[slot];
   rs->req = r;
   rs->seq = seq;

@@ -37,7 +37,6 @@ struct mcp_request *mcp_req_get(struct mcp_comm *c)
   r = &c->reqs[c->free_list[--c->free_top]];
   r->in_use = 1;
   r->done = 0;
-  r->released = 0;
   r->pending = 0;
   r->group_next = -1;
   return r;

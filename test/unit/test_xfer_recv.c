@@ -1,0 +1,187 @@
+/*
+ * test_xfer_recv.c - irecv and test on a receive comm built by hand: a fake QP records
+ * the clear-to-send writes, a fake CQ hands out the completions the test scripts.
+ *
+ * The rule kept here: NCCL's optional-completion hint (LL/LL128 receives) makes the
+ * clear-to-send go out at once, but test reports the receive done only once its data
+ * has landed, as NCCL's IB transport does. Reporting it done early lets NCCL stop
+ * calling the comm, and then nothing drives the comm's recovery if the link fails.
+ */
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "mcp_test.h"
+#include "mcpnet/comm.h"
+#include "mcpnet/log.h"
+
+static int nposted;
+static struct ibv_wc script[8];
+static int nscript;
+
+static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                  const char *fmt, ...)
+{
+  (void)level;
+  (void)flags;
+  (void)file;
+  (void)line;
+  (void)fmt;
+}
+
+static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+  (void)qp;
+  (void)bad;
+  for (; wr != NULL; wr = wr->next)
+    nposted++;
+  return 0;
+}
+
+static int fake_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+  (void)qp;
+  (void)wr;
+  (void)bad;
+  return 0;
+}
+
+static int fake_poll_cq(struct ibv_cq *cq, int num, struct ibv_wc *wc)
+{
+  int n = 0;
+
+  (void)cq;
+  while (n < num && nscript > 0) {
+    wc[n++] = script[0];
+    memmove(script, script + 1, (size_t)--nscript * sizeof(script[0]));
+  }
+  return n;
+}
+
+static struct ibv_context fake_ctx;
+static struct ibv_qp fake_qp;
+static struct ibv_cq fake_cq;
+static struct mcp_net_dev info;
+static struct mcp_devctx dc;
+static struct ibv_mr ibmr;
+static struct mcp_mr mh;
+static char buf[65536];
+
+static struct mcp_comm *comm_make(void)
+{
+  struct mcp_comm *c = calloc(1, sizeof(*c));
+
+  fake_ctx.ops.post_send = fake_post_send;
+  fake_ctx.ops.post_recv = fake_post_recv;
+  fake_ctx.ops.poll_cq = fake_poll_cq;
+  fake_qp.context = &fake_ctx;
+  fake_cq.context = &fake_ctx;
+  snprintf(info.name, sizeof(info.name), "rxe0");
+  dc.info = &info;
+  ibmr.rkey = 3;
+  mh.mr = &ibmr;
+  mh.type = NCCL_PTR_HOST;
+  c->kind = MCP_COMM_RECV;
+  c->dc = &dc;
+  c->seq = 1;
+  c->nqps = 1;
+  c->qp[0] = &fake_qp;
+  c->cq = &fake_cq;
+  c->max_inline = 256;
+  c->cts_batch = 4;
+  c->next_alive_check_ns = UINT64_MAX; /* the 100 ms liveness check is not due here */
+  snprintf(c->peer_name, sizeof(c->peer_name), "lab-a pid 41 (192.0.2.1:40000)");
+  c->staging = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
+  c->staging_mr = &ibmr;
+  c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
+  c->ring_records = calloc(MCP_SLOTS, sizeof(struct mcp_record));
+  mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
+  nposted = 0;
+  nscript = 0;
+  return c;
+}
+
+static void comm_free(struct mcp_comm *c)
+{
+  free(c->staging);
+  free(c->rslots);
+  free(c->ring_records);
+  free(c->reqs);
+  free(c);
+}
+
+static void *post(struct mcp_comm *c, int hint, size_t size)
+{
+  void *data = buf, *mhp = &mh, *req = hint ? (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION : (void *)0xbad;
+  int tag = 1;
+
+  CHECK_EQ_INT(mcp_net_irecv(c, 1, &data, &size, &tag, &mhp, &req), ncclSuccess);
+  return req;
+}
+
+/* The sender's write-with-immediate of seq, bytes long, landed on QP 0. */
+static void land(uint32_t seq, uint32_t bytes)
+{
+  struct ibv_wc *w = &script[nscript++];
+
+  memset(w, 0, sizeof(*w));
+  w->status = IBV_WC_SUCCESS;
+  w->opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+  w->wc_flags = IBV_WC_WITH_IMM;
+  w->imm_data = htonl(MCP_IMM(seq, 1, 0));
+  w->byte_len = bytes;
+  w->wr_id = MCP_WR(MCP_WR_RECV, 0, 0);
+}
+
+static void test_hint_waits_for_data(void)
+{
+  struct mcp_comm *c = comm_make();
+  int done = 0, sizes[1] = {-1}, i;
+  void *r1, *r2;
+
+  r1 = post(c, 1, 65536);
+  CHECK(r1 != NULL && r1 != (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION);
+  CHECK_EQ_INT(nposted, 1); /* its clear-to-send went out at once */
+  r2 = post(c, 1, 65536);
+  CHECK_EQ_INT(nposted, 2);
+  /* No data yet: NCCL keeps calling test, and each call can drive the comm. */
+  for (i = 0; i < 3; i++) {
+    CHECK_EQ_INT(mcp_net_test(r1, &done, sizes), ncclSuccess);
+    CHECK_EQ_INT(done, 0);
+  }
+  land(1, 4096);
+  CHECK_EQ_INT(mcp_net_test(r1, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(sizes[0], 4096); /* the bytes that arrived, not the posted size */
+  done = 0;
+  CHECK_EQ_INT(mcp_net_test(r2, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
+  land(2, 0);
+  CHECK_EQ_INT(mcp_net_test(r2, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(sizes[0], 0);
+  CHECK_EQ_INT(c->inflight, 0);
+  CHECK_EQ_INT(c->error, 0);
+  comm_free(c);
+}
+
+/* Without the hint, receives posted ahead share clear-to-send writes (batches of 4). */
+static void test_batched_without_hint(void)
+{
+  struct mcp_comm *c = comm_make();
+  int i;
+
+  for (i = 0; i < 8; i++)
+    CHECK(post(c, 0, 4096) != NULL);
+  CHECK(nposted < 8);
+  CHECK(nposted >= 1);
+  comm_free(c);
+}
+
+int main(void)
+{
+  mcp_log_set_logger(quiet);
+  RUN_TEST(test_hint_waits_for_data);
+  RUN_TEST(test_batched_without_hint);
+  return TEST_EXIT();
+}
