@@ -476,6 +476,12 @@ static int connect_step(struct mcp_comm *c)
     } else if (atomic_load(&c->stream->dead)) {
       mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
       return -1;
+    } else if (atomic_load(&c->stream->closed_by_peer)) {
+      /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
+       * leave us waiting: its comm's CLOSE is the last word. */
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: the accepting side abandoned this connection "
+                    "(CLOSE before its answer; see its log)", c->peer_name);
+      return -1;
     }
   }
   if (c->state == ST_WAIT_QP)
@@ -629,6 +635,9 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
                       m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
     } else if (atomic_load(&c->stream->dead)) {
       mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, c->stream->dead_reason);
+    } else if (atomic_load(&c->stream->closed_by_peer)) {
+      mcp_comm_fail(c, ncclRemoteError, "accept from %s: the connecting side abandoned this connection "
+                    "(CLOSE before READY; see its log)", c->peer_name);
     }
   }
   if (c->error == 0 && c->state != ST_DONE) {
