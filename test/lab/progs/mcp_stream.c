@@ -2,7 +2,7 @@
  * mcp_stream.c - a verified stream between two hosts, for the fault scenarios.
  *
  *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small]
- *              [--late idle|accept|connect:SECONDS]
+ *              [--late idle|accept|connect:SECONDS] [--finish-together]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
@@ -22,7 +22,8 @@
  * connection unanswered); "accept:S" connects, then calls accept only S seconds after
  * its first connect call; "connect:S" accepts, then calls connect only S seconds after
  * its first accept call. Between its calls it makes none at all. "stream: connected
- * after X s" says how long connecting took.
+ * after X s" says how long connecting took. --finish-together (on both hosts) makes
+ * each wait for the other to have everything before closing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +82,7 @@ int main(int argc, char **argv)
   double t0, last, deadline;
   unsigned long long bytes = 0;
   const char *late = NULL;
-  int late_s = 0;
+  int late_s = 0, together = 0;
 
   for (i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
@@ -98,12 +99,14 @@ int main(int argc, char **argv)
       from = argv[++i][0];
     else if (!strcmp(argv[i], "--small"))
       sizes = small_sizes;
+    else if (!strcmp(argv[i], "--finish-together"))
+      together = 1;
     else if (!strcmp(argv[i], "--late") && i + 1 < argc && strchr(argv[i + 1], ':') != NULL) {
       late = argv[++i];
       late_s = atoi(strchr(late, ':') + 1);
     } else {
       fprintf(stderr, "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
-              "[--small] [--late idle|accept|connect:SECONDS]\n", argv[0]);
+              "[--small] [--late idle|accept|connect:SECONDS] [--finish-together]\n", argv[0]);
       return 2;
     }
   }
@@ -239,6 +242,18 @@ int main(int argc, char **argv)
   }
   printf("stream: ok: %ld messages sent, %ld received, %llu bytes received and verified in %.1f s\n", nsend,
          nrecv, bytes, drv_now() - t0);
+  /* With --finish-together, both ends finish before either closes: a receiver that exits as soon
+   * as it has everything can close the channel before the sender has polled its last
+   * completions (architecture.md section 13, item 5), a teardown race this test is not
+   * about. NCCL's own teardown does not close comms under a peer's pending sends. */
+  if (together) {
+    char flag;
+    snprintf(name, sizeof(name), "%c.finished", role);
+    drv_file_put(xchg, name, "1", 1, NULL, 0);
+    snprintf(name, sizeof(name), "%c.finished", peer);
+    if (drv_file_get(xchg, name, &flag, 1, 300) != 0)
+      return fail("the peer did not finish", done_r);
+  }
   drv_deregmr(&drv, sc, smh);
   drv_deregmr(&drv, rc, rmh);
   drv_close_send(&drv, sc);

@@ -24,7 +24,7 @@ run() {
   mkdir -p "$x/$name"
   [ "$LAB_HOST" = "$late_host" ] && args=(--late "$mode:90")
   MCP_DRIVE_VERBOSE=1 timeout 400 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" \
-    --xchg "$x/$name" --msgs 200 --small "${args[@]}" > "/tmp/$name.out" 2> "/tmp/$name.err" || rc=$?
+    --xchg "$x/$name" --msgs 200 --small --finish-together "${args[@]}" > "/tmp/$name.out" 2> "/tmp/$name.err" || rc=$?
   grep -E '^stream: (connected|ok|FAIL)' "/tmp/$name.out" || true
   if [ "$rc" != 0 ]; then
     grep -E 'WARN|FAIL|failed' "/tmp/$name.err" | tail -20 >&2 || true
