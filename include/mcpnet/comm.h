@@ -157,7 +157,9 @@ struct mcp_comm {
   pthread_t qp_thread;
   atomic_int qp_thread_state;       /* enum below */
   uint64_t listen_token;
-  uint64_t deadline_ns;
+  uint64_t deadline_ns;             /* local work only (the setup thread); a peer is waited for */
+  uint64_t wait_since_ms;           /* a wait on the peer: when it began (mcp_oob_now_ms) */
+  unsigned wait_notices;            /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
 
   /* Fatal error: every later call fails with it. */
   int error;

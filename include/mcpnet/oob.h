@@ -87,4 +87,29 @@ void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify);
 /* "host pid N (addr)" of the peer, for messages. */
 const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t len);
 
+/* ---- Late peers ------------------------------------------------------------------
+ * A peer process only answers while NCCL calls into it, and at scale one may reach its
+ * accept or connect minutes after ours. Only what cannot be reached has a deadline
+ * (the TCP connect: MCPNET_CONNECT_TIMEOUT); once the peer's kernel holds the TCP
+ * connection we wait as long as it stands (FIN/RST: the process is gone; keepalive: the
+ * host is gone) and say who waits for whom instead of failing. */
+enum mcp_oob_phase {
+  MCP_OOB_DIALLING = 0, /* no TCP connection yet: the connect deadline applies */
+  MCP_OOB_TCP_UP = 1,   /* the peer's kernel holds the connection; no HELLO from its process yet */
+  MCP_OOB_UP = 2,       /* HELLO received: its process has called into mcpnet since */
+  MCP_OOB_DEAD = 3
+};
+enum mcp_oob_phase mcp_oob_stream_phase(struct mcp_oob_stream *s);
+/* "host pid N local rank R (addr)" of this process, for the same messages. */
+const char *mcp_oob_self_name(char *buf, size_t len);
+/* Monotonic milliseconds, the clock every wait here is measured with (tests replace it). */
+uint64_t mcp_oob_now_ms(void);
+void mcp_oob_test_set_clock(uint64_t (*now_ms)(void));
+#define MCP_OOB_WAIT_INFO_MS 10000u  /* the first word about a wait: INFO */
+#define MCP_OOB_WAIT_WARN_MS 60000u  /* then a WARN every this long */
+/* Which notice a wait that began at since_ms is due at now_ms: 0 none, 1 INFO, 2 WARN.
+ * *count is the caller's notices-said counter (0 at the start of the wait). A clock that
+ * jumps gives one notice, not a burst. */
+int mcp_oob_wait_notice(uint64_t since_ms, uint64_t now_ms, unsigned *count);
+
 #endif

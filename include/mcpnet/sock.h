@@ -24,7 +24,9 @@
 #define MCP_SOCK_MSGLEN 512
 /* "[" + INET6_ADDRSTRLEN + "]:" + "65535" + NUL, rounded up. */
 #define MCP_SOCKADDR_STRLEN 64
-#define MCP_SOCK_LISTEN_BACKLOG 128
+/* The listen backlog asked for when the kernel's limit cannot be read; the kernel caps
+ * any request at net.core.somaxconn (mcp_sock_listen_backlog). */
+#define MCP_SOCK_LISTEN_BACKLOG 4096
 
 /* ---- Addresses ------------------------------------------------------------------ */
 
@@ -104,7 +106,12 @@ struct mcp_sock_port_range {
 int mcp_sock_port_range_parse(const char *str, struct mcp_sock_port_range *range, char *msg,
                               size_t msglen);
 
-/* A nonblocking, close-on-exec listening socket (SO_REUSEADDR, backlog 128) bound to
+/* The backlog mcp_sock_listen asks for: net.core.somaxconn as the kernel reports it
+ * (every dialler that has not been accepted yet waits in this queue, so the largest the
+ * kernel allows), else MCP_SOCK_LISTEN_BACKLOG. */
+int mcp_sock_listen_backlog(void);
+
+/* A nonblocking, close-on-exec listening socket (SO_REUSEADDR, mcp_sock_listen_backlog) bound to
  * addr. With range NULL or {0,0} the port in addr is used (0 = ephemeral); otherwise
  * each port lo..hi is tried in turn. Returns 0 with *fd and *bound (the real address,
  * port included), or a negative errno with msg: -EADDRINUSE when every port of the
@@ -117,6 +124,15 @@ int mcp_sock_listen(const union mcp_sockaddr *addr, const struct mcp_sock_port_r
  * errno. Errors of an aborted half-open connection are reported as -EAGAIN too: the
  * listener itself is fine. */
 int mcp_sock_accept(int listen_fd, int *fd, union mcp_sockaddr *peer);
+
+/* TCP keepalive that declares the connection dead after about dead_after_s seconds of
+ * silence from the peer's kernel: SO_KEEPALIVE with TCP_KEEPIDLE/TCP_KEEPINTVL/TCP_KEEPCNT
+ * summing to dead_after_s, and TCP_USER_TIMEOUT so unacknowledged data gives up at the
+ * same time. A live peer's kernel answers the probes whatever its process is doing, so
+ * only a dead or unreachable host trips it. 0 or a negative errno. */
+int mcp_sock_set_keepalive(int fd, unsigned dead_after_s);
+#define MCP_SOCK_KEEPIDLE_S 10u
+#define MCP_SOCK_KEEPINTVL_S 5u
 
 /* ---- Resumable connect ------------------------------------------------------------ */
 

@@ -96,7 +96,11 @@ enum mcp_wire_reject_code {
   MCP_WIRE_REJECT_NO_LISTENER = 1, /* no listen with that token (closed or wrong process) */
   MCP_WIRE_REJECT_MISMATCH = 2,    /* the configuration fingerprints disagree */
   MCP_WIRE_REJECT_RESOURCES = 3,   /* QP, CQ or memory could not be created */
-  MCP_WIRE_REJECT_INTERNAL = 4
+  MCP_WIRE_REJECT_INTERNAL = 4,
+  /* stream 0, acceptor to dialler: closed because no HELLO came within 10 s of accept.
+   * A dialler that was only late (no call into mcpnet) dials again; older builds ignore
+   * it (a frame for stream 0 that is not theirs). */
+  MCP_WIRE_REJECT_SILENT = 5
 };
 
 enum { MCP_WIRE_LINK_IB = 1, MCP_WIRE_LINK_ETHERNET = 2 };

@@ -16,6 +16,13 @@
  *
  * The acceptor returns its comm only after READY, so by then the sender's QPs accept
  * the clear-to-send writes the first irecv makes.
+ *
+ * Late peers: neither side has a deadline for the other one's process. At scale a live
+ * peer reaches its accept or connect minutes after us, and NCCL's own transport waits
+ * for it. The TCP connect is bounded (mcp_sock, MCPNET_CONNECT_TIMEOUT: what cannot be
+ * reached at all); after that a wait ends only when the channel dies (FIN/RST: the
+ * process exited; keepalive: the host did) or the peer refuses. A long wait is said, not
+ * failed: INFO after 10 s, WARN every 60 s (wait_notice).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -333,7 +340,7 @@ static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_
   mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
   c->listen_token = h.listen_token;
   c->state = ST_WAIT_OOB;
-  c->deadline_ns = now_ns() + (uint64_t)cfg->connect_timeout_s * 1000000000ull;
+  c->wait_since_ms = mcp_oob_now_ms();
   return c;
 }
 
@@ -416,6 +423,37 @@ static int connect_finish(struct mcp_comm *c)
   return 1;
 }
 
+/* Says, at the intervals mcp_oob_wait_notice gives, that this end waits for a peer
+ * whose host holds the TCP connection: who waits for whom, since when, and why that is
+ * not a failure. what is "its accept" or "its connect to finish". */
+static void wait_notice(struct mcp_comm *c, const char *what)
+{
+  char self[200], peer[160];
+  enum mcp_oob_phase ph = mcp_oob_stream_phase(c->stream);
+  unsigned long long waited;
+  int due;
+
+  if (ph == MCP_OOB_DIALLING || ph == MCP_OOB_DEAD)
+    return; /* the TCP connect has its own deadline; a dead one fails elsewhere */
+  due = mcp_oob_wait_notice(c->wait_since_ms, mcp_oob_now_ms(), &c->wait_notices);
+  if (due == 0)
+    return;
+  waited = (unsigned long long)((mcp_oob_now_ms() - c->wait_since_ms) / 1000u);
+  mcp_oob_self_name(self, sizeof(self));
+  mcp_oob_stream_peer_name(c->stream, peer, sizeof(peer));
+  if (due == 1)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s %s: waiting %llu s for %s; this end is %s. Its host holds the "
+             "TCP connection, so the process is alive but %s (a late or busy rank): still waiting",
+             c->kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
+             ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled" : "has not got there yet");
+  else
+    MCP_WARN("%s %s: still waiting after %llu s for %s; this end is %s. The peer's host holds the TCP "
+             "connection, so its process is alive but %s: a late rank, or one that hangs. Not a failure: "
+             "the wait ends when it answers, its process exits, or its host stops answering TCP keepalive",
+             c->kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
+             ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled" : "has not got there yet");
+}
+
 /* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
 static int connect_step(struct mcp_comm *c)
 {
@@ -438,16 +476,19 @@ static int connect_step(struct mcp_comm *c)
     } else if (atomic_load(&c->stream->dead)) {
       mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
       return -1;
+    } else if (atomic_load(&c->stream->closed_by_peer)) {
+      /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
+       * leave us waiting: its comm's CLOSE is the last word. */
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: the accepting side abandoned this connection "
+                    "(CLOSE before its answer; see its log)", c->peer_name);
+      return -1;
     }
   }
   if (c->state == ST_WAIT_QP)
     return connect_finish(c);
-  if (now_ns() > c->deadline_ns) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: no answer within MCPNET_CONNECT_TIMEOUT=%d s "
-                  "(is the peer's accept ever called? is a firewall dropping the port?)",
-                  c->peer_name, mcp_net_config()->connect_timeout_s);
-    return -1;
-  }
+  /* No deadline here: an unreachable address fails in the TCP connect, a dead process or
+   * host kills the stream, and anything else is a peer that has not called accept yet. */
+  wait_notice(c, "its accept");
   return 0;
 }
 
@@ -594,12 +635,22 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
                       m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
     } else if (atomic_load(&c->stream->dead)) {
       mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, c->stream->dead_reason);
+    } else if (atomic_load(&c->stream->closed_by_peer)) {
+      mcp_comm_fail(c, ncclRemoteError, "accept from %s: the connecting side abandoned this connection "
+                    "(CLOSE before READY; see its log)", c->peer_name);
     }
   }
   if (c->error == 0 && c->state != ST_DONE) {
+    /* Only our own setup thread has a deadline; the connector may be late to READY. */
+    if (c->state == ST_WAIT_READY) {
+      if (c->wait_since_ms == 0)
+        c->wait_since_ms = mcp_oob_now_ms();
+      wait_notice(c, "its connect to finish (READY)");
+      return ncclSuccess;
+    }
     if (now_ns() <= c->deadline_ns)
       return ncclSuccess;
-    mcp_comm_fail(c, ncclRemoteError, "accept from %s: the connection was not completed within "
+    mcp_comm_fail(c, ncclRemoteError, "accept from %s: the queue pairs were not connected within "
                   "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_net_config()->connect_timeout_s);
   }
   lc->accepting = NULL;

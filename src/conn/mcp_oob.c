@@ -7,6 +7,14 @@
  * mutex; nobody holds it across a blocking call because there is none. The channel is
  * reference-counted by the comms and listens using it and torn down with the last one,
  * so no socket outlives the last communicator (NCCL may dlclose us then).
+ *
+ * Late peers: the process we dial may not call into mcpnet (accept, or anything) for
+ * minutes, so an outgoing connection that its kernel accepted waits for the HELLO as
+ * long as TCP holds it up; keepalive (mcp_sock_set_keepalive) ends the wait when the
+ * host dies, FIN/RST when the process does. Only incoming connections are held to a
+ * HELLO deadline (the stray-client defence): the dialler is by construction inside its
+ * connect loop. If it was not (it dialled, then made no call for 10 s), we tell it so
+ * with CONN_REJECT code SILENT before closing, and it dials again.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -39,6 +47,9 @@ struct mcp_oob_peer {
   struct mcp_sock_rbuf rb;
   int refs; /* streams and queued requests */
   uint64_t hello_deadline_ms; /* an incoming connection must say HELLO by then */
+  int sent_frames;            /* anything but HELLO queued on this TCP connection */
+  int told_silent;            /* outgoing: the acceptor closed us for a late HELLO */
+  unsigned redials;           /* outgoing: new TCP connections after told_silent */
   char dead_reason[MCP_WIRE_REASON_MAX];
   struct mcp_oob_peer *next;
 };
@@ -54,6 +65,7 @@ static struct {
   struct mcp_oob_stream *streams;
   struct mcp_oob_listener *listeners;
   int connect_timeout_ms;
+  unsigned keepalive_s; /* a host silent this long is dead */
   int local_rank;
   atomic_ullong last_poll_ms; /* read before trylock by every waiting test() */
 } oob = {.lock = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1};
@@ -61,13 +73,41 @@ static struct {
 static void listener_unlink(struct mcp_oob_listener *l);
 
 #define HELLO_TIMEOUT_MS 10000
+#define MAX_REDIALS 8 /* a dialler told SILENT this often is not merely late */
 
-static uint64_t now_ms(void)
+static uint64_t real_now_ms(void)
 {
   struct timespec ts;
 
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t (*clock_ms)(void) = real_now_ms;
+
+uint64_t mcp_oob_now_ms(void) { return clock_ms(); }
+
+void mcp_oob_test_set_clock(uint64_t (*fn)(void)) { clock_ms = fn != NULL ? fn : real_now_ms; }
+
+static uint64_t now_ms(void) { return clock_ms(); }
+
+int mcp_oob_wait_notice(uint64_t since_ms, uint64_t now, unsigned *count)
+{
+  uint64_t waited = now > since_ms ? now - since_ms : 0;
+
+  if (*count == 0) {
+    if (waited < MCP_OOB_WAIT_INFO_MS)
+      return 0;
+    /* Someone who first looks after minutes gets the WARN at once. */
+    if (waited < MCP_OOB_WAIT_WARN_MS) {
+      *count = 1;
+      return 1;
+    }
+  } else if (waited < (uint64_t)MCP_OOB_WAIT_WARN_MS * *count) {
+    return 0;
+  }
+  *count = (unsigned)(waited / MCP_OOB_WAIT_WARN_MS) + 1;
+  return 2;
 }
 
 /* Tokens and nonces only need to differ between processes and listens, so never wait
@@ -111,6 +151,8 @@ static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
     MCP_WARN("cannot encode a %s frame: %s", mcp_wire_type_name(m->type), err);
     return -1;
   }
+  if (m->type != MCP_WIRE_HELLO)
+    p->sent_frames = 1;
   if (mcp_sock_sendq_push(&p->sq, buf, len) != 0) {
     MCP_WARN("out-of-band send queue to %s is full: the peer does not read",
              peer_name(p, name, sizeof(name)));
@@ -142,6 +184,38 @@ static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
       atomic_store(&s->dead, 1);
     }
   }
+}
+
+/* An outgoing connection the acceptor closed because our HELLO came late: our process
+ * made no call into mcpnet for 10 s after dialling, it is not gone. Dial again on the
+ * same peer, so the streams waiting on it keep waiting. 1 when redialled. */
+static int peer_redial(struct mcp_oob_peer *p)
+{
+  struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
+                                       .max_retries = 1000, .backoff_ms = 10,
+                                       .backoff_max_ms = 1000};
+  char addr[MCP_SOCKADDR_STRLEN];
+
+  if (!p->outgoing || !p->told_silent || p->sent_frames || p->redials >= MAX_REDIALS ||
+      p->state == PEER_DEAD)
+    return 0;
+  p->redials++;
+  MCP_INFO(NCCL_NET, "out-of-band: %s closed our connection because this process sent its HELLO "
+           "more than %d s after dialling (it made no call into mcpnet meanwhile); dialling again",
+           mcp_sockaddr_format(&p->addr, addr, sizeof(addr)), HELLO_TIMEOUT_MS / 1000);
+  if (p->fd >= 0)
+    close(p->fd);
+  p->fd = -1;
+  mcp_sock_connect_cancel(&p->conn);
+  p->sq.head = p->sq.tail = 0;
+  p->rb.start = p->rb.end = 0;
+  p->rb.eof = 0;
+  p->have_hello = 0;
+  p->told_silent = 0;
+  p->state = PEER_CONNECTING;
+  if (mcp_sock_connect_start(&p->conn, &p->addr, NULL, &opts) == MCP_SOCK_CONNECT_FAILED)
+    peer_kill(p, "%s", p->conn.msg);
+  return 1;
 }
 
 static struct mcp_oob_peer *peer_new(void)
@@ -324,6 +398,13 @@ static void dispatch(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
   }
   case MCP_WIRE_PONG:
     return;
+  case MCP_WIRE_CONN_REJECT:
+    if (m->stream_id == 0 && m->u.reject.code == MCP_WIRE_REJECT_SILENT) {
+      p->told_silent = p->outgoing;
+      return;
+    }
+    on_stream_frame(p, m);
+    return;
   default:
     on_stream_frame(p, m);
   }
@@ -338,12 +419,9 @@ static void peer_read(struct mcp_oob_peer *p)
 
   do {
     int r;
+    /* Frames that arrived before a reset are still read: the acceptor's SILENT notice
+     * travels just ahead of its close. */
     n = mcp_sock_rbuf_fill(&p->rb, p->fd);
-    if (n < 0) {
-      peer_kill(p, "the out-of-band connection to %s failed: %s", peer_name(p, name, sizeof(name)),
-                strerror((int)-n));
-      return;
-    }
     while ((r = mcp_sock_rbuf_next(&p->rb, &frame, &len, err, sizeof(err))) == 1) {
       struct mcp_wire_msg m;
       if (mcp_wire_decode(frame, len, &m, err, sizeof(err)) != 0) {
@@ -362,7 +440,15 @@ static void peer_read(struct mcp_oob_peer *p)
       peer_kill(p, "garbage from %s: %s", name, err);
       return;
     }
+    if (n < 0) {
+      if (!peer_redial(p))
+        peer_kill(p, "the out-of-band connection to %s failed: %s", peer_name(p, name, sizeof(name)),
+                  strerror((int)-n));
+      return;
+    }
   } while (n > 0 && !p->rb.eof);
+  if (p->rb.eof && peer_redial(p))
+    return;
   if (p->rb.eof) {
     if (!p->have_hello)
       MCP_INFO(NCCL_NET, "out-of-band: %s closed before HELLO (a port probe?)",
@@ -393,6 +479,7 @@ static void accept_new(void)
     p->addr = from;
     p->state = PEER_HELLO;
     p->hello_deadline_ms = now_ms() + HELLO_TIMEOUT_MS;
+    (void)mcp_sock_set_keepalive(fd, oob.keepalive_s);
     send_hello(p);
   }
 }
@@ -412,21 +499,37 @@ static void progress_peer(struct mcp_oob_peer *p)
       return;
     p->fd = mcp_sock_connect_take_fd(&p->conn);
     p->state = PEER_HELLO;
-    p->hello_deadline_ms = now_ms() + HELLO_TIMEOUT_MS;
+    /* The acceptor's process may answer minutes from now: from here on only TCP says
+     * whether it is still there, and keepalive makes TCP say it about its host too. */
+    (void)mcp_sock_set_keepalive(p->fd, oob.keepalive_s);
     send_hello(p);
   }
   if (p->state != PEER_HELLO && p->state != PEER_UP)
     return;
-  if (p->state == PEER_HELLO && now_ms() > p->hello_deadline_ms) {
-    MCP_WARN("out-of-band: %s %s but sent no HELLO within %d s (not an mcpnet peer?); closed",
-             peer_name(p, name, sizeof(name)), p->outgoing ? "accepted our connection" : "connected",
-             HELLO_TIMEOUT_MS / 1000);
+  if (p->state == PEER_HELLO && !p->outgoing && now_ms() > p->hello_deadline_ms) {
+    struct mcp_wire_msg m;
+
+    MCP_WARN("out-of-band: %s connected but sent no HELLO within %d s (not an mcpnet peer?); closed",
+             peer_name(p, name, sizeof(name)), HELLO_TIMEOUT_MS / 1000);
+    /* An mcpnet dialler that was merely late learns why and dials again. */
+    memset(&m, 0, sizeof(m));
+    m.type = MCP_WIRE_CONN_REJECT;
+    m.u.reject.code = MCP_WIRE_REJECT_SILENT;
+    snprintf(m.u.reject.reason, sizeof(m.u.reject.reason),
+             "no HELLO within %d s of accept: closed as a silent client", HELLO_TIMEOUT_MS / 1000);
+    if (peer_queue(p, &m) == 0)
+      (void)mcp_sock_sendq_flush(&p->sq, p->fd);
     peer_kill(p, "no HELLO from %s", name);
     return;
   }
   left = mcp_sock_sendq_flush(&p->sq, p->fd);
   if (left < 0) {
-    peer_kill(p, "sending to %s failed: %s", peer_name(p, name, sizeof(name)), strerror((int)-left));
+    /* Read first: a SILENT notice may be waiting behind the reset. */
+    peer_read(p);
+    if (p->state == PEER_CONNECTING || p->state == PEER_DEAD)
+      return;
+    if (!peer_redial(p))
+      peer_kill(p, "sending to %s failed: %s", peer_name(p, name, sizeof(name)), strerror((int)-left));
     return;
   }
   peer_read(p);
@@ -497,10 +600,14 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
   oob.nonce = random_u64();
   oob.next_stream_id = 1;
   oob.connect_timeout_ms = cfg->connect_timeout_s * 1000;
+  /* Dead-host detection on the channel: about a minute, but never before recovery has had
+   * its MCPNET_RECOVERY_TIMEOUT to ride out a link outage. */
+  oob.keepalive_s = cfg->recovery_timeout_s + 30 > 60 ? (unsigned)cfg->recovery_timeout_s + 30 : 60;
   /* The rank discovery resolved (MCPNET_LOCAL_RANK, LOCAL_RANK, ...), for the peer's messages. */
   oob.local_rank = mcp_net_fabric() != NULL ? mcp_net_fabric()->local_rank : cfg->local_rank;
-  MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel listens on %s (%s: %s)",
-           mcp_sockaddr_format(&oob.local, addr, sizeof(addr)), choice.name, choice.reason);
+  MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel listens on %s (%s: %s), backlog %d",
+           mcp_sockaddr_format(&oob.local, addr, sizeof(addr)), choice.name, choice.reason,
+           mcp_sock_listen_backlog());
   goto out;
 fail:
   oob.users--;
@@ -754,6 +861,38 @@ const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t
 {
   pthread_mutex_lock(&oob.lock);
   peer_name(s->peer, buf, len);
+  pthread_mutex_unlock(&oob.lock);
+  return buf;
+}
+
+enum mcp_oob_phase mcp_oob_stream_phase(struct mcp_oob_stream *s)
+{
+  enum mcp_oob_phase ph;
+
+  pthread_mutex_lock(&oob.lock);
+  if (atomic_load(&s->dead) || s->peer->state == PEER_DEAD)
+    ph = MCP_OOB_DEAD;
+  else if (s->peer->state == PEER_CONNECTING)
+    ph = MCP_OOB_DIALLING;
+  else if (s->peer->state == PEER_HELLO)
+    ph = MCP_OOB_TCP_UP;
+  else
+    ph = MCP_OOB_UP;
+  pthread_mutex_unlock(&oob.lock);
+  return ph;
+}
+
+const char *mcp_oob_self_name(char *buf, size_t len)
+{
+  char host[64] = "", addr[MCP_SOCKADDR_STRLEN];
+
+  gethostname(host, sizeof(host) - 1);
+  pthread_mutex_lock(&oob.lock);
+  mcp_sockaddr_format(&oob.local, addr, sizeof(addr));
+  if (oob.local_rank >= 0)
+    snprintf(buf, len, "%s pid %u local rank %d (%s)", host, (unsigned)getpid(), oob.local_rank, addr);
+  else
+    snprintf(buf, len, "%s pid %u (%s)", host, (unsigned)getpid(), addr);
   pthread_mutex_unlock(&oob.lock);
   return buf;
 }

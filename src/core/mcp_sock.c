@@ -226,6 +226,28 @@ bad:
   return -EINVAL;
 }
 
+int mcp_sock_listen_backlog(void)
+{
+  char buf[32];
+  long v = 0;
+  ssize_t n;
+  int fd = open("/proc/sys/net/core/somaxconn", O_RDONLY | O_CLOEXEC);
+
+  if (fd < 0)
+    return MCP_SOCK_LISTEN_BACKLOG;
+  n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0)
+    return MCP_SOCK_LISTEN_BACKLOG;
+  buf[n] = '\0';
+  v = strtol(buf, NULL, 10);
+  /* Below the old fixed 128 is a misreading, not a limit worth honouring; listen()
+   * takes an int. */
+  if (v < 128 || v > INT_MAX)
+    return MCP_SOCK_LISTEN_BACKLOG;
+  return (int)v;
+}
+
 /* One bind + listen on one port; returns 0 or a negative errno, leaves no fd behind. */
 static int sock_listen_one(const union mcp_sockaddr *addr, uint16_t port, int *fd_out)
 {
@@ -242,7 +264,7 @@ static int sock_listen_one(const union mcp_sockaddr *addr, uint16_t port, int *f
     goto fail;
   if (bind(fd, &a.sa, mcp_sockaddr_len(&a)) != 0)
     goto fail;
-  if (listen(fd, MCP_SOCK_LISTEN_BACKLOG) != 0)
+  if (listen(fd, mcp_sock_listen_backlog()) != 0)
     goto fail;
   *fd_out = fd;
   return 0;
@@ -350,6 +372,28 @@ int mcp_sock_accept(int listen_fd, int *fd, union mcp_sockaddr *peer)
   *fd = s;
   if (peer != NULL)
     *peer = a;
+  return 0;
+}
+
+int mcp_sock_set_keepalive(int fd, unsigned dead_after_s)
+{
+  int one = 1, idle = (int)MCP_SOCK_KEEPIDLE_S, intvl = (int)MCP_SOCK_KEEPINTVL_S, cnt;
+  unsigned user_ms;
+
+  if (dead_after_s < MCP_SOCK_KEEPIDLE_S + MCP_SOCK_KEEPINTVL_S)
+    dead_after_s = MCP_SOCK_KEEPIDLE_S + MCP_SOCK_KEEPINTVL_S;
+  if (dead_after_s > 24u * 3600u)
+    dead_after_s = 24u * 3600u;
+  cnt = (int)((dead_after_s - MCP_SOCK_KEEPIDLE_S + MCP_SOCK_KEEPINTVL_S - 1) / MCP_SOCK_KEEPINTVL_S);
+  if (cnt > 127) /* the kernel's ceiling for TCP_KEEPCNT */
+    cnt = 127;
+  user_ms = dead_after_s * 1000u;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms)) != 0)
+    return -errno;
   return 0;
 }
 

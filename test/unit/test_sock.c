@@ -594,8 +594,8 @@ static void test_connect_refused(void)
 
   worst_call_ns = 0;
   mcp_sock_connect_start(&c, &a, NULL, &opts);
-  CHECK_EQ_INT(drive(&c, 1000), MCP_SOCK_CONNECT_FAILED);
-  CHECK(now_ns() - t0 < 200000000ull);
+  /* No retry allowed: the first refusal is final, whatever the clock says (attempts). */
+  CHECK_EQ_INT(drive(&c, 4000), MCP_SOCK_CONNECT_FAILED);
   CHECK_EQ_INT(c.fail, MCP_SOCK_FAIL_REFUSED);
   CHECK_EQ_INT(c.err, ECONNREFUSED);
   CHECK_EQ_INT(c.attempts, 1);
@@ -624,12 +624,13 @@ static void test_connect_refused(void)
   opts.backoff_ms = 50;
   opts.backoff_max_ms = 50;
   opts.timeout_ms = 120;
-  t0 = now_ns();
   mcp_sock_connect_start(&c, &a, NULL, &opts);
-  CHECK_EQ_INT(drive(&c, 2000), MCP_SOCK_CONNECT_FAILED);
+  CHECK_EQ_INT(drive(&c, 4000), MCP_SOCK_CONNECT_FAILED);
   CHECK_EQ_INT(c.fail, MCP_SOCK_FAIL_REFUSED);
-  CHECK(c.attempts >= 2 && c.attempts <= 3);
-  CHECK(now_ns() - t0 < 150000000ull);
+  /* The deadline, not max_retries, ended it: a late caller (a loaded host) makes fewer
+   * attempts, never more, and a retry is never scheduled past the deadline. */
+  CHECK(c.attempts >= 1 && c.attempts <= 3);
+  CHECK(c.retry_at_ns <= c.deadline_ns);
   CHECK(worst_call_ns < CALL_BUDGET_NS);
   close(hold);
 }
@@ -701,6 +702,63 @@ static void test_connect_timeout(void)
   for (int i = 0; i < 8 && i <= timed_out; i++)
     mcp_sock_connect_cancel(&c[i]);
   close(lfd);
+}
+
+/* Many diallers reach a process that does not accept for a while (a late rank): the
+ * kernel completes every handshake into the listen backlog, so none of them sees what
+ * looks like a firewall. The backlog is what the kernel allows (somaxconn), far above
+ * the 128 that used to overflow. */
+static void test_listen_backlog_holds_many_diallers(void)
+{
+  enum { N = 300 };
+  static struct mcp_sock_connect c[N];
+  struct mcp_sock_connect_opts opts = {.timeout_ms = 5000};
+  union mcp_sockaddr a = addr_of("127.0.0.1:0"), bound;
+  char msg[MCP_SOCK_MSGLEN];
+  int lfd = -1, done = 0, i;
+
+  printf("  listen backlog %d\n", mcp_sock_listen_backlog());
+  CHECK(mcp_sock_listen_backlog() >= N);
+  CHECK_EQ_INT(mcp_sock_listen(&a, NULL, &lfd, &bound, msg, sizeof(msg)), 0);
+  for (i = 0; i < N; i++) {
+    mcp_sock_connect_start(&c[i], &bound, NULL, &opts);
+    if (drive(&c[i], 8000) != MCP_SOCK_CONNECT_DONE) {
+      fprintf(stderr, "dialler %d: %s\n", i, c[i].msg);
+      break;
+    }
+    done++;
+  }
+  CHECK_EQ_INT(done, N);
+  for (i = 0; i < N && i <= done; i++)
+    mcp_sock_connect_cancel(&c[i]);
+  close(lfd);
+}
+
+/* Keepalive declares a silent host dead after the time asked for: idle + count x
+ * interval, and TCP_USER_TIMEOUT the same for unacknowledged data. */
+static void test_keepalive_options(void)
+{
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), v = 0;
+  unsigned u = 0;
+  socklen_t len;
+  static const struct { unsigned ask, cnt, user_s; } cases[] = {
+    {60, 10, 60}, {90, 16, 90}, {1, 1, 15}, {100000, 127, 86400}};
+
+  CHECK(fd >= 0);
+  for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    CHECK_EQ_INT(mcp_sock_set_keepalive(fd, cases[i].ask), 0);
+    len = sizeof(v);
+    CHECK(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, &len) == 0 && v == 1);
+    CHECK(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &len) == 0 && v == (int)MCP_SOCK_KEEPIDLE_S);
+    CHECK(getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &v, &len) == 0 && v == (int)MCP_SOCK_KEEPINTVL_S);
+    CHECK(getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &v, &len) == 0);
+    CHECK_EQ_INT(v, cases[i].cnt);
+    len = sizeof(u);
+    CHECK(getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &u, &len) == 0);
+    CHECK_EQ_INT(u, cases[i].user_s * 1000u);
+  }
+  CHECK(mcp_sock_set_keepalive(-1, 60) < 0);
+  close(fd);
 }
 
 static void test_connect_bad_input(void)
@@ -855,6 +913,8 @@ int main(void)
   RUN_TEST(test_connect_refused);
   RUN_TEST(test_connect_refused_then_listen);
   RUN_TEST(test_connect_timeout);
+  RUN_TEST(test_listen_backlog_holds_many_diallers);
+  RUN_TEST(test_keepalive_options);
   RUN_TEST(test_connect_bad_input);
   RUN_TEST(test_connect_local_bind);
   RUN_TEST(test_sendq_limits);

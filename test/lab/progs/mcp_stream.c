@@ -2,6 +2,7 @@
  * mcp_stream.c - a verified stream between two hosts, for the fault scenarios.
  *
  *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small] [--gpu]
+ *              [--late idle|accept|connect:SECONDS] [--finish-together]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
@@ -21,6 +22,15 @@
  * (during a recovery's replay, say) crashes. Each completed receive is then flushed
  * with iflush, as NCCL does for GPU memory, and checked once the flush completes.
  * Needs a peer-memory module (the lab's nvidia_peermem stand-in).
+ *
+ * --late makes this host the late peer of a large job (the other host is called
+ * promptly and must wait for it): "idle:S" makes no call into the plugin for S seconds
+ * after publishing its handle (a busy process: its kernel holds the peer's TCP
+ * connection unanswered); "accept:S" connects, then calls accept only S seconds after
+ * its first connect call; "connect:S" accepts, then calls connect only S seconds after
+ * its first accept call. Between its calls it makes none at all. "stream: connected
+ * after X s" says how long connecting took. --finish-together (on both hosts) makes
+ * each wait for the other to have everything before closing.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +40,12 @@
 #include <unistd.h>
 
 #include "mcp_drive.h"
+
+static void sleep_until(double t)
+{
+  while (drv_now() < t)
+    usleep(100000);
+}
 
 #define MAX_WINDOW 8
 #define MAX_MSG ((1u << 20) + 4096)
@@ -87,6 +103,8 @@ int main(int argc, char **argv)
   uint8_t *sbuf, *rbuf;
   double t0, last, deadline;
   unsigned long long bytes = 0;
+  const char *late = NULL;
+  int late_s = 0, together = 0;
 
   for (i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
@@ -105,9 +123,14 @@ int main(int argc, char **argv)
       sizes = small_sizes;
     else if (!strcmp(argv[i], "--gpu"))
       gpu = 1;
-    else {
+    else if (!strcmp(argv[i], "--finish-together"))
+      together = 1;
+    else if (!strcmp(argv[i], "--late") && i + 1 < argc && strchr(argv[i + 1], ':') != NULL) {
+      late = argv[++i];
+      late_s = atoi(strchr(late, ':') + 1);
+    } else {
       fprintf(stderr, "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
-              "[--small] [--gpu]\n", argv[0]);
+              "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together]\n", argv[0]);
       return 2;
     }
   }
@@ -130,8 +153,34 @@ int main(int argc, char **argv)
   snprintf(name, sizeof(name), "%c.stream.handle", peer);
   if (drv_file_get(xchg, name, peer_handle, sizeof(peer_handle), 120) != 0)
     return fail("the peer's handle", 0);
-  if (drv_connect_pair(&drv, 0, peer_handle, lc, &sc, &rc, 120, role == 'a') != 0)
-    return fail("connect", 0);
+  t0 = drv_now();
+  if (late != NULL && !strncmp(late, "idle:", 5)) {
+    sleep_until(t0 + late_s);
+    late = NULL;
+  }
+  if (late == NULL) {
+    if (drv_connect_pair(&drv, 0, peer_handle, lc, &sc, &rc, 300, role == 'a') != 0)
+      return fail("connect", 0);
+  } else {
+    int accept_late = !strncmp(late, "accept:", 7);
+    while (sc == NULL && rc == NULL) {
+      if (drv_now() > t0 + 120)
+        return fail("the first comm of --late within 120 s", 0);
+      if ((accept_late ? drv_connect(&drv, 0, peer_handle, &sc) : drv_accept(&drv, lc, &rc)) != ncclSuccess)
+        return fail(accept_late ? "connect returned an error" : "accept returned an error", 0);
+      usleep(1000);
+    }
+    sleep_until(t0 + late_s);
+    while (sc == NULL || rc == NULL) {
+      if (drv_now() > t0 + late_s + 120)
+        return fail("the second comm of --late within 120 s", 0);
+      if ((accept_late ? drv_accept(&drv, lc, &rc) : drv_connect(&drv, 0, peer_handle, &sc)) != ncclSuccess)
+        return fail(accept_late ? "accept returned an error" : "connect returned an error", 0);
+      usleep(1000);
+    }
+  }
+  printf("stream: connected after %.1f s\n", drv_now() - t0);
+  fflush(stdout);
   drv_close_listen(&drv, lc);
   if (gpu) {
     sbuf = mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -267,6 +316,18 @@ int main(int argc, char **argv)
          nrecv, bytes, drv_now() - t0, gpu ? " (GPU-like memory, every receive flushed)" : "");
   if (gpu && flushes != nrecv)
     return fail("not every receive was flushed", flushes);
+  /* With --finish-together, both ends finish before either closes: a receiver that exits as soon
+   * as it has everything can close the channel before the sender has polled its last
+   * completions (architecture.md section 13, item 5), a teardown race this test is not
+   * about. NCCL's own teardown does not close comms under a peer's pending sends. */
+  if (together) {
+    char flag;
+    snprintf(name, sizeof(name), "%c.finished", role);
+    drv_file_put(xchg, name, "1", 1, NULL, 0);
+    snprintf(name, sizeof(name), "%c.finished", peer);
+    if (drv_file_get(xchg, name, &flag, 1, 300) != 0)
+      return fail("the peer did not finish", done_r);
+  }
   drv_deregmr(&drv, sc, smh);
   drv_deregmr(&drv, rc, rmh);
   drv_close_send(&drv, sc);

@@ -1,0 +1,327 @@
+/*
+ * test_oob.c - the out-of-band channel's rules for late peers, over loopback, with the
+ * channel's clock replaced so that minutes pass without waiting for them:
+ * - an outgoing connection that the peer's kernel accepted waits for the HELLO as long as
+ *   TCP holds it (a busy or late peer process), and dies at once on FIN;
+ * - an incoming connection that stays silent (a stray client) is still dropped after 10 s,
+ *   with a SILENT notice first, while a real peer on the same listener stays up;
+ * - a dialler told SILENT (it dialled, then made no call for 10 s) dials again instead of
+ *   failing its streams;
+ * - the INFO/WARN schedule for a long wait.
+ * The fake peers are plain sockets that speak the wire format by hand.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mcp_test.h"
+#include "mcpnet/log.h"
+#include "mcpnet/oob.h"
+#include "mcpnet/param.h"
+
+static uint64_t fake_ms = 1000000;
+static uint64_t fake_now(void) { return fake_ms; }
+
+/* Every message the channel logs, for the checks on what it says. */
+static char logbuf[1 << 16];
+static size_t loglen;
+
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+{
+  char msg[1024];
+  va_list ap;
+  int n;
+
+  (void)flags;
+  (void)file;
+  (void)line;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (loglen + sizeof(msg) + 8 > sizeof(logbuf))
+    loglen = 0;
+  n = snprintf(logbuf + loglen, sizeof(logbuf) - loglen, "%s %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
+  fputs(logbuf + loglen, stderr);
+  loglen += (size_t)n;
+}
+
+static void sleep_ms(unsigned ms)
+{
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+  nanosleep(&ts, NULL);
+}
+
+/* A listener that never accepts on its own: the kernel completes the handshakes. */
+static int fake_listener(union mcp_sockaddr *a)
+{
+  socklen_t len = sizeof(*a);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  mcp_sockaddr_parse("127.0.0.1:0", a);
+  if (fd < 0 || bind(fd, &a->sa, mcp_sockaddr_len(a)) != 0 || listen(fd, 8) != 0 ||
+      getsockname(fd, &a->sa, &len) != 0)
+    return -1;
+  return fd;
+}
+
+static int send_msg(int fd, const struct mcp_wire_msg *m)
+{
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len;
+
+  if (mcp_wire_encode(m, buf, sizeof(buf), &len, err, sizeof(err)) != 0)
+    return -1;
+  return send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+static int send_hello(int fd, uint64_t nonce)
+{
+  struct mcp_wire_msg m;
+
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_HELLO;
+  m.u.hello.nonce = nonce;
+  m.u.hello.pid = 4242;
+  snprintf(m.u.hello.hostname, sizeof(m.u.hello.hostname), "fakehost");
+  snprintf(m.u.hello.plugin_version, sizeof(m.u.hello.plugin_version), "%s", MCPNET_VERSION);
+  m.u.hello.local_rank = 7;
+  return send_msg(fd, &m);
+}
+
+/* Reads one whole frame, giving the channel's progress a turn between tries (it is
+ * what writes to us). 1 with *m, 0 on EOF, -1 on an error or nothing after many turns. */
+static int read_msg(int fd, struct mcp_wire_msg *m)
+{
+  uint8_t buf[MCP_WIRE_MAX_FRAME];
+  char err[MCP_WIRE_ERRLEN];
+  size_t have = 0, want = 0;
+
+  for (int turn = 0; turn < 5000; turn++) {
+    ssize_t n;
+    size_t need = want != 0 ? want : 16;
+
+    n = recv(fd, buf + have, need - have, MSG_DONTWAIT);
+    if (n == 0)
+      return 0;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+      return errno == ECONNRESET ? 0 : -1;
+    if (n > 0)
+      have += (size_t)n;
+    if (want == 0 && have >= 16 && mcp_wire_frame_len(buf, have, &want, err, sizeof(err)) != 1)
+      return -1;
+    if (want != 0 && have == want)
+      return mcp_wire_decode(buf, have, m, err, sizeof(err)) == 0 ? 1 : -1;
+    if (n <= 0) {
+      mcp_oob_progress();
+      sleep_ms(1);
+    }
+  }
+  return -1;
+}
+
+/* Progress until the stream's connection reaches phase (or some thousand turns). */
+static enum mcp_oob_phase drive_to(struct mcp_oob_stream *s, enum mcp_oob_phase phase)
+{
+  enum mcp_oob_phase ph = mcp_oob_stream_phase(s);
+
+  for (int turn = 0; turn < 3000 && ph != phase && ph != MCP_OOB_DEAD; turn++) {
+    mcp_oob_progress();
+    ph = mcp_oob_stream_phase(s);
+    if (ph != phase)
+      sleep_ms(1);
+  }
+  return ph;
+}
+
+/* Lets minutes pass on the channel's clock, with a progress pass every second as a
+ * polling proxy thread would make. */
+static void pass_seconds(unsigned s)
+{
+  for (unsigned i = 0; i < s; i++) {
+    fake_ms += 1000;
+    mcp_oob_progress();
+  }
+}
+
+/* The peer's kernel accepted our TCP connection, but its process makes no call into
+ * mcpnet for 10 minutes: the stream waits (no deadline on the HELLO); then the peer
+ * answers and the connection comes up; its FIN kills the stream at once. */
+static void test_late_acceptor_is_waited_for(void)
+{
+  union mcp_sockaddr a;
+  int lfd = fake_listener(&a), fd;
+  struct mcp_oob_stream *s;
+  struct mcp_wire_msg m;
+
+  CHECK(lfd >= 0);
+  s = mcp_oob_stream_open_to(&a, 0x1111);
+  CHECK(s != NULL);
+  if (s == NULL)
+    return;
+  CHECK_EQ_INT(drive_to(s, MCP_OOB_TCP_UP), MCP_OOB_TCP_UP);
+  loglen = 0;
+  pass_seconds(600);
+  CHECK_EQ_INT(mcp_oob_stream_phase(s), MCP_OOB_TCP_UP);
+  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_ready(s), 0);
+  CHECK(strstr(logbuf, "no HELLO") == NULL);
+
+  /* Ten minutes late, the process calls in: it accepts, and each side's HELLO arrives. */
+  fd = accept(lfd, NULL, NULL);
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(read_msg(fd, &m), 1);
+  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
+  CHECK_EQ_INT(send_hello(fd, 0x1111), 0);
+  CHECK_EQ_INT(drive_to(s, MCP_OOB_UP), MCP_OOB_UP);
+  CHECK_EQ_INT(mcp_oob_stream_ready(s), 1);
+
+  /* Its process exits: FIN, and the stream is dead on the next pass. */
+  close(fd);
+  CHECK_EQ_INT(drive_to(s, MCP_OOB_DEAD), MCP_OOB_DEAD);
+  CHECK(strstr(s->dead_reason, "closed the out-of-band connection") != NULL);
+  mcp_oob_stream_close(s, 0);
+  close(lfd);
+}
+
+/* A client on our listener that never speaks is dropped after 10 s, and told why first;
+ * a real peer that said HELLO on the same listener is not touched. */
+static void test_stray_dropped_real_peer_kept(void)
+{
+  union mcp_sockaddr local;
+  uint64_t nonce;
+  int stray = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int real = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct mcp_wire_msg m;
+  char c;
+
+  mcp_oob_local(&local, &nonce);
+  CHECK(connect(stray, &local.sa, mcp_sockaddr_len(&local)) == 0);
+  CHECK(connect(real, &local.sa, mcp_sockaddr_len(&local)) == 0);
+  CHECK_EQ_INT(send_hello(real, 0x2222), 0);
+  CHECK_EQ_INT(read_msg(stray, &m), 1); /* our HELLO, sent at accept */
+  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
+  CHECK_EQ_INT(m.u.hello.nonce, nonce);
+  CHECK_EQ_INT(read_msg(real, &m), 1);
+  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
+  loglen = 0;
+  pass_seconds(9);
+  CHECK(strstr(logbuf, "no HELLO") == NULL);
+  pass_seconds(2);
+  CHECK(strstr(logbuf, "WARN NET/MCP out-of-band: 127.0.0.1:") != NULL);
+  CHECK(strstr(logbuf, "connected but sent no HELLO within 10 s (not an mcpnet peer?); closed") != NULL);
+  CHECK_EQ_INT(read_msg(stray, &m), 1);
+  CHECK_EQ_INT(m.type, MCP_WIRE_CONN_REJECT);
+  CHECK_EQ_INT(m.stream_id, 0);
+  CHECK_EQ_INT(m.u.reject.code, MCP_WIRE_REJECT_SILENT);
+  CHECK_EQ_INT(read_msg(stray, &m), 0); /* then EOF */
+  /* The real peer's connection is still open: nothing to read, no EOF. */
+  pass_seconds(120);
+  CHECK(recv(real, &c, 1, MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+  close(stray);
+  close(real);
+}
+
+/* We dialled, then made no call for 10 s, so the acceptor closed us with SILENT: the
+ * stream must not die; the channel dials again and the second connection comes up. */
+static void test_silent_dialler_redials(void)
+{
+  union mcp_sockaddr a;
+  int lfd = fake_listener(&a), fd, fd2;
+  struct mcp_oob_stream *s;
+  struct mcp_wire_msg m;
+
+  CHECK(lfd >= 0);
+  s = mcp_oob_stream_open_to(&a, 0x3333);
+  CHECK(s != NULL);
+  if (s == NULL)
+    return;
+  fd = accept(lfd, NULL, NULL); /* blocking: the kernel completed it already or will */
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(send_hello(fd, 0x3333), 0);
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REJECT;
+  m.u.reject.code = MCP_WIRE_REJECT_SILENT;
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no HELLO within 10 s of accept");
+  CHECK_EQ_INT(send_msg(fd, &m), 0);
+  close(fd);
+  loglen = 0;
+  /* The channel sees HELLO, SILENT, EOF and dials again: a second connection arrives. */
+  for (int turn = 0; turn < 3000; turn++) {
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    mcp_oob_progress();
+    if (poll(&p, 1, 1) == 1)
+      break;
+  }
+  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK(strstr(logbuf, "dialling again") != NULL);
+  fd2 = accept(lfd, NULL, NULL);
+  CHECK(fd2 >= 0);
+  CHECK_EQ_INT(read_msg(fd2, &m), 1);
+  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
+  CHECK_EQ_INT(send_hello(fd2, 0x3333), 0);
+  CHECK_EQ_INT(drive_to(s, MCP_OOB_UP), MCP_OOB_UP);
+  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+
+  /* A close without the notice is a process that went away: no redial, the stream dies. */
+  close(fd2);
+  CHECK_EQ_INT(drive_to(s, MCP_OOB_DEAD), MCP_OOB_DEAD);
+  mcp_oob_stream_close(s, 0);
+  close(lfd);
+}
+
+/* INFO after 10 s, then a WARN every 60 s; a clock that jumps gives one notice. */
+static void test_wait_notice_schedule(void)
+{
+  unsigned n = 0;
+  uint64_t t0 = 5000;
+
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 9999, &n), 0);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 10000, &n), 1);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 10001, &n), 0);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 59999, &n), 0);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 60000, &n), 2);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 60500, &n), 0);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 119999, &n), 0);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 120000, &n), 2);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 600000, &n), 2);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 600001, &n), 0);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 659999, &n), 0);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 660000, &n), 2);
+  n = 0; /* first looked at after 5 minutes: a WARN, not an INFO */
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 300000, &n), 2);
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 + 300001, &n), 0);
+  n = 0; /* a clock behind the start (never in practice) says nothing */
+  CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 - 1, &n), 0);
+}
+
+int main(void)
+{
+  struct mcp_config cfg;
+
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.socket_ifname = "lo";
+  cfg.socket_af = AF_INET;
+  cfg.connect_timeout_s = 5;
+  cfg.local_rank = 3;
+  mcp_log_set_logger(capture);
+  mcp_oob_test_set_clock(fake_now);
+  if (mcp_oob_acquire(&cfg) != 0) {
+    fprintf(stderr, "cannot start the out-of-band channel on lo\n");
+    return 1;
+  }
+  RUN_TEST(test_wait_notice_schedule);
+  RUN_TEST(test_late_acceptor_is_waited_for);
+  RUN_TEST(test_stray_dropped_real_peer_kept);
+  RUN_TEST(test_silent_dialler_redials);
+  mcp_oob_release();
+  mcp_oob_test_set_clock(NULL);
+  return TEST_EXIT();
+}
