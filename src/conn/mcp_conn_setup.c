@@ -307,7 +307,6 @@ ncclResult_t mcp_net_close_listen(void *listen_comm)
 static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_config *config,
                                       const void *handle, ncclResult_t *rc)
 {
-  const struct mcp_config *cfg = mcp_net_config();
   const struct mcp_fabric *fab = mcp_net_fabric();
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
