@@ -40,13 +40,17 @@
 
 #define RETRY_NS 100000000ull /* look for our GID / frames again after 100 ms */
 
-static uint64_t mono_ns(void)
+static uint64_t clock_mono_ns(void)
 {
   struct timespec ts;
 
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t (*mcp_recover_now_ns)(void) = clock_mono_ns;
+
+static uint64_t mono_ns(void) { return mcp_recover_now_ns(); }
 
 static const char *dir_words(const struct mcp_comm *c)
 {
@@ -172,11 +176,12 @@ static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
   } else {
     MCP_INFO(NCCL_NET, "%s %s: recovery round %u: %s", dir_words(c), c->peer_name, round, cause);
   }
-  /* A setup thread of an earlier round still walks the old QPs: let it finish first. */
-  if (atomic_load(&c->qp_thread_state) != MCP_QP_THREAD_NONE) {
-    pthread_join(c->qp_thread, NULL);
-    atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
-  }
+  /* A setup thread of an earlier round may still be inside ibv_modify_qp, resolving a
+   * neighbour behind a link that is down: never wait for it. It takes the QPs it walks
+   * along and destroys them when it returns; this round builds new ones. */
+  if (mcp_qp_connect_abandon(c))
+    MCP_INFO(NCCL_NET, "%s %s: round %u: the QP setup of the previous round is still running; it "
+             "finishes in the background", dir_words(c), c->peer_name, round);
   c->rec.round = round;
   c->rec.peer_ready = 0;
   c->rec.peer.round = 0;
