@@ -127,7 +127,8 @@ enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_T
 struct mcp_qp_job;
 
 /* Recovery phases (mcp_conn_recover.c). */
-enum { MCP_REC_NONE = 0, MCP_REC_WAIT_PEER, MCP_REC_CONNECTING, MCP_REC_WAIT_READY };
+enum { MCP_REC_NONE = 0, MCP_REC_WAIT_PEER, MCP_REC_CONNECTING, MCP_REC_WAIT_READY,
+       MCP_REC_VERDICT /* a failed completion waits (200 ms at most) to learn whether the peer died */ };
 
 struct mcp_recovery {
   int phase;
@@ -137,6 +138,8 @@ struct mcp_recovery {
   int count;                   /* recoveries completed */
   char cause[256];
   struct mcp_wire_recover peer;
+  struct ibv_wc verdict_wc;    /* MCP_REC_VERDICT: the completion that failed */
+  uint64_t verdict_ns;         /* ... and when it fails the comm if the peer still lives */
 };
 
 enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
@@ -284,6 +287,11 @@ void mcp_recover_poll_stream(struct mcp_comm *c);
 /* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
  * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
 void mcp_recover_check_events(struct mcp_comm *c);
+/* A failed completion that may mean the peer process died: isend/irecv/test route to
+ * mcp_recover_progress, which fails the comm as soon as the out-of-band connection says
+ * the peer is gone, or with the completion's diagnosis after 200 ms (mcp_xfer_fail_wc). */
+void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc);
+void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone);
 /* The recovery's clock (CLOCK_MONOTONIC in ns): a unit test drives the deadlines with its own. */
 extern uint64_t (*mcp_recover_now_ns)(void);
 

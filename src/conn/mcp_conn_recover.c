@@ -283,6 +283,36 @@ static int finish_round(struct mcp_comm *c)
   return 1;
 }
 
+#define VERDICT_NS 200000000ull /* how long a failed completion waits for the peer's FIN */
+
+void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc)
+{
+  if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
+    return;
+  c->rec.verdict_wc = *wc;
+  c->rec.verdict_ns = mono_ns() + VERDICT_NS;
+  c->rec.next_try_ns = 0;
+  c->rec.phase = MCP_REC_VERDICT;
+}
+
+/* No recovery here: the comm fails either way, only the message is open. */
+static int verdict(struct mcp_comm *c)
+{
+  uint64_t now = mono_ns();
+  int gone;
+
+  if (now >= c->rec.next_try_ns) {
+    c->rec.next_try_ns = now + RETRY_NS / 10;
+    mcp_oob_progress();
+  }
+  gone = atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer);
+  if (!gone && now < c->rec.verdict_ns)
+    return 0;
+  c->rec.phase = MCP_REC_NONE;
+  mcp_xfer_fail_wc(c, &c->rec.verdict_wc, gone);
+  return -1;
+}
+
 int mcp_recover_progress(struct mcp_comm *c)
 {
   uint64_t now;
@@ -292,6 +322,8 @@ int mcp_recover_progress(struct mcp_comm *c)
     return -1;
   if (c->rec.phase == MCP_REC_NONE)
     return 1;
+  if (c->rec.phase == MCP_REC_VERDICT)
+    return verdict(c);
   if (atomic_load(&c->stream->dead)) {
     rec_fail(c, c->stream->dead_reason);
     return -1;

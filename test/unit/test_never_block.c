@@ -1,5 +1,5 @@
 /*
- * test_conn_qp_job.c - no call of NCCL's waits for a QP setup thread (issue 12).
+ * test_never_block.c - no call of NCCL's waits for a QP setup thread or a peer (issue 12).
  *
  * ibv_modify_qp to RTR resolves the peer's neighbour on RoCE and can block for as long
  * as the link is down, and NCCL's proxy thread serves every comm of the process from one
@@ -8,7 +8,9 @@
  * speed: a recovery round still connecting reports "not yet" while the step blocks and
  * fails the comm when the clock passes its deadline; a new round starts without waiting
  * for the old step; close returns at once; the QPs the blocked step walks are destroyed
- * only after it returns, and the comm (with its CQ) only after them.
+ * only after it returns, and the comm (with its CQ) only after them. A failed completion
+ * that may mean the peer died does not sleep while the out-of-band channel decides: the
+ * calls that follow report "not yet" until the peer's close is seen or 200 ms pass.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -277,6 +279,42 @@ static void test_new_round_does_not_wait(void)
   pthread_mutex_unlock(&lock);
 }
 
+/* A remote access error: the peer's process may have died (its FIN is on the way). */
+static void test_verdict(int peer_closes)
+{
+  struct mcp_comm *c;
+  struct ibv_wc wc;
+
+  reset();
+  c = comm_connecting();
+  c->rec.phase = MCP_REC_NONE;
+  memset(&wc, 0, sizeof(wc));
+  wc.status = IBV_WC_REM_ACCESS_ERR;
+  wc.qp_num = c->qp[0]->qp_num;
+  wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0);
+  mcp_recover_await_verdict(c, &wc);
+  CHECK_EQ_INT(c->rec.phase, MCP_REC_VERDICT);
+
+  fake_now += 100000000ull; /* 100 ms: no FIN yet, no verdict */
+  CHECK_EQ_INT(mcp_recover_progress(c), 0);
+  CHECK_EQ_INT(c->error, 0);
+  if (peer_closes) {
+    atomic_store(&stream->closed_by_peer, 1);
+    CHECK_EQ_INT(mcp_recover_progress(c), -1);
+    CHECK(strstr(c->errmsg, "the peer closed this connection; its adapter refused the work in flight") != NULL);
+  } else {
+    fake_now += 150000000ull; /* 250 ms: a real fault, with the completion's diagnosis */
+    CHECK_EQ_INT(mcp_recover_progress(c), -1);
+    CHECK(strstr(c->errmsg, "work completion error fake") != NULL);
+  }
+  CHECK_EQ_INT(c->rec.phase, MCP_REC_NONE);
+  CHECK(c->error != 0);
+  c->stream = NULL;
+  free(stream);
+  mcp_comm_destroy(c);
+  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1); /* nothing kept it: freed by the close */
+}
+
 int main(void)
 {
   fake_ctx.ops.poll_cq = fake_poll_cq;
@@ -297,5 +335,7 @@ int main(void)
 
   test_deadline_and_close();
   test_new_round_does_not_wait();
+  test_verdict(1);
+  test_verdict(0);
   return mcp_test_failures != 0;
 }
