@@ -134,6 +134,7 @@ struct mcp_recovery {
   int phase;
   uint32_t round;              /* rounds started on this connection */
   uint64_t start_ns, deadline_ns, next_try_ns;
+  uint64_t next_gid_ns;        /* WAIT_PEER: when to look for our GID again */
   int peer_ready;              /* the peer's CONN_READY of this round arrived */
   int count;                   /* recoveries completed */
   char cause[256];

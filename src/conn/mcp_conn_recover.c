@@ -248,8 +248,12 @@ static int connect_round(struct mcp_comm *c)
     return -1;
   }
   index = gid_find(c);
-  if (index < 0)
-    return 0; /* our address is not back in the GID table yet: try again */
+  if (index < 0) {
+    /* Our address is not back in the GID table yet: look again in 100 ms, not on every
+     * call (the lookup reads the port's whole GID table from sysfs). */
+    c->rec.next_gid_ns = mono_ns() + RETRY_NS;
+    return 0;
+  }
   if (index != c->sgid_index)
     MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
              c->dc->info->gid.text, c->sgid_index, index);
@@ -337,7 +341,7 @@ int mcp_recover_progress(struct mcp_comm *c)
   }
   switch (c->rec.phase) {
   case MCP_REC_WAIT_PEER:
-    if (c->rec.peer.round == c->rec.round && connect_round(c) != 0)
+    if (c->rec.peer.round == c->rec.round && now >= c->rec.next_gid_ns && connect_round(c) != 0)
       return -1;
     break;
   case MCP_REC_CONNECTING:
