@@ -119,17 +119,28 @@ struct mcp_send_slot {
 
 enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_THREAD_FAILED };
 
+/* One RTR/RTS walk on a detached thread (mcp_conn_qp.c). ibv_modify_qp to RTR resolves the
+ * peer's neighbour on RoCE and can block while the link is down, so nobody ever joins
+ * or waits for it: the walk works on its own copy of what it needs, holds a reference
+ * on the comm (its CQ must outlive the QPs), and when the comm moves on without it (a
+ * new recovery round, close) it takes the QPs along and destroys them when it returns. */
+struct mcp_qp_job;
+
 /* Recovery phases (mcp_conn_recover.c). */
-enum { MCP_REC_NONE = 0, MCP_REC_WAIT_PEER, MCP_REC_CONNECTING, MCP_REC_WAIT_READY };
+enum { MCP_REC_NONE = 0, MCP_REC_WAIT_PEER, MCP_REC_CONNECTING, MCP_REC_WAIT_READY,
+       MCP_REC_VERDICT /* a failed completion waits (200 ms at most) to learn whether the peer died */ };
 
 struct mcp_recovery {
   int phase;
   uint32_t round;              /* rounds started on this connection */
   uint64_t start_ns, deadline_ns, next_try_ns;
+  uint64_t next_gid_ns;        /* WAIT_PEER: when to look for our GID again */
   int peer_ready;              /* the peer's CONN_READY of this round arrived */
   int count;                   /* recoveries completed */
   char cause[256];
   struct mcp_wire_recover peer;
+  struct ibv_wc verdict_wc;    /* MCP_REC_VERDICT: the completion that failed */
+  uint64_t verdict_ns;         /* ... and when it fails the comm if the peer still lives */
 };
 
 enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
@@ -152,10 +163,10 @@ struct mcp_comm {
   struct mcp_wire_endpoint local, remote;
   char peer_name[160];
 
-  /* Connection setup (connect or accept); RTR/RTS runs on qp_thread (may block). */
+  /* Connection setup (connect or accept); RTR/RTS runs on a job's thread (may block). */
   int state;
-  pthread_t qp_thread;
-  atomic_int qp_thread_state;       /* enum below */
+  struct mcp_qp_job *qp_job;        /* the walk in progress or not yet collected; NULL: none */
+  atomic_int refs;                  /* holders besides the owner (qp jobs): freed when -1 */
   uint64_t listen_token;
   uint64_t deadline_ns;             /* local work only (the setup thread); a peer is waited for */
   uint64_t wait_since_ms;           /* a wait on the peer: when it began (mcp_oob_now_ms) */
@@ -255,10 +266,14 @@ int mcp_qp_create_qps(struct mcp_comm *c);
  * resolution); poll returns 0 while running, 1 when at RTS, -1 on failure. */
 int mcp_qp_connect_start(struct mcp_comm *c);
 int mcp_qp_connect_poll(struct mcp_comm *c);
-int mcp_qp_connect_all(struct mcp_comm *c);
+/* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
+ * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
+int mcp_qp_connect_abandon(struct mcp_comm *c);
 int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                   uint32_t dpsn, const uint8_t *dgid, uint16_t dlid);
 int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count);
+/* NCCL's close: tells the peer, lets go of a running walk and drops the owner's
+ * reference; the verbs resources go with the last reference. Never waits. */
 void mcp_comm_destroy(struct mcp_comm *c);
 void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mcp_comm_fill_endpoint(struct mcp_comm *c);
@@ -277,6 +292,13 @@ void mcp_recover_poll_stream(struct mcp_comm *c);
 /* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
  * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
 void mcp_recover_check_events(struct mcp_comm *c);
+/* A failed completion that may mean the peer process died: isend/irecv/test route to
+ * mcp_recover_progress, which fails the comm as soon as the out-of-band connection says
+ * the peer is gone, or with the completion's diagnosis after 200 ms (mcp_xfer_fail_wc). */
+void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc);
+void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone);
+/* The recovery's clock (CLOCK_MONOTONIC in ns): a unit test drives the deadlines with its own. */
+extern uint64_t (*mcp_recover_now_ns)(void);
 
 /* Replay after recovery (mcp_xfer_send.c, mcp_xfer_recv.c). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);

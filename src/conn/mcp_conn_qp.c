@@ -7,6 +7,7 @@
  * first on RoCE.
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -112,7 +113,8 @@ int mcp_qp_create_qps(struct mcp_comm *c)
   return 0;
 }
 
-static void fill_av(struct mcp_comm *c, struct ibv_ah_attr *ah, const uint8_t *dgid, uint16_t dlid)
+static void fill_av(const struct mcp_comm *c, int sgid_index, struct ibv_ah_attr *ah, const uint8_t *dgid,
+                    uint16_t dlid)
 {
   const struct mcp_net_dev *d = c->dc->info;
 
@@ -122,7 +124,7 @@ static void fill_av(struct mcp_comm *c, struct ibv_ah_attr *ah, const uint8_t *d
   if (d->link_layer == IBV_LINK_LAYER_ETHERNET) {
     ah->is_global = 1;
     memcpy(ah->grh.dgid.raw, dgid, 16);
-    ah->grh.sgid_index = (uint8_t)c->sgid_index; /* recovery may find the GID elsewhere */
+    ah->grh.sgid_index = (uint8_t)sgid_index; /* recovery may find the GID elsewhere */
     ah->grh.hop_limit = 255;
     ah->grh.traffic_class = (uint8_t)c->tc;
   } else {
@@ -130,9 +132,10 @@ static void fill_av(struct mcp_comm *c, struct ibv_ah_attr *ah, const uint8_t *d
   }
 }
 
-/* RESET/INIT -> RTR -> RTS toward a destination QP. */
-int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
-                  uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
+/* RESET/INIT -> RTR -> RTS toward a destination QP. The GID index is the caller's: a
+ * walk on a job's thread must not read c->sgid_index, which a later round rewrites. */
+static int qp_to_rts(const struct mcp_comm *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+                     uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
   const struct mcp_config *cfg = mcp_net_config();
   const struct mcp_net_dev *d = c->dc->info;
@@ -147,7 +150,7 @@ int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32
   attr.rq_psn = dpsn;
   attr.max_dest_rd_atomic = 1;
   attr.min_rnr_timer = (uint8_t)cfg->min_rnr_timer;
-  fill_av(c, &attr.ah_attr, dgid, dlid);
+  fill_av(c, sgid_index, &attr.ah_attr, dgid, dlid);
   if (mcp_ibv.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
     goto fail;
@@ -168,55 +171,163 @@ fail:
   mcp_gid_format(dgid, rgid, sizeof(rgid));
   MCP_WARN("%s port %d: QP %#x %s toward QP %#x of %s failed: %s. Local GID %d %s, remote GID %s, "
            "MTU %d, SL %d, TC %d. %s", d->name, d->port, qp->qp_num, step, dqpn, c->peer_name,
-           strerror(errno), c->sgid_index, lgid, rgid, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
+           strerror(errno), sgid_index, lgid, rgid, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
            errno == ETIMEDOUT ? "The peer's address did not resolve: is it reachable from this port's netdev?"
            : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
                              : "");
   return -1;
 }
 
-int mcp_qp_connect_all(struct mcp_comm *c)
+int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+                  uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
-  int i;
-
-  for (i = 0; i < c->nqps; i++)
-    if (mcp_qp_to_rts(c, c->qp[i], c->psn[i], c->remote.qps[i].qpn, c->remote.qps[i].psn,
-                      c->remote.gid, c->remote.lid) != 0)
-      return -1;
-  return 0;
+  return qp_to_rts(c, c->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
 }
 
-static void *connect_thread_main(void *arg)
-{
-  struct mcp_comm *c = arg;
+struct mcp_qp_job {
+  atomic_int state;     /* MCP_QP_THREAD_RUNNING, then _OK or _FAILED */
+  atomic_int refs;      /* the comm's and the thread's */
+  int abandoned;        /* set by the comm before it lets go: the QPs are the job's to destroy */
+  struct mcp_comm *c;   /* referenced until the job is freed */
+  int nqps, sgid_index, first;
+  struct ibv_qp *qp[MCP_MAX_QPS];
+  uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
+  uint8_t dgid[16];
+  uint16_t dlid;
+};
 
-  if (c->rec.round == 0)
-    mcp_xfer_counters_base(c); /* the port's error counters at connect, off NCCL's thread */
-  atomic_store(&c->qp_thread_state, mcp_qp_connect_all(c) == 0 ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
+static void comm_free(struct mcp_comm *c);
+
+static void comm_unref(struct mcp_comm *c)
+{
+  if (atomic_fetch_sub(&c->refs, 1) == 0)
+    comm_free(c);
+}
+
+/* The last of the comm and the thread frees the job; an abandoned job's QPs go first,
+ * then the comm reference that kept their CQ alive. */
+static void job_unref(struct mcp_qp_job *j)
+{
+  struct mcp_comm *c = j->c;
+  int i;
+
+  if (atomic_fetch_sub(&j->refs, 1) != 1)
+    return;
+  if (j->abandoned)
+    for (i = 0; i < j->nqps; i++)
+      if (j->qp[i] != NULL)
+        mcp_ibv.destroy_qp(j->qp[i]);
+  free(j);
+  comm_unref(c);
+}
+
+static void *job_main(void *arg)
+{
+  struct mcp_qp_job *j = arg;
+  int i, ok = 1;
+
+  if (j->first)
+    mcp_xfer_counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
+  for (i = 0; i < j->nqps && ok; i++)
+    ok = qp_to_rts(j->c, j->sgid_index, j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid, j->dlid) == 0;
+  atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
+  job_unref(j);
   return NULL;
+}
+
+/* Library code must stay mapped while an abandoned walk may still return into it: NCCL
+ * may finalize and dlclose us meanwhile. Pinned only then, so a normal life still
+ * unloads at dlclose. */
+static void pin_library(void)
+{
+  static atomic_int pinned;
+  Dl_info info;
+
+  if (atomic_exchange(&pinned, 1))
+    return;
+  if (dladdr((void *)pin_library, &info) == 0 || info.dli_fname == NULL ||
+      dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == NULL)
+    MCP_INFO(NCCL_NET, "could not pin the plugin in memory for a QP setup thread still running; "
+             "do not dlclose it before that thread ends");
 }
 
 int mcp_qp_connect_start(struct mcp_comm *c)
 {
-  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_RUNNING);
-  if (pthread_create(&c->qp_thread, NULL, connect_thread_main, c) != 0) {
-    atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  struct mcp_qp_job *j;
+  pthread_attr_t attr;
+  pthread_t tid;
+  int i, rc;
+
+  if (c->qp_job != NULL)
+    mcp_qp_connect_abandon(c);
+  j = calloc(1, sizeof(*j));
+  if (j == NULL)
+    return -1;
+  atomic_init(&j->state, MCP_QP_THREAD_RUNNING);
+  atomic_init(&j->refs, 2);
+  j->c = c;
+  j->nqps = c->nqps;
+  j->sgid_index = c->sgid_index;
+  j->first = c->rec.round == 0;
+  for (i = 0; i < c->nqps; i++) {
+    j->qp[i] = c->qp[i];
+    j->psn[i] = c->psn[i];
+    j->dqpn[i] = c->remote.qps[i].qpn;
+    j->dpsn[i] = c->remote.qps[i].psn;
+  }
+  memcpy(j->dgid, c->remote.gid, 16);
+  j->dlid = c->remote.lid;
+  atomic_fetch_add(&c->refs, 1);
+  rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (rc == 0)
+      rc = pthread_create(&tid, &attr, job_main, j);
+    pthread_attr_destroy(&attr);
+  }
+  if (rc != 0) {
+    atomic_fetch_sub(&c->refs, 1);
+    free(j);
     return -1;
   }
+  c->qp_job = j;
   return 0;
 }
 
 int mcp_qp_connect_poll(struct mcp_comm *c)
 {
-  int st = atomic_load(&c->qp_thread_state);
+  struct mcp_qp_job *j = c->qp_job;
+  int st;
 
+  if (j == NULL)
+    return -1;
+  st = atomic_load(&j->state);
   if (st == MCP_QP_THREAD_RUNNING)
     return 0;
-  if (st == MCP_QP_THREAD_NONE)
-    return -1;
-  pthread_join(c->qp_thread, NULL);
-  atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
+  c->qp_job = NULL;
+  job_unref(j);
   return st == MCP_QP_THREAD_OK ? 1 : -1;
+}
+
+int mcp_qp_connect_abandon(struct mcp_comm *c)
+{
+  struct mcp_qp_job *j = c->qp_job;
+  int i, running;
+
+  if (j == NULL)
+    return 0;
+  c->qp_job = NULL;
+  running = atomic_load(&j->state) == MCP_QP_THREAD_RUNNING;
+  if (running) {
+    /* Its QPs may be inside ibv_modify_qp: they leave the comm with the job. */
+    for (i = 0; i < j->nqps; i++)
+      if (c->qp[i] == j->qp[i])
+        c->qp[i] = NULL;
+    j->abandoned = 1;
+    pin_library();
+  }
+  job_unref(j);
+  return running;
 }
 
 int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
@@ -302,13 +413,22 @@ static void free_ring(struct ibv_mr **mr, void **mem)
 
 void mcp_comm_destroy(struct mcp_comm *c)
 {
-  int i;
-
   if (c == NULL)
     return;
-  /* A setup thread still in ibv_modify_qp uses the QPs: wait for it. */
-  if (atomic_load(&c->qp_thread_state) != MCP_QP_THREAD_NONE)
-    pthread_join(c->qp_thread, NULL);
+  /* A setup thread still in ibv_modify_qp (a link down, a peer gone) is never waited
+   * for: it keeps the comm until it returns. The peer hears of the close now. */
+  mcp_qp_connect_abandon(c);
+  if (c->stream != NULL)
+    mcp_oob_stream_close(c->stream, 1);
+  c->stream = NULL;
+  comm_unref(c);
+}
+
+/* The last reference: the owner's close, or an abandoned setup thread that returned. */
+static void comm_free(struct mcp_comm *c)
+{
+  int i;
+
   for (i = 0; i < c->nqps; i++)
     if (c->qp[i] != NULL)
       mcp_ibv.destroy_qp(c->qp[i]);
@@ -320,8 +440,6 @@ void mcp_comm_destroy(struct mcp_comm *c)
   free_ring(&c->staging_mr, (void **)&c->staging);
   free_ring(&c->records_mr, (void **)&c->records);
   free_ring(&c->flush_mr, (void **)&c->flush_buf);
-  if (c->stream != NULL)
-    mcp_oob_stream_close(c->stream, 1);
   mcp_devctx_put(c->dc);
   free(c->reqs);
   free(c->sslots);

@@ -40,13 +40,17 @@
 
 #define RETRY_NS 100000000ull /* look for our GID / frames again after 100 ms */
 
-static uint64_t mono_ns(void)
+static uint64_t clock_mono_ns(void)
 {
   struct timespec ts;
 
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t (*mcp_recover_now_ns)(void) = clock_mono_ns;
+
+static uint64_t mono_ns(void) { return mcp_recover_now_ns(); }
 
 static const char *dir_words(const struct mcp_comm *c)
 {
@@ -172,11 +176,12 @@ static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
   } else {
     MCP_INFO(NCCL_NET, "%s %s: recovery round %u: %s", dir_words(c), c->peer_name, round, cause);
   }
-  /* A setup thread of an earlier round still walks the old QPs: let it finish first. */
-  if (atomic_load(&c->qp_thread_state) != MCP_QP_THREAD_NONE) {
-    pthread_join(c->qp_thread, NULL);
-    atomic_store(&c->qp_thread_state, MCP_QP_THREAD_NONE);
-  }
+  /* A setup thread of an earlier round may still be inside ibv_modify_qp, resolving a
+   * neighbour behind a link that is down: never wait for it. It takes the QPs it walks
+   * along and destroys them when it returns; this round builds new ones. */
+  if (mcp_qp_connect_abandon(c))
+    MCP_INFO(NCCL_NET, "%s %s: round %u: the QP setup of the previous round is still running; it "
+             "finishes in the background", dir_words(c), c->peer_name, round);
   c->rec.round = round;
   c->rec.peer_ready = 0;
   c->rec.peer.round = 0;
@@ -243,8 +248,12 @@ static int connect_round(struct mcp_comm *c)
     return -1;
   }
   index = gid_find(c);
-  if (index < 0)
-    return 0; /* our address is not back in the GID table yet: try again */
+  if (index < 0) {
+    /* Our address is not back in the GID table yet: look again in 100 ms, not on every
+     * call (the lookup reads the port's whole GID table from sysfs). */
+    c->rec.next_gid_ns = mono_ns() + RETRY_NS;
+    return 0;
+  }
   if (index != c->sgid_index)
     MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
              c->dc->info->gid.text, c->sgid_index, index);
@@ -278,6 +287,36 @@ static int finish_round(struct mcp_comm *c)
   return 1;
 }
 
+#define VERDICT_NS 200000000ull /* how long a failed completion waits for the peer's FIN */
+
+void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc)
+{
+  if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
+    return;
+  c->rec.verdict_wc = *wc;
+  c->rec.verdict_ns = mono_ns() + VERDICT_NS;
+  c->rec.next_try_ns = 0;
+  c->rec.phase = MCP_REC_VERDICT;
+}
+
+/* No recovery here: the comm fails either way, only the message is open. */
+static int verdict(struct mcp_comm *c)
+{
+  uint64_t now = mono_ns();
+  int gone;
+
+  if (now >= c->rec.next_try_ns) {
+    c->rec.next_try_ns = now + RETRY_NS / 10;
+    mcp_oob_progress();
+  }
+  gone = atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer);
+  if (!gone && now < c->rec.verdict_ns)
+    return 0;
+  c->rec.phase = MCP_REC_NONE;
+  mcp_xfer_fail_wc(c, &c->rec.verdict_wc, gone);
+  return -1;
+}
+
 int mcp_recover_progress(struct mcp_comm *c)
 {
   uint64_t now;
@@ -287,6 +326,8 @@ int mcp_recover_progress(struct mcp_comm *c)
     return -1;
   if (c->rec.phase == MCP_REC_NONE)
     return 1;
+  if (c->rec.phase == MCP_REC_VERDICT)
+    return verdict(c);
   if (atomic_load(&c->stream->dead)) {
     rec_fail(c, c->stream->dead_reason);
     return -1;
@@ -300,7 +341,7 @@ int mcp_recover_progress(struct mcp_comm *c)
   }
   switch (c->rec.phase) {
   case MCP_REC_WAIT_PEER:
-    if (c->rec.peer.round == c->rec.round && connect_round(c) != 0)
+    if (c->rec.peer.round == c->rec.round && now >= c->rec.next_gid_ns && connect_round(c) != 0)
       return -1;
     break;
   case MCP_REC_CONNECTING:

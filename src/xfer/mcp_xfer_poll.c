@@ -34,6 +34,8 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
 {
   uint64_t now = coarse_ns();
 
+  if (c->rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
+    return mcp_recover_progress(c) < 0 ? -1 : 0;
   if (now < c->next_alive_check_ns)
     return 0;
   c->next_alive_check_ns = now + ALIVE_CHECK_NS;
@@ -113,27 +115,11 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
     complete_recv(c, rs, slot, (int)MCP_IMM_REC(imm));
 }
 
-/* A peer process that dies with writes in flight has its adapter refuse them (its QPs and
- * registrations are gone) moments before its TCP FIN arrives here. On this error path,
- * give the out-of-band channel up to 200 ms to tell "peer gone" from a real fault. */
-static int peer_gone(struct mcp_comm *c)
-{
-  const struct timespec tick = {0, 10000000};
-  int i;
-
-  for (i = 0; i < 20; i++) {
-    mcp_oob_progress();
-    if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer))
-      return 1;
-    nanosleep(&tick, NULL);
-  }
-  return 0;
-}
-
 /* The first failed completion fails the comm (later ones find c->error set: one WARN per
  * comm), then a second WARN gives the port's side of the story: its state, the error
- * counters that moved since the comm connected, the likely cause and what to try. */
-static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
+ * counters that moved since the comm connected, the likely cause and what to try. With
+ * peer_gone, the peer's process is known to have gone: that is the cause. */
+void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone)
 {
   const char *dir = c->kind == MCP_COMM_SEND ? "send to" : "receive from";
   enum mcp_cnt_cause cause;
@@ -141,21 +127,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
 
   if (c->error != 0)
     return;
-  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0 &&
-      !atomic_load(&c->stream->dead) && !atomic_load(&c->stream->closed_by_peer)) {
-    char why[256];
-    if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_CONNECTING && c->rec.phase != MCP_REC_WAIT_READY)
-      return;
-    snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
-             mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
-             MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
-             : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
-             c->dc->info->name, c->dc->info->port);
-    mcp_recover_start(c, why);
-    return;
-  }
-  if ((wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR ||
-       wc->status == IBV_WC_REM_OP_ERR || mcp_recover_status_recoverable(wc->status)) && peer_gone(c)) {
+  if (peer_gone) {
     mcp_comm_fail(c, ncclRemoteError, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
                   "seq %u)", dir, c->peer_name,
                   atomic_load(&c->stream->dead) ? c->stream->dead_reason : "the peer closed this connection",
@@ -175,6 +147,39 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
                 c->seq, c->dc->info->name, c->dc->info->port, c->dc->info->gid.index, c->dc->info->gid.text,
                 mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt, mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
+}
+
+static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
+{
+  if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
+    return;
+  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0 &&
+      !atomic_load(&c->stream->dead) && !atomic_load(&c->stream->closed_by_peer)) {
+    char why[256];
+    if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_CONNECTING && c->rec.phase != MCP_REC_WAIT_READY)
+      return;
+    snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
+             mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
+             MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
+             : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
+             c->dc->info->name, c->dc->info->port);
+    mcp_recover_start(c, why);
+    return;
+  }
+  /* A peer process that dies with writes in flight has its adapter refuse them (its QPs
+   * and registrations are gone) moments before its TCP FIN arrives here. The out-of-band
+   * channel gets up to 200 ms to tell "peer gone" from a real fault, without a wait on
+   * NCCL's thread: the verdict comes from the calls that follow (mcp_recover_progress). */
+  if (wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR ||
+      wc->status == IBV_WC_REM_OP_ERR || mcp_recover_status_recoverable(wc->status)) {
+    mcp_oob_progress();
+    if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer))
+      mcp_xfer_fail_wc(c, wc, 1);
+    else
+      mcp_recover_await_verdict(c, wc);
+    return;
+  }
+  mcp_xfer_fail_wc(c, wc, 0);
 }
 
 int mcp_xfer_poll(struct mcp_comm *c)

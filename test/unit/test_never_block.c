@@ -1,0 +1,341 @@
+/*
+ * test_never_block.c - no call of NCCL's waits for a QP setup thread or a peer (issue 12).
+ *
+ * ibv_modify_qp to RTR resolves the peer's neighbour on RoCE and can block for as long
+ * as the link is down, and NCCL's proxy thread serves every comm of the process from one
+ * loop. Fake verbs here make that step block until the test lets it go, and the
+ * recovery's clock is the test's, so this checks the order of events, never their
+ * speed: a recovery round still connecting reports "not yet" while the step blocks and
+ * fails the comm when the clock passes its deadline; a new round starts without waiting
+ * for the old step; close returns at once; the QPs the blocked step walks are destroyed
+ * only after it returns, and the comm (with its CQ) only after them. A failed completion
+ * that may mean the peer died does not sleep while the out-of-band channel decides: the
+ * calls that follow report "not yet" until the peer's close is seen or 200 ms pass.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "mcp_test.h"
+#include "mcpnet/comm.h"
+#include "mcpnet/verbs.h"
+
+/* ---- fake verbs: RTR blocks until released (or 10 s, so a build that waits ends) ---- */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+static int released, in_rtr, next_event = 1, next_qpn = 0x100;
+static int ev_rtr_returned, ev_cq_destroyed, qps_destroyed;
+static struct ibv_qp *destroyed[8];
+static int ev_destroyed[8];
+
+static int event(void) { return next_event++; } /* with lock held */
+
+static int fake_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+  struct timespec until;
+
+  (void)qp;
+  (void)mask;
+  if (attr->qp_state != IBV_QPS_RTR)
+    return 0;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  pthread_mutex_lock(&lock);
+  in_rtr++;
+  pthread_cond_broadcast(&cond);
+  while (!released && pthread_cond_timedwait(&cond, &lock, &until) == 0)
+    ;
+  ev_rtr_returned = event();
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+
+static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+  struct ibv_qp *qp = calloc(1, sizeof(*qp));
+
+  (void)pd;
+  (void)init;
+  pthread_mutex_lock(&lock);
+  qp->qp_num = (uint32_t)next_qpn++;
+  pthread_mutex_unlock(&lock);
+  return qp;
+}
+
+static int fake_destroy_qp(struct ibv_qp *qp)
+{
+  pthread_mutex_lock(&lock);
+  if (qps_destroyed < 8) {
+    destroyed[qps_destroyed] = qp;
+    ev_destroyed[qps_destroyed] = event();
+  }
+  qps_destroyed++;
+  pthread_cond_broadcast(&cond);
+  pthread_mutex_unlock(&lock);
+  free(qp);
+  return 0;
+}
+
+static int fake_destroy_cq(struct ibv_cq *cq)
+{
+  pthread_mutex_lock(&lock);
+  ev_cq_destroyed = event();
+  pthread_cond_broadcast(&cond);
+  pthread_mutex_unlock(&lock);
+  free(cq);
+  return 0;
+}
+
+static int fake_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+  (void)cq;
+  (void)n;
+  (void)wc;
+  return 0;
+}
+
+static int fake_dereg_mr(struct ibv_mr *mr)
+{
+  free(mr);
+  return 0;
+}
+
+static const char *fake_status_str(enum ibv_wc_status st)
+{
+  (void)st;
+  return "fake";
+}
+
+/* ---- a send comm on fake verbs, in the recovery's CONNECTING phase ---- */
+
+static uint64_t fake_now;
+static uint64_t test_clock(void) { return fake_now; }
+
+static struct ibv_context fake_ctx;
+static struct mcp_net_dev fake_dev;
+static struct mcp_devctx fake_dc;
+static struct mcp_oob_stream *stream;
+
+static struct mcp_comm *comm_connecting(void)
+{
+  struct mcp_comm *c = calloc(1, sizeof(*c));
+
+  c->kind = MCP_COMM_SEND;
+  c->dc = &fake_dc;
+  c->cq = calloc(1, sizeof(*c->cq));
+  c->cq->context = &fake_ctx;
+  c->nqps = 1;
+  c->sq_depth = 8;
+  c->rq_depth = 8;
+  c->qp[0] = fake_create_qp(NULL, NULL);
+  c->ring_mr = calloc(1, sizeof(*c->ring_mr)); /* the new round's endpoint names it */
+  c->remote.nqps = 1;
+  c->remote.qps[0].qpn = 0x900;
+  snprintf(c->peer_name, sizeof(c->peer_name), "fake-peer");
+  stream = calloc(1, sizeof(*stream));
+  c->stream = stream;
+  c->rec.round = 1;
+  c->rec.phase = MCP_REC_CONNECTING;
+  c->rec.start_ns = fake_now;
+  c->rec.deadline_ns = fake_now + 6000000000ull;
+  snprintf(c->rec.cause, sizeof(c->rec.cause), "a fake link went down");
+  mcp_net_comm_ref(); /* the comm's, given back when it is freed */
+  return c;
+}
+
+/* Waits (bounded) until the fake's counter reaches want; returns the counter. */
+static int wait_for(int *counter, int want)
+{
+  struct timespec until;
+  int v;
+
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 20;
+  pthread_mutex_lock(&lock);
+  while (*counter < want && pthread_cond_timedwait(&cond, &lock, &until) == 0)
+    ;
+  v = *counter;
+  pthread_mutex_unlock(&lock);
+  return v;
+}
+
+static int now_event(void)
+{
+  int e;
+
+  pthread_mutex_lock(&lock);
+  e = event();
+  pthread_mutex_unlock(&lock);
+  return e;
+}
+
+static void reset(void)
+{
+  pthread_mutex_lock(&lock);
+  released = 0;
+  in_rtr = 0;
+  ev_rtr_returned = 0;
+  ev_cq_destroyed = 0;
+  qps_destroyed = 0;
+  memset(destroyed, 0, sizeof(destroyed));
+  memset(ev_destroyed, 0, sizeof(ev_destroyed));
+  pthread_mutex_unlock(&lock);
+}
+
+static void release(void)
+{
+  pthread_mutex_lock(&lock);
+  released = 1;
+  pthread_cond_broadcast(&cond);
+  pthread_mutex_unlock(&lock);
+}
+
+/* The round's deadline passes while RTR blocks: the comm fails then, and close does not
+ * wait for the step either. */
+static void test_deadline_and_close(void)
+{
+  struct mcp_comm *c;
+  struct ibv_qp *walked;
+  int ev_failed, ev_closed;
+
+  reset();
+  c = comm_connecting();
+  walked = c->qp[0];
+  CHECK_EQ_INT(mcp_qp_connect_start(c), 0);
+  CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
+
+  fake_now += 1000000000ull; /* 1 s in: still connecting, no verdict, no wait */
+  CHECK_EQ_INT(mcp_recover_progress(c), 0);
+  CHECK_EQ_INT(c->error, 0);
+
+  fake_now += 6000000000ull; /* past the deadline */
+  CHECK_EQ_INT(mcp_recover_progress(c), -1);
+  ev_failed = now_event();
+  CHECK(c->error != 0);
+  CHECK(strstr(c->errmsg, "did not reach RTS") != NULL);
+  CHECK(strstr(c->errmsg, "round 1") != NULL);
+
+  c->stream = NULL; /* a fake: nothing of the out-of-band channel to close */
+  free(stream);
+  mcp_comm_destroy(c); /* NCCL's close (or abort) */
+  ev_closed = now_event();
+  release();
+  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
+
+  pthread_mutex_lock(&lock);
+  /* The verdict and the close came while RTR still blocked... */
+  CHECK(ev_rtr_returned > ev_failed);
+  CHECK(ev_rtr_returned > ev_closed);
+  /* ...and the walked QP, then the CQ, went only after it returned. */
+  CHECK_EQ_INT(qps_destroyed, 1);
+  CHECK(destroyed[0] == walked);
+  CHECK(ev_destroyed[0] > ev_rtr_returned);
+  CHECK(ev_cq_destroyed > ev_destroyed[0]);
+  pthread_mutex_unlock(&lock);
+}
+
+/* The peer (or a new error) starts a new round while the old round's RTR blocks: the new
+ * round builds new QPs at once; the old step destroys its own when it returns. */
+static void test_new_round_does_not_wait(void)
+{
+  struct mcp_comm *c;
+  struct ibv_qp *old;
+  int ev_started, ev_closed;
+
+  reset();
+  c = comm_connecting();
+  old = c->qp[0];
+  CHECK_EQ_INT(mcp_qp_connect_start(c), 0);
+  CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
+
+  /* The out-of-band connection is marked dead so that the fake needs no peer: the
+   * RECOVER frame of the new round then fails the comm, after the round began. */
+  atomic_store(&stream->dead, 1);
+  mcp_recover_start(c, "another fake error");
+  ev_started = now_event();
+  CHECK_EQ_INT(c->rec.round, 2);
+  CHECK(c->qp[0] != NULL && c->qp[0] != old);
+  CHECK(strstr(c->errmsg, "RECOVER frame") != NULL);
+
+  c->stream = NULL;
+  free(stream);
+  mcp_comm_destroy(c);
+  ev_closed = now_event();
+  release();
+  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
+
+  pthread_mutex_lock(&lock);
+  CHECK(ev_rtr_returned > ev_started);
+  CHECK(ev_rtr_returned > ev_closed);
+  CHECK_EQ_INT(qps_destroyed, 2);
+  /* The old QP goes once its RTR returned; the new one with the comm, which that step
+   * held until then, and the CQ last. */
+  CHECK(destroyed[0] == old);
+  CHECK(destroyed[1] != NULL && destroyed[1] != old);
+  CHECK(ev_destroyed[0] > ev_rtr_returned);
+  CHECK(ev_cq_destroyed > ev_destroyed[1]);
+  pthread_mutex_unlock(&lock);
+}
+
+/* A remote access error: the peer's process may have died (its FIN is on the way). */
+static void test_verdict(int peer_closes)
+{
+  struct mcp_comm *c;
+  struct ibv_wc wc;
+
+  reset();
+  c = comm_connecting();
+  c->rec.phase = MCP_REC_NONE;
+  memset(&wc, 0, sizeof(wc));
+  wc.status = IBV_WC_REM_ACCESS_ERR;
+  wc.qp_num = c->qp[0]->qp_num;
+  wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0);
+  mcp_recover_await_verdict(c, &wc);
+  CHECK_EQ_INT(c->rec.phase, MCP_REC_VERDICT);
+
+  fake_now += 100000000ull; /* 100 ms: no FIN yet, no verdict */
+  CHECK_EQ_INT(mcp_recover_progress(c), 0);
+  CHECK_EQ_INT(c->error, 0);
+  if (peer_closes) {
+    atomic_store(&stream->closed_by_peer, 1);
+    CHECK_EQ_INT(mcp_recover_progress(c), -1);
+    CHECK(strstr(c->errmsg, "the peer closed this connection; its adapter refused the work in flight") != NULL);
+  } else {
+    fake_now += 150000000ull; /* 250 ms: a real fault, with the completion's diagnosis */
+    CHECK_EQ_INT(mcp_recover_progress(c), -1);
+    CHECK(strstr(c->errmsg, "work completion error fake") != NULL);
+  }
+  CHECK_EQ_INT(c->rec.phase, MCP_REC_NONE);
+  CHECK(c->error != 0);
+  c->stream = NULL;
+  free(stream);
+  mcp_comm_destroy(c);
+  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1); /* nothing kept it: freed by the close */
+}
+
+int main(void)
+{
+  fake_ctx.ops.poll_cq = fake_poll_cq;
+  mcp_ibv.create_qp = fake_create_qp;
+  mcp_ibv.modify_qp = fake_modify_qp;
+  mcp_ibv.destroy_qp = fake_destroy_qp;
+  mcp_ibv.destroy_cq = fake_destroy_cq;
+  mcp_ibv.dereg_mr = fake_dereg_mr;
+  mcp_ibv.wc_status_str = fake_status_str;
+  snprintf(fake_dev.name, sizeof(fake_dev.name), "fake0");
+  snprintf(fake_dev.ibdev, sizeof(fake_dev.ibdev), "fake0");
+  fake_dev.port = 1;
+  fake_dev.link_layer = IBV_LINK_LAYER_INFINIBAND;
+  fake_dc.info = &fake_dev;
+  fake_dc.refs = 1000; /* never closed by the comms' puts */
+  fake_now = 1000000000000ull;
+  mcp_recover_now_ns = test_clock;
+
+  test_deadline_and_close();
+  test_new_round_does_not_wait();
+  test_verdict(1);
+  test_verdict(0);
+  return mcp_test_failures != 0;
+}
