@@ -95,7 +95,8 @@ struct mcp_request {
   int16_t group_next;  /* grouped sends: the next request completed by the same write */
   uint16_t index;
   uint8_t elem;        /* send: the CTS element it matched */
-  void *data;          /* send: what a recovery replays */
+  uint8_t repost;      /* flush: its read was lost with the flush QP; post it again */
+  void *data;          /* send: what a recovery replays; flush: the buffer read */
   const struct mcp_mr *mh;
   struct mcp_comm *comm;
 };
@@ -215,10 +216,15 @@ struct mcp_comm {
   struct mcp_record *records;
   struct ibv_mr *records_mr;
 
-  /* Flush (loopback RDMA read) for GPU buffers; created on first use. */
+  /* Flush (loopback RDMA read) for GPU buffers; created on first use, and again when
+   * its port failed it (mcp_xfer_flush_retry): a new QP, a new generation in wr_id. */
   struct ibv_qp *flush_qp;
   uint64_t *flush_buf;
   struct ibv_mr *flush_mr;
+  uint8_t flush_gen;
+  int flush_reposts;                /* reads waiting to be posted on a new flush QP */
+  uint64_t flush_lost_ns;           /* when reads were first lost; 0: the flush QP works */
+  uint64_t flush_next_try_ns;
 
   uint64_t next_alive_check_ns;
 
@@ -306,6 +312,12 @@ int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
 /* A receive's data arrived; may write held clear-to-send entries. -1: comm failed. */
 int mcp_xfer_recv_landed(struct mcp_comm *c);
+/* The flush QP failed a read (its port went down): every read in flight on it is lost.
+ * flush_lost drops the QP and marks them; flush_retry, from test, makes a new QP and
+ * posts them again, at most every 100 ms, and fails the comm once
+ * MCPNET_RECOVERY_TIMEOUT has passed since the loss. */
+void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns);
+int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns);
 
 /* Requests (mcp_xfer_req.c). */
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);

@@ -182,6 +182,28 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
   mcp_xfer_fail_wc(c, wc, 0);
 }
 
+/* A flush read's completion. The loopback QP is not part of the link to the peer, so
+ * recovery does not rebuild it: a read its port failed is posted again on a new one. */
+static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
+{
+  struct mcp_request *r = &c->reqs[MCP_WR_IDX(wc->wr_id)];
+
+  if (MCP_WR_EPOCH(wc->wr_id) != c->flush_gen || !r->in_use || r->kind != MCP_REQ_FLUSH || r->repost)
+    return; /* from a flush QP that was replaced: the read was posted again */
+  if (wc->status == IBV_WC_SUCCESS) {
+    r->pending = 0;
+    r->done = 1;
+    if (c->flush_reposts == 0)
+      c->flush_lost_ns = 0; /* the new flush QP works */
+    return;
+  }
+  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0) {
+    mcp_xfer_flush_lost(c, coarse_ns());
+    return;
+  }
+  on_error(c, wc);
+}
+
 int mcp_xfer_poll(struct mcp_comm *c)
 {
   struct ibv_wc wc[MCP_CQ_BATCH];
@@ -197,7 +219,11 @@ int mcp_xfer_poll(struct mcp_comm *c)
     const struct ibv_wc *w = &wc[i];
     struct mcp_request *r;
 
-    if (MCP_WR_EPOCH(w->wr_id) != c->epoch && MCP_WR_KIND(w->wr_id) != MCP_WR_FLUSH)
+    if (MCP_WR_KIND(w->wr_id) == MCP_WR_FLUSH) {
+      on_flush(c, w);
+      continue;
+    }
+    if (MCP_WR_EPOCH(w->wr_id) != c->epoch)
       continue; /* from QPs a recovery replaced: their work is replayed */
     if (w->status != IBV_WC_SUCCESS) {
       on_error(c, w);
@@ -205,7 +231,6 @@ int mcp_xfer_poll(struct mcp_comm *c)
     }
     switch (MCP_WR_KIND(w->wr_id)) {
     case MCP_WR_SEND:
-    case MCP_WR_FLUSH:
       r = &c->reqs[MCP_WR_IDX(w->wr_id)];
       if (--r->pending == 0)
         r->done = 1;
@@ -248,6 +273,8 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
   if (!r->done) {
     if (c->error == 0)
       mcp_xfer_poll(c);
+    if (!r->done && c->error == 0 && c->flush_lost_ns != 0)
+      mcp_xfer_flush_retry(c, coarse_ns());
     if (!r->done && c->error == 0)
       mcp_xfer_check_alive(c);
     if (!r->done && c->error != 0)

@@ -196,16 +196,19 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   return ncclSuccess;
 }
 
-/* A loopback RC QP: connected to itself, it reads our own memory. */
-static int flush_setup(struct mcp_comm *c)
+/* A loopback RC QP: connected to itself, it reads our own memory. Its buffer and MR
+ * outlive a QP that a failed port took down; a QP that does not reach RTS is dropped. */
+static int flush_setup(struct mcp_comm *c, int quiet)
 {
   struct ibv_qp_init_attr init;
   struct ibv_qp_attr attr;
 
-  c->flush_buf = calloc(1, sizeof(uint64_t));
+  if (c->flush_buf == NULL)
+    c->flush_buf = calloc(1, sizeof(uint64_t));
   if (c->flush_buf == NULL)
     return -1;
-  c->flush_mr = mcp_mr_internal(c->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
+  if (c->flush_mr == NULL)
+    c->flush_mr = mcp_mr_internal(c->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
   if (c->flush_mr == NULL)
     return -1;
   memset(&init, 0, sizeof(init));
@@ -218,7 +221,8 @@ static int flush_setup(struct mcp_comm *c)
   init.cap.max_recv_sge = 1;
   c->flush_qp = mcp_ibv.create_qp(c->dc->pd, &init);
   if (c->flush_qp == NULL) {
-    MCP_WARN("%s: cannot create the flush QP: %s", c->dc->info->name, strerror(errno));
+    if (!quiet)
+      MCP_WARN("%s: cannot create the flush QP: %s", c->dc->info->name, strerror(errno));
     return -1;
   }
   memset(&attr, 0, sizeof(attr));
@@ -227,17 +231,91 @@ static int flush_setup(struct mcp_comm *c)
   attr.port_num = (uint8_t)c->dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   if (mcp_ibv.modify_qp(c->flush_qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                                IBV_QP_ACCESS_FLAGS) != 0)
+                                                IBV_QP_ACCESS_FLAGS) != 0 ||
+      mcp_qp_to_rts(c, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->dc->info->gid.raw, c->dc->info->lid) != 0) {
+    mcp_ibv.destroy_qp(c->flush_qp);
+    c->flush_qp = NULL;
     return -1;
-  return mcp_qp_to_rts(c, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->dc->info->gid.raw, c->dc->info->lid);
+  }
+  return 0;
+}
+
+/* One signalled read of a byte of the request's buffer through the flush QP. */
+static int flush_post(struct mcp_comm *c, struct mcp_request *r)
+{
+  struct ibv_send_wr wr, *bad;
+  struct ibv_sge sge;
+
+  memset(&wr, 0, sizeof(wr));
+  sge.addr = (uintptr_t)c->flush_buf;
+  sge.length = 1;
+  sge.lkey = c->flush_mr->lkey;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = (uintptr_t)r->data;
+  wr.wr.rdma.rkey = r->mh->mr->rkey;
+  wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->flush_gen, r->index);
+  return ibv_post_send(c->flush_qp, &wr, &bad);
+}
+
+void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns)
+{
+  int i;
+
+  for (i = 0; i < c->nreqs; i++) {
+    struct mcp_request *r = &c->reqs[i];
+    if (r->in_use && !r->done && r->kind == MCP_REQ_FLUSH && !r->repost) {
+      r->repost = 1;
+      c->flush_reposts++;
+    }
+  }
+  if (c->flush_qp != NULL) {
+    mcp_ibv.destroy_qp(c->flush_qp);
+    c->flush_qp = NULL;
+    c->flush_gen++; /* what the old QP still completes is not ours any more */
+  }
+  if (c->flush_lost_ns == 0)
+    c->flush_lost_ns = now_ns;
+}
+
+int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
+{
+  int timeout_s = mcp_net_config()->recovery_timeout_s, i, left = 0;
+
+  if (now_ns < c->flush_next_try_ns)
+    return 0;
+  c->flush_next_try_ns = now_ns + 100000000ull;
+  if (now_ns - c->flush_lost_ns > (uint64_t)timeout_s * 1000000000ull) {
+    mcp_comm_fail(c, ncclSystemError, "%s port %d: the loopback flush read failed and could not be made "
+                  "again within MCPNET_RECOVERY_TIMEOUT=%d s (is the port still down?)",
+                  c->dc->info->name, c->dc->info->port, timeout_s);
+    return -1;
+  }
+  if (c->flush_qp == NULL && flush_setup(c, 1) != 0)
+    return 0; /* the port is still down: the next test tries again */
+  for (i = 0; i < c->nreqs; i++) {
+    struct mcp_request *r = &c->reqs[i];
+    if (!r->in_use || r->done || r->kind != MCP_REQ_FLUSH || !r->repost)
+      continue;
+    if (flush_post(c, r) != 0) {
+      left++;
+      continue;
+    }
+    r->repost = 0;
+    c->flush_reposts--;
+  }
+  if (left == 0)
+    MCP_INFO(NCCL_NET, "%s: flush reads lost with the flush QP were posted again on a new one",
+             c->dc->info->name);
+  return 0;
 }
 
 ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
                             void **request)
 {
   struct mcp_comm *c = recv_comm;
-  struct ibv_send_wr wr, *bad;
-  struct ibv_sge sge;
   struct mcp_request *r;
   int i, last = -1, gpu = 0, rc;
 
@@ -253,7 +331,7 @@ ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
   }
   if (last < 0 || (!gpu && !mcp_net_config()->force_flush))
     return ncclSuccess;
-  if (c->flush_qp == NULL && flush_setup(c) != 0) {
+  if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
     mcp_comm_fail(c, ncclSystemError, "%s: the loopback flush QP could not be set up", c->dc->info->name);
     return ncclSystemError;
   }
@@ -267,18 +345,12 @@ ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
   r->kind = MCP_REQ_FLUSH;
   r->n = 0;
   r->pending = 1;
-  memset(&wr, 0, sizeof(wr));
-  sge.addr = (uintptr_t)c->flush_buf;
-  sge.length = 1;
-  sge.lkey = c->flush_mr->lkey;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = (uintptr_t)data[last];
-  wr.wr.rdma.rkey = ((const struct mcp_mr *)mhandles[last])->mr->rkey;
-  wr.wr_id = MCP_WR(MCP_WR_FLUSH, 0, r->index); /* the flush QP is never re-created */
-  rc = ibv_post_send(c->flush_qp, &wr, &bad);
+  r->data = data[last];
+  r->mh = mhandles[last];
+  /* While the flush QP is being replaced, this read waits with the lost ones. */
+  r->repost = c->flush_qp == NULL;
+  c->flush_reposts += r->repost;
+  rc = r->repost ? 0 : flush_post(c, r);
   if (rc != 0) {
     mcp_req_put(r);
     mcp_comm_fail(c, ncclSystemError, "%s: posting the flush read failed: %s", c->dc->info->name, strerror(rc));
