@@ -6,6 +6,8 @@
  * clear-to-send go out at once, but test reports the receive done only once its data
  * has landed, as NCCL's IB transport does. Reporting it done early lets NCCL stop
  * calling the comm, and then nothing drives the comm's recovery if the link fails.
+ * And a flush read that the adapter fails (its port went down) is posted again on a
+ * new loopback QP, never lost: NCCL would wait for it forever.
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -14,8 +16,11 @@
 #include "mcp_test.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
 
 static int nposted;
+static uint64_t last_wr_id;
 static struct ibv_wc script[8];
 static int nscript;
 
@@ -33,8 +38,10 @@ static int fake_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_
 {
   (void)qp;
   (void)bad;
-  for (; wr != NULL; wr = wr->next)
+  for (; wr != NULL; wr = wr->next) {
     nposted++;
+    last_wr_id = wr->wr_id;
+  }
   return 0;
 }
 
@@ -106,6 +113,7 @@ static void comm_free(struct mcp_comm *c)
   free(c->staging);
   free(c->rslots);
   free(c->ring_records);
+  free(c->flush_buf);
   free(c->reqs);
   free(c);
 }
@@ -178,10 +186,103 @@ static void test_batched_without_hint(void)
   comm_free(c);
 }
 
+/* Fake verbs for the flush QP's life: QPs from a small array, every transition works. */
+static struct ibv_qp flush_qps[4];
+static int ncreated, ndestroyed;
+static struct ibv_mr flush_ibmr;
+
+static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+  struct ibv_qp *qp = &flush_qps[ncreated++ % 4];
+
+  (void)pd;
+  (void)attr;
+  qp->context = &fake_ctx;
+  qp->qp_num = 0x100 + (uint32_t)ncreated;
+  return qp;
+}
+
+static int fake_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
+{
+  (void)qp;
+  (void)attr;
+  (void)mask;
+  return 0;
+}
+
+static int fake_destroy_qp(struct ibv_qp *qp)
+{
+  (void)qp;
+  ndestroyed++;
+  return 0;
+}
+
+static struct ibv_mr *fake_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint64_t iova, unsigned access)
+{
+  (void)pd;
+  (void)addr;
+  (void)len;
+  (void)iova;
+  (void)access;
+  return &flush_ibmr;
+}
+
+static void flush_done(uint64_t wr_id, enum ibv_wc_status status)
+{
+  struct ibv_wc *w = &script[nscript++];
+
+  memset(w, 0, sizeof(*w));
+  w->status = status;
+  w->opcode = IBV_WC_RDMA_READ;
+  w->wr_id = wr_id;
+}
+
+static void test_flush_lost_with_its_qp(void)
+{
+  struct mcp_comm *c = comm_make();
+  struct mcp_mr gpu = mh;
+  void *data = buf, *mhp = &gpu, *req = NULL;
+  int sizes[1] = {4096}, done = 0;
+  uint64_t first;
+
+  mcp_ibv.create_qp = fake_create_qp;
+  mcp_ibv.modify_qp = fake_modify_qp;
+  mcp_ibv.destroy_qp = fake_destroy_qp;
+  mcp_ibv.reg_mr_iova2 = fake_reg_mr;
+  /* The recovery timeout bounds the retries; the default configuration of a loaded plugin. */
+  ((struct mcp_config *)mcp_net_config())->recovery_timeout_s = 30;
+  gpu.type = NCCL_PTR_CUDA;
+  CHECK_EQ_INT(mcp_net_iflush(c, 1, &data, sizes, &mhp, &req), ncclSuccess);
+  CHECK(req != NULL);
+  CHECK_EQ_INT(ncreated, 1);
+  CHECK_EQ_INT(nposted, 1);
+  first = last_wr_id;
+  /* The port goes down: the read fails, and the QP with it. */
+  flush_done(first, IBV_WC_LOC_QP_OP_ERR);
+  CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
+  CHECK_EQ_INT(ndestroyed, 1);
+  CHECK_EQ_INT(ncreated, 2);   /* a new flush QP ... */
+  CHECK_EQ_INT(nposted, 2);    /* ... and the read posted again on it */
+  CHECK(MCP_WR_EPOCH(last_wr_id) != MCP_WR_EPOCH(first));
+  /* What the old QP still completes is dropped; the new read completes the flush. */
+  flush_done(first, IBV_WC_WR_FLUSH_ERR);
+  CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
+  flush_done(last_wr_id, IBV_WC_SUCCESS);
+  CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->flush_lost_ns, 0);
+  CHECK_EQ_INT(c->flush_reposts, 0);
+  comm_free(c);
+}
+
 int main(void)
 {
   mcp_log_set_logger(quiet);
   RUN_TEST(test_hint_waits_for_data);
   RUN_TEST(test_batched_without_hint);
+  RUN_TEST(test_flush_lost_with_its_qp);
   return TEST_EXIT();
 }
