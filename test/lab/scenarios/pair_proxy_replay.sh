@@ -10,22 +10,17 @@
 # outage) rather than pair_link_flap's 15: at 15 (134 ms) this traffic between two
 # emulated guests on a loaded host makes rxe retransmit thousands of times and end in
 # "remote invalid request" NAKs with no link fault at all.
-# The optional-completion hint stays on, as in NCCL: a receiver whose receives were all
-# released early by it makes no call on that comm until the data's flags arrive, as
-# NCCL's proxy does. GPU-like memory needs lab-lib.sh's lab_fake_peermem; where it does
-# not exist yet, host memory only.
+# The optional-completion hint stays on, as in NCCL: had mcpnet completed those receives
+# early, NCCL (and this replay) would make no call on that comm until the data's flags
+# arrived, and nothing would drive its recovery (this scenario failed that way 3 times
+# of 3 before). GPU-like memory comes from the lab's nvidia_peermem stand-in.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
 x="$LAB_XCHG/replay"
 mkdir -p "$x"
-cuda=()
-if type lab_fake_peermem > /dev/null 2>&1; then
-  lab_fake_peermem
-  cuda=(--require-cuda)
-else
-  lab_log "lab-lib.sh has no lab_fake_peermem: the replay runs with host memory only"
-fi
+lab_fake_peermem
+cuda=(--require-cuda)
 
 env NCCL_IB_TIMEOUT=17 NCCL_IB_RETRY_CNT=3 MCP_DRIVE_VERBOSE=1 \
   timeout 330 bin/mcp-proxy-replay --plugin plugin/libnccl-net-mcp.so "${cuda[@]}" --seconds 90 \
@@ -53,7 +48,5 @@ lab_grep '^replay: ok: pair mode' /tmp/replay.out "every byte verified both ways
 lab_grep 'recovered from .* in [0-9.]+ s \(round [0-9]+' /tmp/replay.err "this host logged a recovery"
 lab_grep 'PXN sends ahead of another rank: [1-9][0-9]* tried' /tmp/replay.out "a PXN rank sent ahead of another's step"
 lab_grep 'hint receives [1-9]' /tmp/replay.out "LL/LL128 receives with the optional-completion hint"
-if [ ${#cuda[@]} -gt 0 ]; then
-  lab_grep 'memory: GPU-like' /tmp/replay.out "SIMPLE and LL128 buffers were GPU-like (NCCL_PTR_CUDA)"
-  lab_grep 'iflush [1-9]' /tmp/replay.out "iflush where NCCL calls it"
-fi
+lab_grep 'memory: GPU-like' /tmp/replay.out "SIMPLE and LL128 buffers were GPU-like (NCCL_PTR_CUDA)"
+lab_grep 'iflush [1-9]' /tmp/replay.out "iflush where NCCL calls it"

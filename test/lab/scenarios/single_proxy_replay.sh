@@ -6,18 +6,13 @@
 # with its own pace, so a rank's step k+1 comes before another's step k; maxRecvs-grouped
 # receives whose n shrinks; iflush into GPU-like memory; regMr/deregMr during traffic.
 # Every byte is checked; a NULL request is retried, an error through the ABI fails.
-# GPU-like memory (NCCL_PTR_CUDA registrations made unreadable) needs the fake
-# nvidia_peermem module; where lab-lib.sh has no lab_fake_peermem yet, host memory only.
+# GPU-like memory: NCCL_PTR_CUDA registrations made unreadable, through the lab's
+# nvidia_peermem stand-in.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
-cuda=()
-if type lab_fake_peermem > /dev/null 2>&1; then
-  lab_fake_peermem
-  cuda=(--require-cuda)
-else
-  lab_log "lab-lib.sh has no lab_fake_peermem: the replay runs with host memory only"
-fi
+lab_fake_peermem
+cuda=(--require-cuda)
 
 # replay NAME ARGS...: runs the replay, fails the scenario with its output if it fails.
 replay() {
@@ -41,10 +36,8 @@ lab_grep 'PXN irecvs by n: 3: [1-9][0-9]*, 2: [1-9][0-9]*, 1: [1-9]' /tmp/pxn.ou
 lab_grep 'hint receives [1-9]' /tmp/pxn.out "LL/LL128 receives with the optional-completion hint"
 lab_grep '0-byte steps [1-9]' /tmp/pxn.out "0-byte steps"
 lab_grep 'extra regMr [1-9]' /tmp/pxn.out "registrations from the service thread during traffic"
-if [ ${#cuda[@]} -gt 0 ]; then
-  lab_grep 'memory: GPU-like' /tmp/pxn.out "SIMPLE and LL128 buffers were GPU-like (NCCL_PTR_CUDA)"
-  lab_grep 'iflush [1-9]' /tmp/pxn.out "iflush where NCCL calls it"
-fi
+lab_grep 'memory: GPU-like' /tmp/pxn.out "SIMPLE and LL128 buffers were GPU-like (NCCL_PTR_CUDA)"
+lab_grep 'iflush [1-9]' /tmp/pxn.out "iflush where NCCL calls it"
 # maxRecvs 2: the three ranks split into a group of two and a group of one on one comm.
 replay split --seconds 25 --max-recvs 2 self
 lab_grep 'PXN irecvs by n: 3: 0, 2: [1-9][0-9]*, 1: [1-9]' /tmp/split.out "groups of at most 2 on one comm"
