@@ -40,16 +40,25 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     return 0;
   c->next_alive_check_ns = now + ALIVE_CHECK_NS;
   mcp_oob_poll(100);
+  /* Only callers that wait get here. A peer that exits or closes right after its last
+   * receive leaves completions in our queue behind its FIN or CLOSE: take them all, and
+   * when that finished anything, let the caller look again before the peer's going
+   * counts as lost work (the next check, 100 ms on, decides). */
+  if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer)) {
+    int n, got = 0;
+    while ((n = mcp_xfer_poll(c)) > 0)
+      got += n;
+    if (c->error != 0)
+      return -1;
+    if (got > 0)
+      return 0;
+  }
   if (atomic_load(&c->stream->dead)) {
     mcp_comm_fail(c, ncclRemoteError, "%s %s: %s", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->peer_name, c->stream->dead_reason);
     return -1;
   }
-  /* Only callers that wait get here. Completions may still sit in the queue behind the
-   * CLOSE: take them all before declaring the pending work lost. */
   if (atomic_load(&c->stream->closed_by_peer)) {
-    while (mcp_xfer_poll(c) > 0)
-      ;
     mcp_comm_fail(c, ncclRemoteError, "%s %s: the peer closed its end of this connection with work "
                   "still pending here", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->peer_name);

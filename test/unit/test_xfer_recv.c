@@ -7,7 +7,8 @@
  * has landed, as NCCL's IB transport does. Reporting it done early lets NCCL stop
  * calling the comm, and then nothing drives the comm's recovery if the link fails.
  * And a flush read that the adapter fails (its port went down) is posted again on a
- * new loopback QP, never lost: NCCL would wait for it forever.
+ * new loopback QP, never lost: NCCL would wait for it forever. And a receive whose
+ * data landed just before the peer closed is complete, not lost work.
  */
 #include <arpa/inet.h>
 #include <stdarg.h>
@@ -21,7 +22,7 @@
 
 static int nposted;
 static uint64_t last_wr_id;
-static struct ibv_wc script[8];
+static struct ibv_wc script[32];
 static int nscript;
 
 static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
@@ -278,11 +279,44 @@ static void test_flush_lost_with_its_qp(void)
   comm_free(c);
 }
 
+/* The peer received its last message, closed, and its CLOSE reached us before we polled
+ * the completion of ours, behind 16 others: the work finished; nothing failed. */
+static void test_completion_behind_peer_close(void)
+{
+  struct mcp_comm *c = comm_make();
+  struct mcp_oob_stream *st = calloc(1, sizeof(*st));
+  int done = 0, sizes[1] = {-1}, i;
+  void *r;
+
+  c->stream = st;
+  r = post(c, 0, 4096);
+  for (i = 0; i < MCP_CQ_BATCH; i++) { /* signalled clear-to-send writes, say */
+    struct ibv_wc *w = &script[nscript++];
+    memset(w, 0, sizeof(*w));
+    w->status = IBV_WC_SUCCESS;
+    w->wr_id = MCP_WR(MCP_WR_CTS, 0, 0);
+  }
+  land(1, 100);
+  atomic_store(&st->closed_by_peer, 1);
+  c->next_alive_check_ns = 0;
+  CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(sizes[0], 100);
+  CHECK_EQ_INT(c->error, 0);
+  /* Work still pending when the peer has closed is reported, on the next check. */
+  r = post(c, 0, 4096);
+  c->next_alive_check_ns = 0;
+  CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclRemoteError);
+  free(st);
+  comm_free(c);
+}
+
 int main(void)
 {
   mcp_log_set_logger(quiet);
   RUN_TEST(test_hint_waits_for_data);
   RUN_TEST(test_batched_without_hint);
   RUN_TEST(test_flush_lost_with_its_qp);
+  RUN_TEST(test_completion_behind_peer_close);
   return TEST_EXIT();
 }
