@@ -129,9 +129,11 @@ static void buf_access(void *p, size_t cap, int open)
   }
 }
 
-/* What was running, for the crash report: a CPU access to a hidden buffer is a SIGSEGV. */
+/* What was running, for the crash report: a CPU access to a hidden buffer is a SIGSEGV.
+ * The size is per thread ('threads' drives links from several), and the handler runs on
+ * the thread that faulted. */
 static const char *volatile cur_test = "setup";
-static volatile size_t cur_size;
+static _Thread_local volatile size_t cur_size;
 
 static void gpu_segv(int sig, siginfo_t *si, void *uc)
 {
