@@ -1,0 +1,89 @@
+#!/bin/bash
+# check-layers.sh - src/ is a stack: a file may use only what its own folder or a folder
+# below it defines, so a change in an upper layer cannot break a lower one and a lower
+# one can be tested without the layers above it.
+#
+#   core (0) < fabric (1) < conn (2) < xfer (3) < net (4)
+#
+# plugin/ and tools/ sit above all of them and are not checked. An upper layer that a
+# lower one must reach (an async event reaching a link, a recovery asking for a replay)
+# does it through a callback it registers, which this check cannot see and allows.
+#
+# The check reads the objects of the internal library (nm: what each defines, what
+# each needs) rather than the sources, so macros and static inline helpers in headers
+# are judged by what they really call. Objects whose source file no longer exists (a
+# file moved to another folder, an old object left in the build tree) are skipped.
+#
+# Usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]
+#   BUILD_DIR: the CMake build folder (its CMakeFiles/mcpnet_core.dir/src/<folder>/*.o);
+#   SOURCE_ROOT defaults to the repository this script lives in.
+# Prints one line per violation, e.g.
+#   src/conn/mcp_conn_setup.c calls mcp_req_pool_init (xfer, above conn)
+# and exits 1 when there is any.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=${1:?usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]}
+root=${2:-$(dirname "$here")}
+objdir=$build/CMakeFiles/mcpnet_core.dir/src
+layers="core fabric conn xfer net"
+
+command -v nm >/dev/null || { echo "check-layers: nm (binutils) is needed"; exit 1; }
+[ -d "$objdir" ] || { echo "check-layers: $objdir is missing: build the project first"; exit 1; }
+
+rank() {
+  local i=0 l
+  for l in $layers; do
+    [ "$l" = "$1" ] && { echo $i; return; }
+    i=$((i + 1))
+  done
+  echo -1
+}
+
+# Every folder under src/ must have a place in the stack: a new one is a decision.
+objs=()
+for dir in "$root"/src/*/; do
+  folder=$(basename "$dir")
+  if [ "$(rank "$folder")" -lt 0 ]; then
+    echo "check-layers: src/$folder is not in the stack ($layers): add it to $0"
+    exit 1
+  fi
+done
+while IFS= read -r -d '' o; do
+  rel=${o#"$objdir"/}       # conn/mcp_conn_setup.c.o
+  src=src/${rel%.o}
+  [ -f "$root/$src" ] && objs+=("$o")
+done < <(find "$objdir" -name '*.c.o' -print0 | sort -z)
+nsrc=$(find "$root/src" -name '*.c' | wc -l)
+if [ ${#objs[@]} -ne "$nsrc" ]; then
+  echo "check-layers: $nsrc source files under src/ but ${#objs[@]} objects in $objdir: build first"
+  exit 1
+fi
+
+# "folder file kind symbol": kind D (defined: T function, other data) or U (needed).
+nm -o "${objs[@]}" | awk -v objdir="$objdir/" '
+  {
+    file = $1; sub(/:.*/, "", file); sub(objdir, "", file); sub(/\.o$/, "", file)
+    folder = file; sub(/\/.*/, "", folder)
+    if (NF == 3 && $2 == "U") print folder, "src/" file, "U", $3
+    else if (NF == 3 && $2 ~ /^[TDBRCVW]$/) print folder, "src/" file, ($2 == "T" ? "F" : "D"), $3
+    else if (NF == 4 && $3 ~ /^[TDBRCVW]$/) print folder, "src/" file, ($3 == "T" ? "F" : "D"), $4
+  }' | awk -v layers="$layers" '
+  BEGIN { n = split(layers, l, " "); for (i = 1; i <= n; i++) rank[l[i]] = i }
+  { rec[NR] = $0; if ($3 != "U") { owner[$4] = $1; isfn[$4] = ($3 == "F") } }
+  END {
+    bad = 0
+    for (i = 1; i <= NR; i++) {
+      split(rec[i], f, " ")
+      if (f[3] != "U" || !(f[4] in owner)) continue
+      if (rank[owner[f[4]]] > rank[f[1]]) {
+        printf "%s %s %s (%s, above %s)\n", f[2], isfn[f[4]] ? "calls" : "uses", f[4], owner[f[4]], f[1]
+        bad++
+      }
+    }
+    if (bad > 0) {
+      printf "check-layers: %d use(s) of an upper layer; go through a callback the upper layer registers\n", bad
+      exit 1
+    }
+  }'
+echo "check-layers: ${#objs[@]} objects in $layers order, no upward use"
