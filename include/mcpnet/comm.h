@@ -23,6 +23,7 @@
 
 #include "mcpnet/devctx.h"
 #include "mcpnet/fabric_counters.h"
+#include "mcpnet/fabric_process.h"
 #include "mcpnet/net.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/wire.h"
@@ -255,15 +256,12 @@ struct mcp_listen_comm {
   struct mcp_comm *accepting;
 };
 
-/* The per-communicator context init returns (mcp_net.c); NULL for the v8-v10 shims. */
-struct mcp_ctx;
-int mcp_ctx_traffic_class(const void *ctx);
-
-/* The process-wide state the comms use (mcp_net.c). */
-const struct mcp_fabric *mcp_net_fabric(void);
-const struct mcp_config *mcp_net_config(void);
-void mcp_net_comm_ref(void);
-void mcp_net_comm_unref(void);
+/* Listen, connect and accept (mcp_conn_setup.c): the work behind net's entry points of
+ * the same names, with the traffic class net resolved from the context or the config. */
+ncclResult_t mcp_conn_listen(int dev, int traffic_class, void *handle, void **listen_comm);
+ncclResult_t mcp_conn_close_listen(void *listen_comm);
+ncclResult_t mcp_conn_connect(int dev, int traffic_class, void *handle, void **send_comm);
+ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm);
 
 /* Queue pair bring-up (mcp_conn_qp.c). */
 int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth);
@@ -324,7 +322,13 @@ int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);
 struct mcp_request *mcp_req_get(struct mcp_comm *c);
 void mcp_req_put(struct mcp_request *r);
 
-/* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_poll.c). */
+/* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_poll.c): the work behind
+ * net's isend, irecv, iflush and test. */
+ncclResult_t mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
+ncclResult_t mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                            void **request);
+ncclResult_t mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request);
+ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes);
 int mcp_xfer_poll(struct mcp_comm *c);
 int mcp_xfer_check_alive(struct mcp_comm *c);
 

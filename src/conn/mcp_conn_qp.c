@@ -35,7 +35,7 @@ void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...)
   va_end(ap);
   c->error = code;
   MCP_WARN("%s", c->errmsg);
-  if (mcp_net_config()->abort_on_error) {
+  if (mcp_param_process()->abort_on_error) {
     MCP_WARN("MCPNET_ABORT_ON_ERROR=1: aborting for a core dump");
     abort();
   }
@@ -95,7 +95,7 @@ int mcp_qp_create_qps(struct mcp_comm *c)
       return -1;
     }
     c->max_inline = (int)init.cap.max_inline_data;
-    c->data_inline = c->max_inline < mcp_net_config()->inline_bytes ? c->max_inline : mcp_net_config()->inline_bytes;
+    c->data_inline = c->max_inline < mcp_param_process()->inline_bytes ? c->max_inline : mcp_param_process()->inline_bytes;
     c->psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;
@@ -137,7 +137,7 @@ static void fill_av(const struct mcp_comm *c, int sgid_index, struct ibv_ah_attr
 static int qp_to_rts(const struct mcp_comm *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                      uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   const struct mcp_net_dev *d = c->dc->info;
   struct ibv_qp_attr attr;
   char lgid[64], rgid[64];
@@ -362,7 +362,7 @@ uint32_t mcp_version_number(void)
 
 void mcp_comm_fill_endpoint(struct mcp_comm *c)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   const struct mcp_net_dev *d = c->dc->info;
   struct mcp_wire_endpoint *ep = &c->local;
   int i;
@@ -446,5 +446,5 @@ static void comm_free(struct mcp_comm *c)
   free(c->rslots);
   free(c);
   mcp_oob_release();
-  mcp_net_comm_unref();
+  mcp_fabric_comm_unref();
 }

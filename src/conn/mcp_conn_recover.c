@@ -73,7 +73,7 @@ int mcp_recover_status_recoverable(int wc_status)
 
 static void rec_fail(struct mcp_comm *c, const char *what)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
 
   c->rec.phase = MCP_REC_NONE;
@@ -164,7 +164,7 @@ static int send_recover(struct mcp_comm *c, uint32_t step)
 /* Starts round `round` (the peer's, when it asked first). */
 static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   uint64_t now = mono_ns();
 
   if (c->rec.phase == MCP_REC_NONE) {
@@ -399,7 +399,7 @@ void mcp_recover_check_events(struct mcp_comm *c)
                   dir_words(c), c->peer_name, c->dc->info->ibdev);
     return;
   }
-  if (mcp_net_config()->recovery_timeout_s <= 0)
+  if (mcp_param_process()->recovery_timeout_s <= 0)
     return; /* without recovery, completions with errors decide */
   gen = atomic_load(&c->dc->port_err_gen);
   if (gen != c->port_err_seen) {

@@ -78,7 +78,7 @@ static void *ring_alloc(size_t bytes)
 /* The parts of a comm that do not depend on the peer. */
 static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   struct mcp_comm *c = calloc(1, sizeof(*c));
 
   if (c == NULL)
@@ -87,13 +87,13 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
     free(c);
     return NULL;
   }
-  mcp_net_comm_ref();
+  mcp_fabric_comm_ref();
   c->kind = kind;
   c->dev = dev;
   c->traffic_class = traffic_class;
   c->seq = 1;
   c->cts_batch = cfg->cts_batch;
-  c->dc = mcp_devctx_get(mcp_net_fabric(), dev);
+  c->dc = mcp_devctx_get(mcp_fabric_process(), dev);
   if (c->dc == NULL)
     goto fail;
   c->port_err_seen = atomic_load(&c->dc->port_err_gen); /* events before this comm are not its */
@@ -243,10 +243,9 @@ static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, cha
   return 0;
 }
 
-ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm)
+ncclResult_t mcp_conn_listen(int dev, int traffic_class, void *handle, void **listen_comm)
 {
-  struct mcp_ctx *x = ctx;
-  const struct mcp_fabric *fab = mcp_net_fabric();
+  const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_listen_comm *lc;
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
@@ -260,14 +259,14 @@ ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm
   lc = calloc(1, sizeof(*lc));
   if (lc == NULL)
     return ncclSystemError;
-  if (mcp_oob_acquire(mcp_net_config()) != 0) {
+  if (mcp_oob_acquire(mcp_param_process()) != 0) {
     free(lc);
     return ncclSystemError;
   }
-  mcp_net_comm_ref();
+  mcp_fabric_comm_ref();
   lc->kind = MCP_COMM_LISTEN;
   lc->dev = dev;
-  lc->traffic_class = mcp_ctx_traffic_class(x);
+  lc->traffic_class = traffic_class;
   lc->listener = mcp_oob_listener_add();
   if (lc->listener == NULL)
     goto fail;
@@ -284,11 +283,11 @@ ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm
   *listen_comm = lc;
   return ncclSuccess;
 fail:
-  mcp_net_close_listen(lc);
+  mcp_conn_close_listen(lc);
   return ncclSystemError;
 }
 
-ncclResult_t mcp_net_close_listen(void *listen_comm)
+ncclResult_t mcp_conn_close_listen(void *listen_comm)
 {
   struct mcp_listen_comm *lc = listen_comm;
 
@@ -300,19 +299,17 @@ ncclResult_t mcp_net_close_listen(void *listen_comm)
     mcp_oob_listener_remove(lc->listener);
   free(lc);
   mcp_oob_release();
-  mcp_net_comm_unref();
+  mcp_fabric_comm_unref();
   return ncclSuccess;
 }
 
-static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_config *config,
-                                      const void *handle, ncclResult_t *rc)
+static struct mcp_comm *connect_start(int dev, int tc, const void *handle, ncclResult_t *rc)
 {
-  const struct mcp_fabric *fab = mcp_net_fabric();
+  const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
   char err[MCP_WIRE_ERRLEN];
   struct mcp_comm *c;
-  int tc = config != NULL ? config->traffic_class : mcp_ctx_traffic_class(ctx);
 
   if (fab == NULL || dev < 0 || dev >= fab->ndev) {
     MCP_WARN("connect on device %d: there are %d device(s)", dev, fab ? fab->ndev : 0);
@@ -491,8 +488,7 @@ static int connect_step(struct mcp_comm *c)
   return 0;
 }
 
-ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config, void *handle,
-                             void **send_comm)
+ncclResult_t mcp_conn_connect(int dev, int traffic_class, void *handle, void **send_comm)
 {
   struct connect_tail *tail = (struct connect_tail *)((char *)handle + MCP_WIRE_HANDLE_TAIL_OFFSET);
   ncclResult_t rc = ncclSuccess;
@@ -501,7 +497,7 @@ ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *c
 
   *send_comm = NULL;
   if (tail->magic != CONNECT_TAIL_MAGIC) {
-    c = connect_start(ctx, dev, config, handle, &rc);
+    c = connect_start(dev, traffic_class, handle, &rc);
     if (c == NULL)
       return rc;
     tail->magic = CONNECT_TAIL_MAGIC;
@@ -557,7 +553,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   }
   c->remote_ring = r->ring_addr;
   c->remote_rkey = r->ring_rkey;
-  c->deadline_ns = now_ns() + (uint64_t)mcp_net_config()->connect_timeout_s * 1000000000ull;
+  c->deadline_ns = now_ns() + (uint64_t)mcp_param_process()->connect_timeout_s * 1000000000ull;
   if (qp_thread_start(c) != 0)
     goto fail;
   lc->accepting = c;
@@ -565,7 +561,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
 fail:
   if (c->error == 0) {
     MCP_WARN("accept on %s from %s failed while setting up the connection",
-             mcp_net_fabric()->dev[lc->dev].name, c->peer_name);
+             mcp_fabric_process()->dev[lc->dev].name, c->peer_name);
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not set up its QPs (see its log)");
   }
   mcp_comm_destroy(c);
@@ -602,7 +598,7 @@ static void accept_answer(struct mcp_comm *c)
   c->state = ST_WAIT_READY;
 }
 
-ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
+ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm)
 {
   struct mcp_listen_comm *lc = listen_comm;
   struct mcp_oob_request *req;
@@ -650,7 +646,7 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
     if (now_ns() <= c->deadline_ns)
       return ncclSuccess;
     mcp_comm_fail(c, ncclRemoteError, "accept from %s: the queue pairs were not connected within "
-                  "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_net_config()->connect_timeout_s);
+                  "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_param_process()->connect_timeout_s);
   }
   lc->accepting = NULL;
   if (c->error != 0) {

@@ -604,7 +604,7 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
    * its MCPNET_RECOVERY_TIMEOUT to ride out a link outage. */
   oob.keepalive_s = cfg->recovery_timeout_s + 30 > 60 ? (unsigned)cfg->recovery_timeout_s + 30 : 60;
   /* The rank discovery resolved (MCPNET_LOCAL_RANK, LOCAL_RANK, ...), for the peer's messages. */
-  oob.local_rank = mcp_net_fabric() != NULL ? mcp_net_fabric()->local_rank : cfg->local_rank;
+  oob.local_rank = mcp_fabric_process() != NULL ? mcp_fabric_process()->local_rank : cfg->local_rank;
   MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel listens on %s (%s: %s), backlog %d",
            mcp_sockaddr_format(&oob.local, addr, sizeof(addr)), choice.name, choice.reason,
            mcp_sock_listen_backlog());

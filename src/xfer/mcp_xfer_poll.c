@@ -71,7 +71,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     mcp_recover_check_events(c);
   if (c->error != 0)
     return -1;
-  mcp_xfer_watchdog(c, now, mcp_net_config()->watchdog_s);
+  mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
   return 0;
 }
 
@@ -144,7 +144,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
     return;
   }
   cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
-  if (mcp_net_config()->abort_on_error) /* the failure below aborts: say it first */
+  if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
     MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
   mcp_comm_fail(c, ncclRemoteError, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
@@ -154,7 +154,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
                 : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive"
                 : MCP_WR_KIND(wc->wr_id) == MCP_WR_FLUSH ? "flush read" : "data write",
                 c->seq, c->dc->info->name, c->dc->info->port, c->dc->info->gid.index, c->dc->info->gid.text,
-                mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt, mcp_cnt_cause_name(cause));
+                mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt, mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
 }
 
@@ -162,7 +162,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
 {
   if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
     return;
-  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0 &&
+  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
       !atomic_load(&c->stream->dead) && !atomic_load(&c->stream->closed_by_peer)) {
     char why[256];
     if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_CONNECTING && c->rec.phase != MCP_REC_WAIT_READY)
@@ -206,7 +206,7 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
       c->flush_lost_ns = 0; /* the new flush QP works */
     return;
   }
-  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0) {
+  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0) {
     mcp_xfer_flush_lost(c, coarse_ns());
     return;
   }
@@ -261,7 +261,7 @@ int mcp_xfer_poll(struct mcp_comm *c)
   return n;
 }
 
-ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
+ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes)
 {
   struct mcp_request *r = request;
   struct mcp_comm *c;

@@ -124,8 +124,8 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
   return 0;
 }
 
-ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                           void **mhandles, void **request)
+ncclResult_t mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                            void **mhandles, void **request)
 {
   struct mcp_comm *c = recv_comm;
   int optional = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
@@ -227,7 +227,7 @@ static int flush_setup(struct mcp_comm *c, int quiet)
   }
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = (uint16_t)mcp_net_config()->ib_pkey_index;
+  attr.pkey_index = (uint16_t)mcp_param_process()->ib_pkey_index;
   attr.port_num = (uint8_t)c->dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   if (mcp_ibv.modify_qp(c->flush_qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
@@ -282,7 +282,7 @@ void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns)
 
 int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
 {
-  int timeout_s = mcp_net_config()->recovery_timeout_s, i, left = 0;
+  int timeout_s = mcp_param_process()->recovery_timeout_s, i, left = 0;
 
   if (now_ns < c->flush_next_try_ns)
     return 0;
@@ -312,8 +312,8 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
   return 0;
 }
 
-ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-                            void **request)
+ncclResult_t mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                             void **request)
 {
   struct mcp_comm *c = recv_comm;
   struct mcp_request *r;
@@ -329,7 +329,7 @@ ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
       gpu |= mh->type == NCCL_PTR_CUDA;
     }
   }
-  if (last < 0 || (!gpu && !mcp_net_config()->force_flush))
+  if (last < 0 || (!gpu && !mcp_param_process()->force_flush))
     return ncclSuccess;
   if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
     mcp_comm_fail(c, ncclSystemError, "%s: the loopback flush QP could not be set up", c->dc->info->name);

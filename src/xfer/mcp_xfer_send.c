@@ -135,8 +135,8 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   return post(c, (int)(ss->seq % (uint32_t)c->nqps), &wr);
 }
 
-ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                           void **request)
+ncclResult_t mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                            void **request)
 {
   struct mcp_comm *c = send_comm;
   uint32_t seq = c->seq;

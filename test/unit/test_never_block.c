@@ -141,7 +141,7 @@ static struct mcp_comm *comm_connecting(void)
   c->rec.start_ns = fake_now;
   c->rec.deadline_ns = fake_now + 6000000000ull;
   snprintf(c->rec.cause, sizeof(c->rec.cause), "a fake link went down");
-  mcp_net_comm_ref(); /* the comm's, given back when it is freed */
+  mcp_fabric_comm_ref(); /* the comm's, given back when it is freed */
   return c;
 }
 

@@ -251,7 +251,7 @@ static void test_flush_lost_with_its_qp(void)
   mcp_ibv.destroy_qp = fake_destroy_qp;
   mcp_ibv.reg_mr_iova2 = fake_reg_mr;
   /* The recovery timeout bounds the retries; the default configuration of a loaded plugin. */
-  ((struct mcp_config *)mcp_net_config())->recovery_timeout_s = 30;
+  ((struct mcp_config *)mcp_param_process())->recovery_timeout_s = 30;
   gpu.type = NCCL_PTR_CUDA;
   CHECK_EQ_INT(mcp_net_iflush(c, 1, &data, sizes, &mhp, &req), ncclSuccess);
   CHECK(req != NULL);
