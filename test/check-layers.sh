@@ -27,6 +27,11 @@ build=${1:?usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]}
 root=${2:-$(dirname "$here")}
 objdir=$build/CMakeFiles/mcpnet_core.dir/src
 layers="core fabric conn xfer net"
+# Known upward uses being removed on another branch: "file symbol". Each must still
+# occur (a stale entry fails the check too), so the list only shrinks.
+#  - the rank-map grammar moves from fabric into core with the config work (issue #13,
+#    "configuration parsed once"); remove this line when that lands.
+allowed="src/core/mcp_param_table.c mcp_rankmap_parse"
 
 command -v nm >/dev/null || { echo "check-layers: nm (binutils) is needed"; exit 1; }
 [ -d "$objdir" ] || { echo "check-layers: $objdir is missing: build the project first"; exit 1; }
@@ -68,8 +73,11 @@ nm -o "${objs[@]}" | awk -v objdir="$objdir/" '
     if (NF == 3 && $2 == "U") print folder, "src/" file, "U", $3
     else if (NF == 3 && $2 ~ /^[TDBRCVW]$/) print folder, "src/" file, ($2 == "T" ? "F" : "D"), $3
     else if (NF == 4 && $3 ~ /^[TDBRCVW]$/) print folder, "src/" file, ($3 == "T" ? "F" : "D"), $4
-  }' | awk -v layers="$layers" '
-  BEGIN { n = split(layers, l, " "); for (i = 1; i <= n; i++) rank[l[i]] = i }
+  }' | awk -v layers="$layers" -v allowed="$allowed" '
+  BEGIN {
+    n = split(layers, l, " "); for (i = 1; i <= n; i++) rank[l[i]] = i
+    na = split(allowed, a, "\n"); for (i = 1; i <= na; i++) if (a[i] != "") allow[a[i]] = 0
+  }
   { rec[NR] = $0; if ($3 != "U") { owner[$4] = $1; isfn[$4] = ($3 == "F") } }
   END {
     bad = 0
@@ -77,12 +85,18 @@ nm -o "${objs[@]}" | awk -v objdir="$objdir/" '
       split(rec[i], f, " ")
       if (f[3] != "U" || !(f[4] in owner)) continue
       if (rank[owner[f[4]]] > rank[f[1]]) {
+        if ((f[2] " " f[4]) in allow) { allow[f[2] " " f[4]]++; continue }
         printf "%s %s %s (%s, above %s)\n", f[2], isfn[f[4]] ? "calls" : "uses", f[4], owner[f[4]], f[1]
         bad++
       }
     }
+    for (k in allow)
+      if (allow[k] == 0) {
+        printf "check-layers: the allowed upward use \"%s\" no longer occurs: remove it from the list\n", k
+        bad++
+      }
     if (bad > 0) {
-      printf "check-layers: %d use(s) of an upper layer; go through a callback the upper layer registers\n", bad
+      printf "check-layers: %d problem(s); an upper layer is reached only through a callback it registers\n", bad
       exit 1
     }
   }'

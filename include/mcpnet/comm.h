@@ -147,9 +147,26 @@ struct mcp_recovery {
 
 enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
 
+/* What the layer above the link (xfer) hands it when a comm is created, so conn never
+ * calls up (mcp_xfer_link.c). alloc makes the upper layer's state of the comm before
+ * its QPs exist (the ring the handshake names, requests); release frees it with the
+ * comm's last reference. Recovery: poll drains the completions of the old QPs (> 0
+ * while there are some), fail_wc fails the comm with a completion's diagnosis,
+ * done_table fills the receive side's table of finished slots for the peer, replay
+ * posts again what the lost QPs never completed (done: the peer's table). */
+struct mcp_link_ops {
+  int (*alloc)(struct mcp_comm *c);
+  void (*release)(struct mcp_comm *c);
+  int (*poll)(struct mcp_comm *c);
+  void (*fail_wc)(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone);
+  void (*done_table)(const struct mcp_comm *c, uint32_t *done);
+  int (*replay)(struct mcp_comm *c, const uint32_t *done);
+};
+
 struct mcp_comm {
   int kind;
   int dev;
+  const struct mcp_link_ops *ops;  /* the layer above, served by the link (never NULL once set up) */
   struct mcp_devctx *dc;
   struct mcp_oob_stream *stream;
   int traffic_class;
@@ -252,15 +269,18 @@ struct mcp_listen_comm {
   int kind;                 /* MCP_COMM_LISTEN */
   int dev;
   int traffic_class;
+  const struct mcp_link_ops *ops; /* handed to every comm it accepts */
   struct mcp_oob_listener *listener;
   struct mcp_comm *accepting;
 };
 
 /* Listen, connect and accept (mcp_conn_setup.c): the work behind net's entry points of
  * the same names, with the traffic class net resolved from the context or the config. */
-ncclResult_t mcp_conn_listen(int dev, int traffic_class, void *handle, void **listen_comm);
+ncclResult_t mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                             void **listen_comm);
 ncclResult_t mcp_conn_close_listen(void *listen_comm);
-ncclResult_t mcp_conn_connect(int dev, int traffic_class, void *handle, void **send_comm);
+ncclResult_t mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                              void **send_comm);
 ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm);
 
 /* Queue pair bring-up (mcp_conn_qp.c). */
@@ -296,6 +316,8 @@ void mcp_recover_poll_stream(struct mcp_comm *c);
 /* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
  * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
 void mcp_recover_check_events(struct mcp_comm *c);
+/* The handler conn registers with fabric for a QP's async event (comm: the QP's context). */
+void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
 /* A failed completion that may mean the peer process died: isend/irecv/test route to
  * mcp_recover_progress, which fails the comm as soon as the out-of-band connection says
  * the peer is gone, or with the completion's diagnosis after 200 ms (mcp_xfer_fail_wc). */
@@ -317,6 +339,9 @@ int mcp_xfer_recv_landed(struct mcp_comm *c);
 void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns);
 int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns);
 
+/* xfer's side of every comm, handed to conn by net (mcp_xfer_link.c). */
+extern const struct mcp_link_ops mcp_xfer_link_ops;
+
 /* Requests (mcp_xfer_req.c). */
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);
 struct mcp_request *mcp_req_get(struct mcp_comm *c);
@@ -332,11 +357,9 @@ ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes);
 int mcp_xfer_poll(struct mcp_comm *c);
 int mcp_xfer_check_alive(struct mcp_comm *c);
 
-/* Health (mcp_xfer_health.c). counters_base snapshots the port's error counters (the
- * setup thread calls it); wc_diagnose writes the port state, what moved since and the
+/* Health (mcp_xfer_health.c). wc_diagnose writes the port state, what moved since and the
  * likely cause of a failed completion; watchdog runs from the 100 ms liveness check and
  * returns 1 when it reported a stall. */
-void mcp_xfer_counters_base(struct mcp_comm *c);
 enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, int wc_status, char *buf, size_t len);
 int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds);
 size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t len);

@@ -221,13 +221,22 @@ static void job_unref(struct mcp_qp_job *j)
   comm_unref(c);
 }
 
+/* The port's error counters when the comm connected, for a failed completion's WARN
+ * (mcp_xfer_wc_diagnose compares with them). Read from sysfs, so off NCCL's thread. */
+static void counters_base(struct mcp_comm *c)
+{
+  const struct mcp_net_dev *d = c->dc->info;
+
+  c->cnt_base_ok = mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &c->cnt_base) == 0;
+}
+
 static void *job_main(void *arg)
 {
   struct mcp_qp_job *j = arg;
   int i, ok = 1;
 
   if (j->first)
-    mcp_xfer_counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
+    counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
   for (i = 0; i < j->nqps && ok; i++)
     ok = qp_to_rts(j->c, j->sgid_index, j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid, j->dlid) == 0;
   atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
@@ -402,15 +411,6 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
   ep->fp.max_message = (uint32_t)MCP_MAX_P2P_BYTES;
 }
 
-static void free_ring(struct ibv_mr **mr, void **mem)
-{
-  if (*mr != NULL)
-    mcp_ibv.dereg_mr(*mr);
-  *mr = NULL;
-  free(*mem);
-  *mem = NULL;
-}
-
 void mcp_comm_destroy(struct mcp_comm *c)
 {
   if (c == NULL)
@@ -432,18 +432,12 @@ static void comm_free(struct mcp_comm *c)
   for (i = 0; i < c->nqps; i++)
     if (c->qp[i] != NULL)
       mcp_ibv.destroy_qp(c->qp[i]);
-  if (c->flush_qp != NULL)
-    mcp_ibv.destroy_qp(c->flush_qp);
+  /* The upper layer's state (its flush QP shares the CQ) goes before the CQ. */
+  if (c->ops != NULL)
+    c->ops->release(c);
   if (c->cq != NULL)
     mcp_ibv.destroy_cq(c->cq);
-  free_ring(&c->ring_mr, &c->ring);
-  free_ring(&c->staging_mr, (void **)&c->staging);
-  free_ring(&c->records_mr, (void **)&c->records);
-  free_ring(&c->flush_mr, (void **)&c->flush_buf);
   mcp_devctx_put(c->dc);
-  free(c->reqs);
-  free(c->sslots);
-  free(c->rslots);
   free(c);
   mcp_oob_release();
   mcp_fabric_comm_unref();

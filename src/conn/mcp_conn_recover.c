@@ -118,7 +118,7 @@ static int rebuild_qps(struct mcp_comm *c)
   /* The destroyed QPs add nothing more to the CQ. What they completed successfully
    * still counts: a receive whose data landed was acknowledged, so its sender may have
    * finished with it and will not write it again. Errors are ignored (phase is set). */
-  while (c->error == 0 && mcp_xfer_poll(c) > 0)
+  while (c->error == 0 && c->ops->poll(c) > 0)
     ;
   if (c->error != 0)
     return -1;
@@ -155,7 +155,7 @@ static int send_recover(struct mcp_comm *c, uint32_t step)
   m.u.recover.step = step;
   m.u.recover.next_seq = c->seq;
   if (c->kind == MCP_COMM_RECV)
-    mcp_xfer_recv_done_table(c, m.u.recover.done);
+    c->ops->done_table(c, m.u.recover.done);
   mcp_comm_fill_endpoint(c);
   m.u.recover.ep = c->local;
   return mcp_oob_stream_send(c->stream, &m);
@@ -276,7 +276,7 @@ static int connect_round(struct mcp_comm *c)
 static int finish_round(struct mcp_comm *c)
 {
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
-  int rc = c->kind == MCP_COMM_SEND ? mcp_xfer_send_replay(c, c->rec.peer.done) : mcp_xfer_recv_replay(c);
+  int rc = c->ops->replay(c, c->rec.peer.done);
 
   if (rc != 0)
     return -1;
@@ -313,7 +313,7 @@ static int verdict(struct mcp_comm *c)
   if (!gone && now < c->rec.verdict_ns)
     return 0;
   c->rec.phase = MCP_REC_NONE;
-  mcp_xfer_fail_wc(c, &c->rec.verdict_wc, gone);
+  c->ops->fail_wc(c, &c->rec.verdict_wc, gone);
   return -1;
 }
 

@@ -65,18 +65,8 @@ static int choose_sl_tc(int configured, int traffic_class, int max)
   return traffic_class >= 0 && traffic_class <= max ? traffic_class : 0;
 }
 
-static void *ring_alloc(size_t bytes)
-{
-  void *p = NULL;
-
-  if (posix_memalign(&p, 4096, bytes) != 0)
-    return NULL;
-  memset(p, 0, bytes);
-  return p;
-}
-
 /* The parts of a comm that do not depend on the peer. */
-static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
+static struct mcp_comm *comm_new(int kind, int dev, int traffic_class, const struct mcp_link_ops *ops)
 {
   const struct mcp_config *cfg = mcp_param_process();
   struct mcp_comm *c = calloc(1, sizeof(*c));
@@ -90,6 +80,9 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
   mcp_fabric_comm_ref();
   c->kind = kind;
   c->dev = dev;
+  c->ops = ops;
+  /* A QP's async event reaches its comm through the handler conn registers with fabric. */
+  mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;
   c->seq = 1;
   c->cts_batch = cfg->cts_batch;
@@ -107,35 +100,14 @@ fail:
   return NULL;
 }
 
-/* Rings, requests and QPs: the send side gets a CTS ring, the receive side records. */
+/* The upper layer's state (it names the ring the handshake carries), then the QPs:
+ * the send side's QPs post the writes, the receive side's take the immediates. */
 static int comm_resources(struct mcp_comm *c, int nqps)
 {
-  int is_send = c->kind == MCP_COMM_SEND;
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-
-  c->ring_bytes = is_send ? MCP_SLOTS * sizeof(struct mcp_cts_slot) : MCP_SLOTS * sizeof(struct mcp_record);
-  c->ring = ring_alloc(c->ring_bytes);
-  if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, access)) == NULL)
+  if (c->ops->alloc(c) != 0)
     return -1;
-  if (is_send) {
-    c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
-    c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
-    if (c->records == NULL || c->sslots == NULL ||
-        (c->records_mr = mcp_mr_internal(c->dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
-                                         IBV_ACCESS_LOCAL_WRITE)) == NULL)
-      return -1;
-    if (mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND) != 0)
-      return -1;
+  if (c->kind == MCP_COMM_SEND)
     return mcp_qp_create_all(c, nqps, 2 * MCP_SEND_REQS, 1);
-  }
-  c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
-  c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
-  if (c->staging == NULL || c->rslots == NULL ||
-      (c->staging_mr = mcp_mr_internal(c->dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
-                                       IBV_ACCESS_LOCAL_WRITE)) == NULL)
-    return -1;
-  if (mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV) != 0)
-    return -1;
   return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH);
 }
 
@@ -243,7 +215,8 @@ static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, cha
   return 0;
 }
 
-ncclResult_t mcp_conn_listen(int dev, int traffic_class, void *handle, void **listen_comm)
+ncclResult_t mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                             void **listen_comm)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_listen_comm *lc;
@@ -267,6 +240,7 @@ ncclResult_t mcp_conn_listen(int dev, int traffic_class, void *handle, void **li
   lc->kind = MCP_COMM_LISTEN;
   lc->dev = dev;
   lc->traffic_class = traffic_class;
+  lc->ops = ops;
   lc->listener = mcp_oob_listener_add();
   if (lc->listener == NULL)
     goto fail;
@@ -303,7 +277,8 @@ ncclResult_t mcp_conn_close_listen(void *listen_comm)
   return ncclSuccess;
 }
 
-static struct mcp_comm *connect_start(int dev, int tc, const void *handle, ncclResult_t *rc)
+static struct mcp_comm *connect_start(int dev, int tc, const struct mcp_link_ops *ops, const void *handle,
+                                      ncclResult_t *rc)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_wire_handle h;
@@ -321,7 +296,7 @@ static struct mcp_comm *connect_start(int dev, int tc, const void *handle, ncclR
     *rc = ncclInvalidUsage;
     return NULL;
   }
-  c = comm_new(MCP_COMM_SEND, dev, tc);
+  c = comm_new(MCP_COMM_SEND, dev, tc, ops);
   if (c == NULL) {
     *rc = ncclSystemError;
     return NULL;
@@ -488,7 +463,8 @@ static int connect_step(struct mcp_comm *c)
   return 0;
 }
 
-ncclResult_t mcp_conn_connect(int dev, int traffic_class, void *handle, void **send_comm)
+ncclResult_t mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                              void **send_comm)
 {
   struct connect_tail *tail = (struct connect_tail *)((char *)handle + MCP_WIRE_HANDLE_TAIL_OFFSET);
   ncclResult_t rc = ncclSuccess;
@@ -497,7 +473,7 @@ ncclResult_t mcp_conn_connect(int dev, int traffic_class, void *handle, void **s
 
   *send_comm = NULL;
   if (tail->magic != CONNECT_TAIL_MAGIC) {
-    c = connect_start(dev, traffic_class, handle, &rc);
+    c = connect_start(dev, traffic_class, ops, handle, &rc);
     if (c == NULL)
       return rc;
     tail->magic = CONNECT_TAIL_MAGIC;
@@ -520,7 +496,7 @@ ncclResult_t mcp_conn_connect(int dev, int traffic_class, void *handle, void **s
 
 static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, ncclResult_t *rc)
 {
-  struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class);
+  struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class, lc->ops);
   const struct mcp_wire_endpoint *r;
   char why[512];
 

@@ -17,7 +17,7 @@
 
 ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
-  return mcp_conn_listen(dev, mcp_ctx_traffic_class(ctx), handle, listen_comm);
+  return mcp_conn_listen(dev, mcp_ctx_traffic_class(ctx), &mcp_xfer_link_ops, handle, listen_comm);
 }
 
 ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config, void *handle,
@@ -25,7 +25,7 @@ ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *c
 {
   int tc = config != NULL ? config->traffic_class : mcp_ctx_traffic_class(ctx);
 
-  return mcp_conn_connect(dev, tc, handle, send_comm);
+  return mcp_conn_connect(dev, tc, &mcp_xfer_link_ops, handle, send_comm);
 }
 
 ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm) { return mcp_conn_accept(listen_comm, recv_comm); }

@@ -28,13 +28,6 @@
 /* A comm nobody waited on for this long was idle, not stalled: its clock restarts. */
 #define WD_IDLE_GAP_NS 2000000000ull
 
-void mcp_xfer_counters_base(struct mcp_comm *c)
-{
-  const struct mcp_net_dev *d = c->dc->info;
-
-  c->cnt_base_ok = mcp_cnt_snapshot_read(SYSFS_ROOT, d->ibdev, d->port, d->driver, &c->cnt_base) == 0;
-}
-
 /* "rxe0 port 1 ACTIVE (LinkUp)" */
 static void port_text(const struct mcp_comm *c, const struct mcp_cnt_snapshot *s, int ok, char *buf,
                       size_t len)
