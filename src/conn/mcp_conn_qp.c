@@ -377,7 +377,7 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
   int i;
 
   memset(ep, 0, sizeof(*ep));
-  ep->stream_id = c->stream->id;
+  ep->stream_id = mcp_oob_stream_id(c->stream);
   snprintf(ep->dev_name, sizeof(ep->dev_name), "%s", d->name);
   ep->port = (uint8_t)d->port;
   ep->link_layer = d->link_layer == IBV_LINK_LAYER_ETHERNET ? MCP_WIRE_LINK_ETHERNET : MCP_WIRE_LINK_IB;

@@ -309,7 +309,7 @@ static int verdict(struct mcp_comm *c)
     c->rec.next_try_ns = now + RETRY_NS / 10;
     mcp_oob_progress();
   }
-  gone = atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer);
+  gone = mcp_oob_stream_dead(c->stream) || mcp_oob_stream_closed_by_peer(c->stream);
   if (!gone && now < c->rec.verdict_ns)
     return 0;
   c->rec.phase = MCP_REC_NONE;
@@ -328,8 +328,8 @@ int mcp_recover_progress(struct mcp_comm *c)
     return 1;
   if (c->rec.phase == MCP_REC_VERDICT)
     return verdict(c);
-  if (atomic_load(&c->stream->dead)) {
-    rec_fail(c, c->stream->dead_reason);
+  if (mcp_oob_stream_dead(c->stream)) {
+    rec_fail(c, mcp_oob_stream_dead_reason(c->stream));
     return -1;
   }
   now = mono_ns();

@@ -131,7 +131,7 @@ static void send_reject(struct mcp_comm *c, uint32_t code, const char *why)
 {
   struct mcp_wire_msg m;
 
-  if (c->stream == NULL || c->stream->remote_id == 0)
+  if (c->stream == NULL || mcp_oob_stream_remote_id(c->stream) == 0)
     return;
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REJECT;
@@ -347,7 +347,7 @@ static int connect_on_answer(struct mcp_comm *c, const struct mcp_wire_msg *m)
     return -1;
   }
   c->remote = m->u.conn_ack;
-  c->stream->remote_id = c->remote.stream_id;
+  mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
     mcp_comm_fail(c, ncclInvalidUsage, "connect to %s: %s", c->peer_name, why);
@@ -434,7 +434,7 @@ static int connect_step(struct mcp_comm *c)
   if (c->state == ST_WAIT_OOB) {
     ready = mcp_oob_stream_ready(c->stream);
     if (ready < 0) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
     }
     if (ready > 0 && connect_send_request(c) != 0)
@@ -444,10 +444,10 @@ static int connect_step(struct mcp_comm *c)
     if (mcp_oob_stream_recv(c->stream, &m)) {
       if (connect_on_answer(c, &m) != 0)
         return -1;
-    } else if (atomic_load(&c->stream->dead)) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+    } else if (mcp_oob_stream_dead(c->stream)) {
+      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
-    } else if (atomic_load(&c->stream->closed_by_peer)) {
+    } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
        * leave us waiting: its comm's CLOSE is the last word. */
       mcp_comm_fail(c, ncclRemoteError, "connect to %s: the accepting side abandoned this connection "
@@ -604,9 +604,9 @@ ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm)
         mcp_comm_fail(c, ncclRemoteError, "accept from %s: expected READY, got %s%s%s", c->peer_name,
                       mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
                       m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
-    } else if (atomic_load(&c->stream->dead)) {
-      mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, c->stream->dead_reason);
-    } else if (atomic_load(&c->stream->closed_by_peer)) {
+    } else if (mcp_oob_stream_dead(c->stream)) {
+      mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+    } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       mcp_comm_fail(c, ncclRemoteError, "accept from %s: the connecting side abandoned this connection "
                     "(CLOSE before READY; see its log)", c->peer_name);
     }

@@ -34,6 +34,20 @@
 
 enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
 
+#define MCP_OOB_INBOX 8
+
+struct mcp_oob_stream {
+  uint32_t id;        /* ours: the peer puts it in frame headers to reach us */
+  uint32_t remote_id; /* the peer's id for the same connection, once known */
+  struct mcp_oob_peer *peer;
+  atomic_int dead;    /* the peer connection is gone; reason in dead_reason */
+  atomic_int closed_by_peer;
+  char dead_reason[MCP_WIRE_REASON_MAX];
+  int inbox_head, inbox_count;
+  struct mcp_wire_msg inbox[MCP_OOB_INBOX];
+  struct mcp_oob_stream *next;
+};
+
 struct mcp_oob_peer {
   enum peer_state state;
   int fd;
@@ -863,6 +877,41 @@ const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t
   peer_name(s->peer, buf, len);
   pthread_mutex_unlock(&oob.lock);
   return buf;
+}
+
+uint32_t mcp_oob_stream_id(const struct mcp_oob_stream *s) { return s->id; }
+
+uint32_t mcp_oob_stream_remote_id(struct mcp_oob_stream *s)
+{
+  uint32_t id;
+
+  pthread_mutex_lock(&oob.lock);
+  id = s->remote_id;
+  pthread_mutex_unlock(&oob.lock);
+  return id;
+}
+
+void mcp_oob_stream_set_remote_id(struct mcp_oob_stream *s, uint32_t remote_id)
+{
+  pthread_mutex_lock(&oob.lock);
+  s->remote_id = remote_id;
+  pthread_mutex_unlock(&oob.lock);
+}
+
+int mcp_oob_stream_dead(const struct mcp_oob_stream *s) { return atomic_load(&s->dead); }
+const char *mcp_oob_stream_dead_reason(const struct mcp_oob_stream *s) { return s->dead_reason; }
+int mcp_oob_stream_closed_by_peer(const struct mcp_oob_stream *s) { return atomic_load(&s->closed_by_peer); }
+
+struct mcp_oob_stream *mcp_oob_test_stream_new(void) { return calloc(1, sizeof(struct mcp_oob_stream)); }
+
+void mcp_oob_test_stream_end(struct mcp_oob_stream *s, int dead, int closed_by_peer, const char *reason)
+{
+  if (reason != NULL)
+    snprintf(s->dead_reason, sizeof(s->dead_reason), "%s", reason);
+  if (closed_by_peer)
+    atomic_store(&s->closed_by_peer, 1);
+  if (dead)
+    atomic_store(&s->dead, 1);
 }
 
 enum mcp_oob_phase mcp_oob_stream_phase(struct mcp_oob_stream *s)

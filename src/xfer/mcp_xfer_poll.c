@@ -44,7 +44,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
    * receive leaves completions in our queue behind its FIN or CLOSE: take them all, and
    * when that finished anything, let the caller look again before the peer's going
    * counts as lost work (the next check, 100 ms on, decides). */
-  if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer)) {
+  if (mcp_oob_stream_dead(c->stream) || mcp_oob_stream_closed_by_peer(c->stream)) {
     int n, got = 0;
     while ((n = mcp_xfer_poll(c)) > 0)
       got += n;
@@ -53,12 +53,12 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     if (got > 0)
       return 0;
   }
-  if (atomic_load(&c->stream->dead)) {
+  if (mcp_oob_stream_dead(c->stream)) {
     mcp_comm_fail(c, ncclRemoteError, "%s %s: %s", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
-                  c->peer_name, c->stream->dead_reason);
+                  c->peer_name, mcp_oob_stream_dead_reason(c->stream));
     return -1;
   }
-  if (atomic_load(&c->stream->closed_by_peer)) {
+  if (mcp_oob_stream_closed_by_peer(c->stream)) {
     mcp_comm_fail(c, ncclRemoteError, "%s %s: the peer closed its end of this connection with work "
                   "still pending here", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->peer_name);
@@ -139,7 +139,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
   if (peer_gone) {
     mcp_comm_fail(c, ncclRemoteError, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
                   "seq %u)", dir, c->peer_name,
-                  atomic_load(&c->stream->dead) ? c->stream->dead_reason : "the peer closed this connection",
+                  mcp_oob_stream_dead(c->stream) ? mcp_oob_stream_dead_reason(c->stream) : "the peer closed this connection",
                   mcp_ibv.wc_status_str(wc->status), wc->qp_num, c->seq);
     return;
   }
@@ -163,7 +163,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
   if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
     return;
   if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
-      !atomic_load(&c->stream->dead) && !atomic_load(&c->stream->closed_by_peer)) {
+      !mcp_oob_stream_dead(c->stream) && !mcp_oob_stream_closed_by_peer(c->stream)) {
     char why[256];
     if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_CONNECTING && c->rec.phase != MCP_REC_WAIT_READY)
       return;
@@ -182,7 +182,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
   if (wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR ||
       wc->status == IBV_WC_REM_OP_ERR || mcp_recover_status_recoverable(wc->status)) {
     mcp_oob_progress();
-    if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer))
+    if (mcp_oob_stream_dead(c->stream) || mcp_oob_stream_closed_by_peer(c->stream))
       mcp_xfer_fail_wc(c, wc, 1);
     else
       mcp_recover_await_verdict(c, wc);

@@ -135,7 +135,7 @@ static struct mcp_comm *comm_connecting(void)
   c->remote.nqps = 1;
   c->remote.qps[0].qpn = 0x900;
   snprintf(c->peer_name, sizeof(c->peer_name), "fake-peer");
-  stream = calloc(1, sizeof(*stream));
+  stream = mcp_oob_test_stream_new();
   c->stream = stream;
   c->rec.round = 1;
   c->rec.phase = MCP_REC_CONNECTING;
@@ -253,7 +253,7 @@ static void test_new_round_does_not_wait(void)
 
   /* The out-of-band connection is marked dead so that the fake needs no peer: the
    * RECOVER frame of the new round then fails the comm, after the round began. */
-  atomic_store(&stream->dead, 1);
+  mcp_oob_test_stream_end(stream, 1, 0, NULL);
   mcp_recover_start(c, "another fake error");
   ev_started = now_event();
   CHECK_EQ_INT(c->rec.round, 2);
@@ -300,7 +300,7 @@ static void test_verdict(int peer_closes)
   CHECK_EQ_INT(mcp_recover_progress(c), 0);
   CHECK_EQ_INT(c->error, 0);
   if (peer_closes) {
-    atomic_store(&stream->closed_by_peer, 1);
+    mcp_oob_test_stream_end(stream, 0, 1, NULL);
     CHECK_EQ_INT(mcp_recover_progress(c), -1);
     CHECK(strstr(c->errmsg, "the peer closed this connection; its adapter refused the work in flight") != NULL);
   } else {

@@ -170,7 +170,7 @@ static void test_late_acceptor_is_waited_for(void)
   loglen = 0;
   pass_seconds(600);
   CHECK_EQ_INT(mcp_oob_stream_phase(s), MCP_OOB_TCP_UP);
-  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
   CHECK_EQ_INT(mcp_oob_stream_ready(s), 0);
   CHECK(strstr(logbuf, "no HELLO") == NULL);
 
@@ -186,7 +186,7 @@ static void test_late_acceptor_is_waited_for(void)
   /* Its process exits: FIN, and the stream is dead on the next pass. */
   close(fd);
   CHECK_EQ_INT(drive_to(s, MCP_OOB_DEAD), MCP_OOB_DEAD);
-  CHECK(strstr(s->dead_reason, "closed the out-of-band connection") != NULL);
+  CHECK(strstr(mcp_oob_stream_dead_reason(s), "closed the out-of-band connection") != NULL);
   mcp_oob_stream_close(s, 0);
   close(lfd);
 }
@@ -260,7 +260,7 @@ static void test_silent_dialler_redials(void)
     if (poll(&p, 1, 1) == 1)
       break;
   }
-  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
   CHECK(strstr(logbuf, "dialling again") != NULL);
   fd2 = accept(lfd, NULL, NULL);
   CHECK(fd2 >= 0);
@@ -268,7 +268,7 @@ static void test_silent_dialler_redials(void)
   CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
   CHECK_EQ_INT(send_hello(fd2, 0x3333), 0);
   CHECK_EQ_INT(drive_to(s, MCP_OOB_UP), MCP_OOB_UP);
-  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
 
   /* A close without the notice is a process that went away: no redial, the stream dies. */
   close(fd2);

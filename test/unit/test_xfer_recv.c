@@ -284,7 +284,7 @@ static void test_flush_lost_with_its_qp(void)
 static void test_completion_behind_peer_close(void)
 {
   struct mcp_comm *c = comm_make();
-  struct mcp_oob_stream *st = calloc(1, sizeof(*st));
+  struct mcp_oob_stream *st = mcp_oob_test_stream_new();
   int done = 0, sizes[1] = {-1}, i;
   void *r;
 
@@ -297,7 +297,7 @@ static void test_completion_behind_peer_close(void)
     w->wr_id = MCP_WR(MCP_WR_CTS, 0, 0);
   }
   land(1, 100);
-  atomic_store(&st->closed_by_peer, 1);
+  mcp_oob_test_stream_end(st, 0, 1, NULL);
   c->next_alive_check_ns = 0;
   CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
   CHECK_EQ_INT(done, 1);
