@@ -14,6 +14,9 @@
 # are judged by what they really call. Objects whose source file no longer exists (a
 # file moved to another folder, an old object left in the build tree) are skipped.
 #
+# It also checks the error convention: below net, no ncclResult_t in code (a scan of
+# src/core .. src/xfer).
+#
 # Usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]
 #   BUILD_DIR: the CMake build folder (its CMakeFiles/mcpnet_core.dir/src/<folder>/*.o);
 #   SOURCE_ROOT defaults to the repository this script lives in.
@@ -100,4 +103,17 @@ nm -o "${objs[@]}" | awk -v objdir="$objdir/" '
       exit 1
     }
   }'
-echo "check-layers: ${#objs[@]} objects in $layers order, no upward use"
+# One error convention: below net a call returns 0 or a negative errno; only net (and
+# plugin/) speak ncclResult_t. Code lines only: comments may name NCCL's results.
+nccl_re='ncclResult_t|ncclSuccess|ncclSystemError|ncclInternalError|ncclInvalidArgument|ncclInvalidUsage|ncclRemoteError|ncclInProgress|ncclUnhandledCudaError'
+spoken=$(cd "$root" && for f in src/core/*.c src/fabric/*.c src/conn/*.c src/xfer/*.c; do
+  [ -f "$f" ] || continue
+  sed -e 's://.*$::' -e 's:/\*.*\*/::g' "$f" | awk -v f="$f" -v re="$nccl_re" \
+    '/^[ \t]*(\/\*|\*)/ { next } $0 ~ re { print f ":" NR " speaks ncclResult_t (only src/net/ and plugin/ do)" }'
+done)
+if [ -n "$spoken" ]; then
+  echo "$spoken"
+  echo "check-layers: return 0 or a negative errno (mcpnet/err.h); net maps it (mcp_net_result)"
+  exit 1
+fi
+echo "check-layers: ${#objs[@]} objects in $layers order, no upward use; ncclResult_t only in net"

@@ -276,12 +276,12 @@ struct mcp_listen_comm {
 
 /* Listen, connect and accept (mcp_conn_setup.c): the work behind net's entry points of
  * the same names, with the traffic class net resolved from the context or the config. */
-ncclResult_t mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
-                             void **listen_comm);
-ncclResult_t mcp_conn_close_listen(void *listen_comm);
-ncclResult_t mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
-                              void **send_comm);
-ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm);
+int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                    void **listen_comm);
+int mcp_conn_close_listen(void *listen_comm);
+int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                     void **send_comm);
+int mcp_conn_accept(void *listen_comm, void **recv_comm);
 
 /* Queue pair bring-up (mcp_conn_qp.c). */
 int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth);
@@ -349,11 +349,11 @@ void mcp_req_put(struct mcp_request *r);
 
 /* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_poll.c): the work behind
  * net's isend, irecv, iflush and test. */
-ncclResult_t mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
-ncclResult_t mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
-                            void **request);
-ncclResult_t mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request);
-ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes);
+int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
+int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                   void **request);
+int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request);
+int mcp_xfer_test(void *request, int *done, int *sizes);
 int mcp_xfer_poll(struct mcp_comm *c);
 int mcp_xfer_check_alive(struct mcp_comm *c);
 

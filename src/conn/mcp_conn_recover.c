@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/fabric_sysfs.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
@@ -77,7 +78,7 @@ static void rec_fail(struct mcp_comm *c, const char *what)
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
 
   c->rec.phase = MCP_REC_NONE;
-  mcp_comm_fail(c, ncclRemoteError, "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
+  mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
                 "MCPNET_RECOVERY_TIMEOUT=%d): %s", dir_words(c), c->peer_name, c->rec.cause, spent,
                 c->rec.round, cfg->recovery_timeout_s, what);
 }
@@ -395,7 +396,7 @@ void mcp_recover_check_events(struct mcp_comm *c)
 
   mcp_devctx_poll_events(c->dc);
   if (atomic_load(&c->dc->fatal)) {
-    mcp_comm_fail(c, ncclSystemError, "%s %s: %s reported a fatal device error; the adapter needs a reset",
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s %s: %s reported a fatal device error; the adapter needs a reset",
                   dir_words(c), c->peer_name, c->dc->info->ibdev);
     return;
   }

@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/fabric_pkey.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
@@ -215,8 +216,8 @@ static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, cha
   return 0;
 }
 
-ncclResult_t mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
-                             void **listen_comm)
+int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                    void **listen_comm)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_listen_comm *lc;
@@ -227,14 +228,14 @@ ncclResult_t mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_o
   *listen_comm = NULL;
   if (fab == NULL || dev < 0 || dev >= fab->ndev) {
     MCP_WARN("listen on device %d: there are %d device(s) (was init called?)", dev, fab ? fab->ndev : 0);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   lc = calloc(1, sizeof(*lc));
   if (lc == NULL)
-    return ncclSystemError;
+    return MCP_ERR_SYSTEM;
   if (mcp_oob_acquire(mcp_param_process()) != 0) {
     free(lc);
-    return ncclSystemError;
+    return MCP_ERR_SYSTEM;
   }
   mcp_fabric_comm_ref();
   lc->kind = MCP_COMM_LISTEN;
@@ -255,18 +256,18 @@ ncclResult_t mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_o
     goto fail;
   }
   *listen_comm = lc;
-  return ncclSuccess;
+  return 0;
 fail:
   mcp_conn_close_listen(lc);
-  return ncclSystemError;
+  return MCP_ERR_SYSTEM;
 }
 
-ncclResult_t mcp_conn_close_listen(void *listen_comm)
+int mcp_conn_close_listen(void *listen_comm)
 {
   struct mcp_listen_comm *lc = listen_comm;
 
   if (lc == NULL)
-    return ncclSuccess;
+    return 0;
   if (lc->accepting != NULL)
     mcp_comm_destroy(lc->accepting);
   if (lc->listener != NULL)
@@ -274,11 +275,11 @@ ncclResult_t mcp_conn_close_listen(void *listen_comm)
   free(lc);
   mcp_oob_release();
   mcp_fabric_comm_unref();
-  return ncclSuccess;
+  return 0;
 }
 
 static struct mcp_comm *connect_start(int dev, int tc, const struct mcp_link_ops *ops, const void *handle,
-                                      ncclResult_t *rc)
+                                      int *rc)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_wire_handle h;
@@ -288,24 +289,24 @@ static struct mcp_comm *connect_start(int dev, int tc, const struct mcp_link_ops
 
   if (fab == NULL || dev < 0 || dev >= fab->ndev) {
     MCP_WARN("connect on device %d: there are %d device(s)", dev, fab ? fab->ndev : 0);
-    *rc = ncclInvalidArgument;
+    *rc = MCP_ERR_ARG;
     return NULL;
   }
   if (mcp_wire_handle_decode(handle, &h, err, sizeof(err)) != 0) {
     MCP_WARN("connect: the handle is not usable: %s", err);
-    *rc = ncclInvalidUsage;
+    *rc = MCP_ERR_USAGE;
     return NULL;
   }
   c = comm_new(MCP_COMM_SEND, dev, tc, ops);
   if (c == NULL) {
-    *rc = ncclSystemError;
+    *rc = MCP_ERR_SYSTEM;
     return NULL;
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
   c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
   if (c->stream == NULL || comm_resources(c, c->dc->info->qps_per_conn) != 0) {
     mcp_comm_destroy(c);
-    *rc = ncclSystemError;
+    *rc = MCP_ERR_SYSTEM;
     return NULL;
   }
   mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
@@ -326,7 +327,7 @@ static int connect_send_request(struct mcp_comm *c)
   m.u.conn_req.listen_token = c->listen_token;
   m.u.conn_req.ep = c->local;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
-    mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot send the request", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot send the request", c->peer_name);
     return -1;
   }
   c->state = ST_WAIT_ACK;
@@ -339,29 +340,29 @@ static int connect_on_answer(struct mcp_comm *c, const struct mcp_wire_msg *m)
   char why[512];
 
   if (m->type == MCP_WIRE_CONN_REJECT) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
     return -1;
   }
   if (m->type != MCP_WIRE_CONN_ACK) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m->type));
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m->type));
     return -1;
   }
   c->remote = m->u.conn_ack;
   mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
-    mcp_comm_fail(c, ncclInvalidUsage, "connect to %s: %s", c->peer_name, why);
+    mcp_comm_fail(c, MCP_ERR_USAGE, "connect to %s: %s", c->peer_name, why);
     return -1;
   }
   if (c->remote.nqps != c->nqps) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, "QP count mismatch");
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: the peer answered with %d QPs for our %d",
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the peer answered with %d QPs for our %d",
                   c->peer_name, c->remote.nqps, c->nqps);
     return -1;
   }
   if (qp_thread_start(c) != 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not start its QP setup");
-    mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
     return -1;
   }
   return 0;
@@ -377,7 +378,7 @@ static int connect_finish(struct mcp_comm *c)
     return 0;
   if (st < 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not bring its QPs to RTS (see its log)");
-    mcp_comm_fail(c, ncclSystemError, "connect to %s: queue pairs could not be connected", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: queue pairs could not be connected", c->peer_name);
     return -1;
   }
   c->remote_ring = c->remote.ring_addr;
@@ -385,7 +386,7 @@ static int connect_finish(struct mcp_comm *c)
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_READY;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: cannot send READY", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: cannot send READY", c->peer_name);
     return -1;
   }
   c->state = ST_DONE;
@@ -434,7 +435,7 @@ static int connect_step(struct mcp_comm *c)
   if (c->state == ST_WAIT_OOB) {
     ready = mcp_oob_stream_ready(c->stream);
     if (ready < 0) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
     }
     if (ready > 0 && connect_send_request(c) != 0)
@@ -445,12 +446,12 @@ static int connect_step(struct mcp_comm *c)
       if (connect_on_answer(c, &m) != 0)
         return -1;
     } else if (mcp_oob_stream_dead(c->stream)) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
     } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
        * leave us waiting: its comm's CLOSE is the last word. */
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: the accepting side abandoned this connection "
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the accepting side abandoned this connection "
                     "(CLOSE before its answer; see its log)", c->peer_name);
       return -1;
     }
@@ -463,11 +464,11 @@ static int connect_step(struct mcp_comm *c)
   return 0;
 }
 
-ncclResult_t mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
-                              void **send_comm)
+int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                     void **send_comm)
 {
   struct connect_tail *tail = (struct connect_tail *)((char *)handle + MCP_WIRE_HANDLE_TAIL_OFFSET);
-  ncclResult_t rc = ncclSuccess;
+  int rc = 0;
   struct mcp_comm *c;
   int step;
 
@@ -482,25 +483,25 @@ ncclResult_t mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_
   c = tail->comm;
   step = connect_step(c);
   if (step == 0)
-    return ncclSuccess;
+    return 0;
   tail->magic = 0;
   tail->comm = NULL;
   if (step < 0) {
-    rc = (ncclResult_t)c->error;
+    rc = c->error;
     mcp_comm_destroy(c);
     return rc;
   }
   *send_comm = c;
-  return ncclSuccess;
+  return 0;
 }
 
-static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, ncclResult_t *rc)
+static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, int *rc)
 {
   struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class, lc->ops);
   const struct mcp_wire_endpoint *r;
   char why[512];
 
-  *rc = ncclSystemError;
+  *rc = MCP_ERR_SYSTEM;
   if (c == NULL) {
     mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not create a comm (see its log)");
     mcp_oob_request_free(req);
@@ -523,8 +524,8 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   mcp_comm_fill_endpoint(c);
   if (check_peer(c, r, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
-    mcp_comm_fail(c, ncclInvalidUsage, "accept from %s: %s", c->peer_name, why);
-    *rc = ncclInvalidUsage;
+    mcp_comm_fail(c, MCP_ERR_USAGE, "accept from %s: %s", c->peer_name, why);
+    *rc = MCP_ERR_USAGE;
     goto fail;
   }
   c->remote_ring = r->ring_addr;
@@ -554,13 +555,13 @@ static void accept_answer(struct mcp_comm *c)
     return;
   if (st < 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not bring its QPs to RTS (see its log)");
-    mcp_comm_fail(c, ncclSystemError, "accept from %s: queue pairs could not be connected", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: queue pairs could not be connected", c->peer_name);
     return;
   }
   for (i = 0; i < c->nqps; i++) {
     if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0) {
       send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not post receives");
-      mcp_comm_fail(c, ncclSystemError, "accept from %s: posting receive WRs failed", c->peer_name);
+      mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: posting receive WRs failed", c->peer_name);
       return;
     }
   }
@@ -568,28 +569,28 @@ static void accept_answer(struct mcp_comm *c)
   m.type = MCP_WIRE_CONN_ACK;
   m.u.conn_ack = c->local;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
-    mcp_comm_fail(c, ncclRemoteError, "accept from %s: cannot send the answer", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: cannot send the answer", c->peer_name);
     return;
   }
   c->state = ST_WAIT_READY;
 }
 
-ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm)
+int mcp_conn_accept(void *listen_comm, void **recv_comm)
 {
   struct mcp_listen_comm *lc = listen_comm;
   struct mcp_oob_request *req;
   struct mcp_wire_msg m;
   struct mcp_comm *c;
-  ncclResult_t rc;
+  int rc;
 
   *recv_comm = NULL;
   if (lc == NULL || lc->kind != MCP_COMM_LISTEN) {
     MCP_WARN("accept: %p is not a listen comm of mcpnet", listen_comm);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   if (lc->accepting == NULL) {
     if (!mcp_oob_listener_take(lc->listener, &req))
-      return ncclSuccess;
+      return 0;
     if (accept_start(lc, req, &rc) != 0)
       return rc;
   }
@@ -601,13 +602,13 @@ ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm)
       if (m.type == MCP_WIRE_CONN_READY)
         c->state = ST_DONE;
       else
-        mcp_comm_fail(c, ncclRemoteError, "accept from %s: expected READY, got %s%s%s", c->peer_name,
+        mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: expected READY, got %s%s%s", c->peer_name,
                       mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
                       m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
     } else if (mcp_oob_stream_dead(c->stream)) {
-      mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
     } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
-      mcp_comm_fail(c, ncclRemoteError, "accept from %s: the connecting side abandoned this connection "
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the connecting side abandoned this connection "
                     "(CLOSE before READY; see its log)", c->peer_name);
     }
   }
@@ -617,22 +618,22 @@ ncclResult_t mcp_conn_accept(void *listen_comm, void **recv_comm)
       if (c->wait_since_ms == 0)
         c->wait_since_ms = mcp_oob_now_ms();
       wait_notice(c, "its connect to finish (READY)");
-      return ncclSuccess;
+      return 0;
     }
     if (now_ns() <= c->deadline_ns)
-      return ncclSuccess;
-    mcp_comm_fail(c, ncclRemoteError, "accept from %s: the queue pairs were not connected within "
+      return 0;
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the queue pairs were not connected within "
                   "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_param_process()->connect_timeout_s);
   }
   lc->accepting = NULL;
   if (c->error != 0) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, c->errmsg);
-    rc = (ncclResult_t)c->error;
+    rc = c->error;
     mcp_comm_destroy(c);
     return rc;
   }
   MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
            c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   *recv_comm = c;
-  return ncclSuccess;
+  return 0;
 }

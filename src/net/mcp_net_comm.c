@@ -17,7 +17,9 @@
 
 ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm)
 {
-  return mcp_conn_listen(dev, mcp_ctx_traffic_class(ctx), &mcp_xfer_link_ops, handle, listen_comm);
+  int tc = mcp_ctx_traffic_class(ctx);
+
+  return mcp_net_result(mcp_conn_listen(dev, tc, &mcp_xfer_link_ops, handle, listen_comm));
 }
 
 ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config, void *handle,
@@ -25,29 +27,36 @@ ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *c
 {
   int tc = config != NULL ? config->traffic_class : mcp_ctx_traffic_class(ctx);
 
-  return mcp_conn_connect(dev, tc, &mcp_xfer_link_ops, handle, send_comm);
+  return mcp_net_result(mcp_conn_connect(dev, tc, &mcp_xfer_link_ops, handle, send_comm));
 }
 
-ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm) { return mcp_conn_accept(listen_comm, recv_comm); }
-ncclResult_t mcp_net_close_listen(void *listen_comm) { return mcp_conn_close_listen(listen_comm); }
+ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
+{
+  return mcp_net_result(mcp_conn_accept(listen_comm, recv_comm));
+}
+
+ncclResult_t mcp_net_close_listen(void *listen_comm) { return mcp_net_result(mcp_conn_close_listen(listen_comm)); }
 
 ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
 {
-  return mcp_xfer_isend(send_comm, data, size, tag, mhandle, request);
+  return mcp_net_result(mcp_xfer_isend(send_comm, data, size, tag, mhandle, request));
 }
 
 ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
                            void **request)
 {
-  return mcp_xfer_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+  return mcp_net_result(mcp_xfer_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
 }
 
 ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request)
 {
-  return mcp_xfer_iflush(recv_comm, n, data, sizes, mhandles, request);
+  return mcp_net_result(mcp_xfer_iflush(recv_comm, n, data, sizes, mhandles, request));
 }
 
-ncclResult_t mcp_net_test(void *request, int *done, int *sizes) { return mcp_xfer_test(request, done, sizes); }
+ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
+{
+  return mcp_net_result(mcp_xfer_test(request, done, sizes));
+}
 
 static struct mcp_devctx *comm_devctx(void *comm)
 {

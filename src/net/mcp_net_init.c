@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/fabric.h"
 #include "mcpnet/fabric_process.h"
 #include "mcpnet/log.h"
@@ -122,8 +123,8 @@ static void cap_qps(struct mcp_fabric *fab, const struct mcp_config *cfg)
   }
 }
 
-/* Configuration, verbs and discovery, once (under fabric's process lock): 0, or the
- * ncclResult_t init returns. */
+/* Configuration, verbs and discovery, once (under fabric's process lock): 0 or a
+ * negative errno (mcpnet/err.h). */
 static int setup_locked(struct mcp_fabric *fab)
 {
   struct mcp_config *cfg = mcp_param_process();
@@ -138,21 +139,21 @@ static int setup_locked(struct mcp_fabric *fab)
   if (mcp_param_load(cfg, &env, 0, why, sizeof(why)) != 0) {
     MCP_WARN("invalid configuration: %s. NCCL falls back to its own transports unless NCCL_NET=MCP", why);
     mcp_param_free(cfg);
-    return ncclInvalidUsage;
+    return MCP_ERR_USAGE;
   }
   mcp_param_log(cfg);
   if (mcp_verbs_load(why, sizeof(why)) != 0) {
     MCP_WARN("%s. NCCL falls back to its own transports unless NCCL_NET=MCP", why);
     mcp_param_free(cfg);
-    return ncclSystemError;
+    return MCP_ERR_SYSTEM;
   }
   fork_protect();
   if (mcp_fabric_discover(fab, cfg) != 0) {
     mcp_param_free(cfg);
-    return ncclSystemError;
+    return MCP_ERR_SYSTEM;
   }
   cap_qps(fab, cfg);
-  return ncclSuccess;
+  return 0;
 }
 
 ncclResult_t mcp_net_init(void **ctx, uint64_t comm_id, const struct mcp_comm_config *config,
@@ -171,7 +172,7 @@ ncclResult_t mcp_net_init(void **ctx, uint64_t comm_id, const struct mcp_comm_co
     x->comm_id = comm_id;
     x->traffic_class = config != NULL ? config->traffic_class : NCCL_NET_TRAFFIC_CLASS_UNDEF;
   }
-  rc = (ncclResult_t)mcp_fabric_process_open(x != NULL, setup_locked);
+  rc = mcp_net_result(mcp_fabric_process_open(x != NULL, setup_locked));
   if (rc != ncclSuccess) {
     free(x);
     return rc;

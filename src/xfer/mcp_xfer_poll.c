@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -54,12 +55,12 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
       return 0;
   }
   if (mcp_oob_stream_dead(c->stream)) {
-    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: %s", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->peer_name, mcp_oob_stream_dead_reason(c->stream));
     return -1;
   }
   if (mcp_oob_stream_closed_by_peer(c->stream)) {
-    mcp_comm_fail(c, ncclRemoteError, "%s %s: the peer closed its end of this connection with work "
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: the peer closed its end of this connection with work "
                   "still pending here", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->peer_name);
     return -1;
@@ -83,7 +84,7 @@ static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot
   if (record) {
     const struct mcp_record *rec = &c->ring_records[slot];
     if (rec->seq != rs->seq || (int)rec->n != r->n) {
-      mcp_comm_fail(c, ncclRemoteError, "receive from %s: the sizes record of seq %u says seq %u, "
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "receive from %s: the sizes record of seq %u says seq %u, "
                     "%u buffers (protocol error)", c->peer_name, rs->seq, rec->seq, rec->n);
       return;
     }
@@ -106,13 +107,13 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
 
   if (++c->recv_consumed[qp] >= MCP_CQ_BATCH && c->qp[qp] != NULL) { /* NULL: recovery drains */
     if (mcp_qp_post_recvs(c, qp, c->recv_consumed[qp]) != 0) {
-      mcp_comm_fail(c, ncclSystemError, "%s: reposting receive WRs failed", c->dc->info->name);
+      mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed", c->dc->info->name);
       return;
     }
     c->recv_consumed[qp] = 0;
   }
   if (rs->req == NULL || (rs->seq & 0xffffu) != MCP_IMM_SEQ(imm)) {
-    mcp_comm_fail(c, ncclRemoteError, "receive from %s: data for seq %u (low bits) arrived at slot "
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "receive from %s: data for seq %u (low bits) arrived at slot "
                   "%d, which waits for %u (protocol error)", c->peer_name, MCP_IMM_SEQ(imm), slot,
                   rs->req ? rs->seq : 0);
     return;
@@ -137,7 +138,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
   if (c->error != 0)
     return;
   if (peer_gone) {
-    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
                   "seq %u)", dir, c->peer_name,
                   mcp_oob_stream_dead(c->stream) ? mcp_oob_stream_dead_reason(c->stream) : "the peer closed this connection",
                   mcp_ibv.wc_status_str(wc->status), wc->qp_num, c->seq);
@@ -146,7 +147,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
   cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
   if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
     MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
-  mcp_comm_fail(c, ncclRemoteError, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
+  mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->peer_name,
                 mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
@@ -220,7 +221,7 @@ int mcp_xfer_poll(struct mcp_comm *c)
 
   n = ibv_poll_cq(c->cq, MCP_CQ_BATCH, wc);
   if (n < 0) {
-    mcp_comm_fail(c, ncclSystemError, "%s: ibv_poll_cq failed (%d)", c->dc->info->name, n);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", c->dc->info->name, n);
     return -1;
   }
   c->wd_progress += (uint64_t)n;
@@ -261,7 +262,7 @@ int mcp_xfer_poll(struct mcp_comm *c)
   return n;
 }
 
-ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes)
+int mcp_xfer_test(void *request, int *done, int *sizes)
 {
   struct mcp_request *r = request;
   struct mcp_comm *c;
@@ -270,14 +271,14 @@ ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes)
   *done = 0;
   if (r == NULL || !r->in_use) {
     MCP_WARN("test on %p: not a request of mcpnet that is in flight", request);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   c = r->comm;
   if (!r->done && c->rec.phase != MCP_REC_NONE) {
     if (mcp_recover_progress(c) < 0)
-      return (ncclResult_t)c->error;
+      return c->error;
     if (c->rec.phase != MCP_REC_NONE)
-      return ncclSuccess; /* not done yet; the replay is still to come */
+      return 0; /* not done yet; the replay is still to come */
   }
   if (!r->done) {
     if (c->error == 0)
@@ -287,9 +288,9 @@ ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes)
     if (!r->done && c->error == 0)
       mcp_xfer_check_alive(c);
     if (!r->done && c->error != 0)
-      return (ncclResult_t)c->error;
+      return c->error;
     if (!r->done)
-      return ncclSuccess;
+      return 0;
   }
   *done = 1;
   if (sizes != NULL) {
@@ -302,5 +303,5 @@ ncclResult_t mcp_xfer_test(void *request, int *done, int *sizes)
   if (r->kind == MCP_REQ_RECV)
     c->inflight--;
   mcp_req_put(r);
-  return ncclSuccess;
+  return 0;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -86,7 +87,7 @@ int mcp_xfer_recv_landed(struct mcp_comm *c)
     return 0; /* a recovery is draining the old QPs: its replay writes every entry */
   rc = cts_flush(c);
   if (rc != 0)
-    mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
                   c->dc->info->name, c->seq - 1, c->peer_name, strerror(rc));
   return rc;
 }
@@ -114,7 +115,7 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
       continue;
     rc = post_cts(c, (int)(s % MCP_SLOTS), 1, rs->req->n);
     if (rc != 0) {
-      mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s after recovery "
+      mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s after recovery "
                     "failed: %s", c->dc->info->name, s, c->peer_name, strerror(rc));
       return -1;
     }
@@ -124,8 +125,8 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
   return 0;
 }
 
-ncclResult_t mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                            void **mhandles, void **request)
+int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                   void **mhandles, void **request)
 {
   struct mcp_comm *c = recv_comm;
   int optional = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
@@ -137,25 +138,25 @@ ncclResult_t mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, 
 
   *request = NULL;
   if (c->error != 0)
-    return (ncclResult_t)c->error;
+    return c->error;
   if (c->rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(c) >= 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_recover_progress(c) >= 0 ? 0 : c->error;
   if (n < 1 || n > MCP_MAX_RECVS) {
     MCP_WARN("irecv with %d buffers: 1..%d are supported", n, MCP_MAX_RECVS);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   seq = c->seq;
   slot = (int)(seq % MCP_SLOTS);
   /* The slot is busy until its data has arrived. */
   if (c->rslots[slot].req != NULL || c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
-    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->error;
   e = c->staging[slot].e;
   for (i = 0; i < n; i++) {
     const struct mcp_mr *mh = mhandles[i];
     if (mh == NULL && sizes[i] > 0) {
       mcp_req_put(r);
       MCP_WARN("irecv of %zu bytes from %s without a memory handle", sizes[i], c->peer_name);
-      return ncclInvalidArgument;
+      return MCP_ERR_ARG;
     }
     e[i].addr = (uintptr_t)data[i];
     e[i].size = sizes[i];
@@ -185,15 +186,15 @@ ncclResult_t mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, 
       c->cts_pending--;
       rs->req = NULL;
       mcp_req_put(r);
-      mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+      mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
                     c->dc->info->name, seq, c->peer_name, strerror(rc));
-      return ncclSystemError;
+      return MCP_ERR_SYSTEM;
     }
   }
   c->inflight++;
   c->wd_progress++;
   *request = r;
-  return ncclSuccess;
+  return 0;
 }
 
 /* A loopback RC QP: connected to itself, it reads our own memory. Its buffer and MR
@@ -288,7 +289,7 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
     return 0;
   c->flush_next_try_ns = now_ns + 100000000ull;
   if (now_ns - c->flush_lost_ns > (uint64_t)timeout_s * 1000000000ull) {
-    mcp_comm_fail(c, ncclSystemError, "%s port %d: the loopback flush read failed and could not be made "
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s port %d: the loopback flush read failed and could not be made "
                   "again within MCPNET_RECOVERY_TIMEOUT=%d s (is the port still down?)",
                   c->dc->info->name, c->dc->info->port, timeout_s);
     return -1;
@@ -312,8 +313,8 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
   return 0;
 }
 
-ncclResult_t mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-                             void **request)
+int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                    void **request)
 {
   struct mcp_comm *c = recv_comm;
   struct mcp_request *r;
@@ -321,7 +322,7 @@ ncclResult_t mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, vo
 
   *request = NULL;
   if (c->error != 0)
-    return (ncclResult_t)c->error;
+    return c->error;
   for (i = 0; i < n; i++) {
     const struct mcp_mr *mh = mhandles[i];
     if (sizes[i] > 0 && mh != NULL) {
@@ -330,17 +331,17 @@ ncclResult_t mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, vo
     }
   }
   if (last < 0 || (!gpu && !mcp_param_process()->force_flush))
-    return ncclSuccess;
+    return 0;
   if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
-    mcp_comm_fail(c, ncclSystemError, "%s: the loopback flush QP could not be set up", c->dc->info->name);
-    return ncclSystemError;
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up", c->dc->info->name);
+    return MCP_ERR_SYSTEM;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
     /* A NULL request would tell NCCL the flush is done: refuse loudly instead. */
-    mcp_comm_fail(c, ncclInternalError, "iflush on %s: more than %d requests outstanding",
+    mcp_comm_fail(c, MCP_ERR_INTERNAL, "iflush on %s: more than %d requests outstanding",
                   c->dc->info->name, MCP_RECV_REQS);
-    return ncclInternalError;
+    return MCP_ERR_INTERNAL;
   }
   r->kind = MCP_REQ_FLUSH;
   r->n = 0;
@@ -353,10 +354,10 @@ ncclResult_t mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, vo
   rc = r->repost ? 0 : flush_post(c, r);
   if (rc != 0) {
     mcp_req_put(r);
-    mcp_comm_fail(c, ncclSystemError, "%s: posting the flush read failed: %s", c->dc->info->name, strerror(rc));
-    return ncclSystemError;
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s", c->dc->info->name, strerror(rc));
+    return MCP_ERR_SYSTEM;
   }
   c->wd_progress++;
   *request = r;
-  return ncclSuccess;
+  return 0;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 
@@ -35,7 +36,7 @@ static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
   int rc = ibv_post_send(c->qp[qp], wr, &bad);
 
   if (rc != 0)
-    mcp_comm_fail(c, ncclSystemError, "%s: ibv_post_send on QP %#x toward %s failed: %s",
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
                   c->dc->info->name, c->qp[qp]->qp_num, c->peer_name, strerror(rc));
   return rc;
 }
@@ -135,8 +136,8 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   return post(c, (int)(ss->seq % (uint32_t)c->nqps), &wr);
 }
 
-ncclResult_t mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                            void **request)
+int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                   void **request)
 {
   struct mcp_comm *c = send_comm;
   uint32_t seq = c->seq;
@@ -148,20 +149,20 @@ ncclResult_t mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, v
 
   *request = NULL;
   if (c->error != 0)
-    return (ncclResult_t)c->error;
+    return c->error;
   if (c->rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(c) >= 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_recover_progress(c) >= 0 ? 0 : c->error;
   if (load_seq(&e[0]) != seq)
-    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->error;
   n = e[0].n;
   if (n < 1 || n > MCP_MAX_RECVS) {
-    mcp_comm_fail(c, ncclRemoteError, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
                   c->peer_name, n, seq);
-    return ncclRemoteError;
+    return MCP_ERR_REMOTE;
   }
   for (i = 1; i < n; i++)
     if (load_seq(&e[i]) != seq)
-      return ncclSuccess; /* the entry is still arriving */
+      return 0; /* the entry is still arriving */
   if (n == 1) {
     i = e[0].tag == tag ? 0 : 1; /* a single receive needs no per-slot matching state */
   } else {
@@ -179,23 +180,23 @@ ncclResult_t mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, v
      * Remembered for the watchdog, which names who waits for whom if it lasts. */
     c->tag_refused = tag;
     c->tag_refused_seq = seq;
-    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->error;
   }
   if (size > e[i].size) {
-    mcp_comm_fail(c, ncclInvalidUsage, "send of %zu bytes to %s is larger than the posted receive "
+    mcp_comm_fail(c, MCP_ERR_USAGE, "send of %zu bytes to %s is larger than the posted receive "
                   "buffer of %llu bytes (seq %u, tag %d)", size, c->peer_name,
                   (unsigned long long)e[i].size, seq, tag);
-    return ncclInvalidUsage;
+    return MCP_ERR_USAGE;
   }
   if (size > 0 && mhandle == NULL) {
-    mcp_comm_fail(c, ncclInvalidArgument, "send of %zu bytes to %s without a memory handle", size, c->peer_name);
-    return ncclInvalidArgument;
+    mcp_comm_fail(c, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size, c->peer_name);
+    return MCP_ERR_ARG;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
-    mcp_comm_fail(c, ncclInternalError, "send to %s: more than %d requests outstanding", c->peer_name,
+    mcp_comm_fail(c, MCP_ERR_INTERNAL, "send to %s: more than %d requests outstanding", c->peer_name,
                   MCP_SEND_REQS);
-    return ncclInternalError;
+    return MCP_ERR_INTERNAL;
   }
   r->kind = MCP_REQ_SEND;
   r->seq = seq;
@@ -206,23 +207,23 @@ ncclResult_t mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, v
   r->mh = mhandle;
   if (n == 1) {
     if (send_single(c, r, data, size, mhandle, &e[0]) != 0)
-      return (ncclResult_t)c->error;
+      return c->error;
     c->seq = seq + 1;
   } else {
     if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
-      return (ncclResult_t)c->error;
+      return c->error;
     ss->used[i] = 1;
     ss->reqs[i] = r;
     r->pending = 1;
     if (++ss->matched == n) {
       if (send_group_final(c, ss, slot) != 0)
-        return (ncclResult_t)c->error;
+        return c->error;
       c->seq = seq + 1;
     }
   }
   c->wd_progress++;
   *request = r;
-  return ncclSuccess;
+  return 0;
 }
 
 /* A send's completion on the old QPs may have been lost although its data landed:
