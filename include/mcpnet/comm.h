@@ -73,12 +73,18 @@ _Static_assert(sizeof(struct mcp_record) == 64, "record is one cache line");
 
 enum mcp_req_kind { MCP_REQ_SEND = 1, MCP_REQ_RECV = 2, MCP_REQ_FLUSH = 3 };
 
-/* wr_id: kind in the top byte, the comm's QP epoch in the next, then an index. A
- * recovery bumps the epoch, so completions of the QPs it replaced are recognised and
- * dropped (their work is replayed). */
-#define MCP_WR(kind, epoch, idx) (((uint64_t)(kind) << 56) | ((uint64_t)(uint8_t)(epoch) << 48) | (uint64_t)(idx))
+/* wr_id: kind in the top byte, the generation of the QP that posted it in the next (the
+ * comm's epoch; the flush QP's own generation), the comm's per-process id in the next
+ * 16 bits, then an index. A recovery bumps the epoch, so completions of the QPs it
+ * replaced are recognised and dropped (their work is replayed); the comm id lets a
+ * completion queue shared by several comms (later) tell whose a completion is, since a
+ * QP number can be reused after a recovery. Poll drops what is not its comm's. */
+#define MCP_WR(kind, comm_id, epoch, idx)                                                             \
+  (((uint64_t)(kind) << 56) | ((uint64_t)(uint8_t)(epoch) << 48) | ((uint64_t)(uint16_t)(comm_id) << 32) | \
+   (uint64_t)(uint32_t)(idx))
 #define MCP_WR_KIND(wr) ((unsigned)((wr) >> 56))
 #define MCP_WR_EPOCH(wr) ((uint8_t)((wr) >> 48))
+#define MCP_WR_COMM(wr) ((uint16_t)((wr) >> 32))
 #define MCP_WR_IDX(wr) ((uint32_t)(wr))
 enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
 
@@ -247,6 +253,7 @@ struct mcp_comm {
   uint64_t next_alive_check_ns;
 
   /* Recovery: QPs are re-created with the same depths and a new epoch. */
+  uint16_t id;                     /* per process, for wr_id (mcp_comm_next_id); 0: a test's comm */
   uint8_t epoch;
   int sq_depth, rq_depth;
   unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
@@ -301,6 +308,8 @@ int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count);
 void mcp_comm_destroy(struct mcp_comm *c);
 void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void mcp_comm_fill_endpoint(struct mcp_comm *c);
+/* The next per-process comm id for wr_id: 1..65535, then again from 1. */
+uint16_t mcp_comm_next_id(void);
 uint32_t mcp_version_number(void);
 
 /* Recovery (mcp_conn_recover.c). recoverable says whether a completion status can be

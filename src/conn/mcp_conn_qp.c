@@ -41,6 +41,17 @@ void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...)
   }
 }
 
+uint16_t mcp_comm_next_id(void)
+{
+  static atomic_uint next;
+  unsigned id;
+
+  do
+    id = atomic_fetch_add(&next, 1) + 1;
+  while ((uint16_t)id == 0);
+  return (uint16_t)id;
+}
+
 static uint32_t random_psn(void)
 {
   uint32_t v = 0;
@@ -347,7 +358,7 @@ int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
   while (done < count) {
     int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
     for (i = 0; i < k; i++) {
-      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->epoch, qp);
+      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->id, c->epoch, qp);
       wr[i].sg_list = NULL;
       wr[i].num_sge = 0;
       wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;

@@ -82,6 +82,7 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class, const str
   c->kind = kind;
   c->dev = dev;
   c->ops = ops;
+  c->id = mcp_comm_next_id();
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;

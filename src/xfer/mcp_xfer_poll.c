@@ -229,6 +229,8 @@ int mcp_xfer_poll(struct mcp_comm *c)
     const struct ibv_wc *w = &wc[i];
     struct mcp_request *r;
 
+    if (MCP_WR_COMM(w->wr_id) != c->id)
+      continue; /* not this comm's: only possible once comms share a completion queue */
     if (MCP_WR_KIND(w->wr_id) == MCP_WR_FLUSH) {
       on_flush(c, w);
       continue;

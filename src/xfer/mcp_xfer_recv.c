@@ -44,7 +44,7 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_cts_slot);
   wr.wr.rdma.rkey = c->remote_rkey;
-  wr.wr_id = MCP_WR(MCP_WR_CTS, c->epoch, 0);
+  wr.wr_id = MCP_WR(MCP_WR_CTS, c->id, c->epoch, 0);
   if ((int)sge.length <= c->max_inline)
     wr.send_flags |= IBV_SEND_INLINE;
   if (++c->cts_unsignaled == CTS_SIGNAL_EVERY) {
@@ -257,7 +257,7 @@ static int flush_post(struct mcp_comm *c, struct mcp_request *r)
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = (uintptr_t)r->data;
   wr.wr.rdma.rkey = r->mh->mr->rkey;
-  wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->flush_gen, r->index);
+  wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->id, c->flush_gen, r->index);
   return ibv_post_send(c->flush_qp, &wr, &bad);
 }
 

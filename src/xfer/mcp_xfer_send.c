@@ -81,7 +81,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id = MCP_WR(MCP_WR_SEND, c->epoch, r->index);
+    wr.wr_id = MCP_WR(MCP_WR_SEND, c->id, c->epoch, r->index);
     if (post(c, qp, &wr) != 0)
       return -1;
     off += len;
@@ -100,7 +100,7 @@ static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data
     return 0;
   wr_fill(c, &wr, &sge, data, size, mh, e->addr, e->rkey);
   wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr_id = MCP_WR(MCP_WR_SEND, c->epoch, r->index);
+  wr.wr_id = MCP_WR(MCP_WR_SEND, c->id, c->epoch, r->index);
   return post(c, (int)(r->seq % (uint32_t)c->nqps), &wr);
 }
 
@@ -132,7 +132,7 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   wr.send_flags = IBV_SEND_SIGNALED | (c->max_inline >= (int)sizeof(*rec) ? IBV_SEND_INLINE : 0);
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record);
   wr.wr.rdma.rkey = c->remote_rkey;
-  wr.wr_id = MCP_WR(MCP_WR_GROUP, c->epoch, ss->reqs[0]->index);
+  wr.wr_id = MCP_WR(MCP_WR_GROUP, c->id, c->epoch, ss->reqs[0]->index);
   return post(c, (int)(ss->seq % (uint32_t)c->nqps), &wr);
 }
 

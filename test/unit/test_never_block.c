@@ -292,7 +292,7 @@ static void test_verdict(int peer_closes)
   memset(&wc, 0, sizeof(wc));
   wc.status = IBV_WC_REM_ACCESS_ERR;
   wc.qp_num = c->qp[0]->qp_num;
-  wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0);
+  wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0, 0);
   mcp_recover_await_verdict(c, &wc);
   CHECK_EQ_INT(c->rec.phase, MCP_REC_VERDICT);
 

@@ -128,8 +128,9 @@ static void *post(struct mcp_comm *c, int hint, size_t size)
   return req;
 }
 
-/* The sender's write-with-immediate of seq, bytes long, landed on QP 0. */
-static void land(uint32_t seq, uint32_t bytes)
+/* The sender's write-with-immediate of seq, bytes long, landed on QP 0 of the comm
+ * whose id the receive WR carried. */
+static void land_as(uint16_t comm_id, uint32_t seq, uint32_t bytes)
 {
   struct ibv_wc *w = &script[nscript++];
 
@@ -139,7 +140,32 @@ static void land(uint32_t seq, uint32_t bytes)
   w->wc_flags = IBV_WC_WITH_IMM;
   w->imm_data = htonl(MCP_IMM(seq, 1, 0));
   w->byte_len = bytes;
-  w->wr_id = MCP_WR(MCP_WR_RECV, 0, 0);
+  w->wr_id = MCP_WR(MCP_WR_RECV, comm_id, 0, 0);
+}
+
+static void land(uint32_t seq, uint32_t bytes) { land_as(0, seq, bytes); }
+
+/* Completions carry the comm's id (a shared CQ will hold several comms' work, and a QP
+ * number can come back after a recovery): another comm's completion lands nothing. */
+static void test_completion_of_another_comm(void)
+{
+  struct mcp_comm *c = comm_make();
+  int done = 0, sizes[1] = {-1};
+  void *r;
+
+  c->id = 7;
+  r = post(c, 1, 65536);
+  CHECK_EQ_INT(MCP_WR_COMM(last_wr_id), 7); /* the clear-to-send write names its comm */
+  land_as(8, 1, 4096);
+  CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
+  CHECK_EQ_INT(nscript, 0); /* it was polled, and dropped */
+  land_as(7, 1, 4096);
+  CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(sizes[0], 4096);
+  CHECK_EQ_INT(c->error, 0);
+  comm_free(c);
 }
 
 static void test_hint_waits_for_data(void)
@@ -294,7 +320,7 @@ static void test_completion_behind_peer_close(void)
     struct ibv_wc *w = &script[nscript++];
     memset(w, 0, sizeof(*w));
     w->status = IBV_WC_SUCCESS;
-    w->wr_id = MCP_WR(MCP_WR_CTS, 0, 0);
+    w->wr_id = MCP_WR(MCP_WR_CTS, 0, 0, 0);
   }
   land(1, 100);
   mcp_oob_test_stream_end(st, 0, 1, NULL);
@@ -318,5 +344,6 @@ int main(void)
   RUN_TEST(test_batched_without_hint);
   RUN_TEST(test_flush_lost_with_its_qp);
   RUN_TEST(test_completion_behind_peer_close);
+  RUN_TEST(test_completion_of_another_comm);
   return TEST_EXIT();
 }
