@@ -62,9 +62,9 @@ static struct mcp_devctx *comm_devctx(void *comm)
 {
   struct mcp_comm *c = comm;
 
-  if (c == NULL || (c->kind != MCP_COMM_SEND && c->kind != MCP_COMM_RECV))
+  if (c == NULL || (c->link.kind != MCP_COMM_SEND && c->link.kind != MCP_COMM_RECV))
     return NULL;
-  return c->dc;
+  return c->link.dc;
 }
 
 ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
@@ -125,7 +125,7 @@ static ncclResult_t close_comm(void *comm, int kind)
 
   if (c == NULL)
     return ncclSuccess;
-  if (c->kind != kind) {
+  if (c->link.kind != kind) {
     MCP_WARN("close of %p: not a %s comm of mcpnet", comm, kind == MCP_COMM_SEND ? "send" : "receive");
     return ncclInvalidArgument;
   }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 
 static void *ring_alloc(size_t bytes)
@@ -28,18 +29,22 @@ static void *ring_alloc(size_t bytes)
 /* Rings and requests: the send side gets a CTS ring, the receive side records. */
 static int link_alloc(struct mcp_comm *c)
 {
-  int is_send = c->kind == MCP_COMM_SEND;
+  int is_send = c->link.kind == MCP_COMM_SEND;
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
+  c->seq = 1;
+  c->cts_batch = mcp_param_process()->cts_batch;
   c->ring_bytes = is_send ? MCP_SLOTS * sizeof(struct mcp_cts_slot) : MCP_SLOTS * sizeof(struct mcp_record);
   c->ring = ring_alloc(c->ring_bytes);
-  if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, access)) == NULL)
+  if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, access)) == NULL)
     return -1;
+  c->link.ring_addr = (uintptr_t)c->ring; /* the handshake names it */
+  c->link.ring_rkey = c->ring_mr->rkey;
   if (is_send) {
     c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
     c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
     if (c->records == NULL || c->sslots == NULL ||
-        (c->records_mr = mcp_mr_internal(c->dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
+        (c->records_mr = mcp_mr_internal(c->link.dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
                                          IBV_ACCESS_LOCAL_WRITE)) == NULL)
       return -1;
     return mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
@@ -47,10 +52,21 @@ static int link_alloc(struct mcp_comm *c)
   c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   if (c->staging == NULL || c->rslots == NULL ||
-      (c->staging_mr = mcp_mr_internal(c->dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
+      (c->staging_mr = mcp_mr_internal(c->link.dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
                                        IBV_ACCESS_LOCAL_WRITE)) == NULL)
     return -1;
   return mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
+}
+
+/* The handshake is done: the ring the peer's answer named, and how much data fits
+ * inline in a work request on these QPs. */
+static void link_up(struct mcp_comm *c)
+{
+  int inline_bytes = mcp_param_process()->inline_bytes;
+
+  c->remote_ring = c->link.remote.ring_addr;
+  c->remote_rkey = c->link.remote.ring_rkey;
+  c->data_inline = c->link.max_inline < inline_bytes ? c->link.max_inline : inline_bytes;
 }
 
 static void free_ring(struct ibv_mr **mr, void **mem)
@@ -80,14 +96,36 @@ static void link_release(struct mcp_comm *c)
   c->rslots = NULL;
 }
 
+/* A recovery replaced the QPs: what was counted on the old ones is void. */
+static void qps_replaced(struct mcp_comm *c)
+{
+  int i;
+
+  c->cts_unsignaled = 0;
+  if (c->link.kind != MCP_COMM_RECV)
+    return;
+  /* Partial counts of the old QPs are void: the sender writes those slots again. */
+  for (i = 0; i < MCP_SLOTS; i++)
+    if (c->rslots[i].req != NULL) {
+      c->rslots[i].expected = 0;
+      c->rslots[i].got = 0;
+      c->rslots[i].bytes = 0;
+    }
+}
+
+static uint32_t next_seq(const struct mcp_comm *c) { return c->seq; }
+
 static int link_replay(struct mcp_comm *c, const uint32_t *done)
 {
-  return c->kind == MCP_COMM_SEND ? mcp_xfer_send_replay(c, done) : mcp_xfer_recv_replay(c);
+  return c->link.kind == MCP_COMM_SEND ? mcp_xfer_send_replay(c, done) : mcp_xfer_recv_replay(c);
 }
 
 const struct mcp_link_ops mcp_xfer_link_ops = {
   .alloc = link_alloc,
+  .link_up = link_up,
   .release = link_release,
+  .qps_replaced = qps_replaced,
+  .next_seq = next_seq,
   .poll = mcp_xfer_poll,
   .fail_wc = mcp_xfer_fail_wc,
   .done_table = mcp_xfer_recv_done_table,

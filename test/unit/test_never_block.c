@@ -122,26 +122,26 @@ static struct mcp_comm *comm_connecting(void)
 {
   struct mcp_comm *c = calloc(1, sizeof(*c));
 
-  c->kind = MCP_COMM_SEND;
-  c->ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
-  c->dc = &fake_dc;
-  c->cq = calloc(1, sizeof(*c->cq));
-  c->cq->context = &fake_ctx;
-  c->nqps = 1;
-  c->sq_depth = 8;
-  c->rq_depth = 8;
-  c->qp[0] = fake_create_qp(NULL, NULL);
+  c->link.kind = MCP_COMM_SEND;
+  c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
+  c->link.dc = &fake_dc;
+  c->link.cq = calloc(1, sizeof(*c->link.cq));
+  c->link.cq->context = &fake_ctx;
+  c->link.nqps = 1;
+  c->link.sq_depth = 8;
+  c->link.rq_depth = 8;
+  c->link.qp[0] = fake_create_qp(NULL, NULL);
   c->ring_mr = calloc(1, sizeof(*c->ring_mr)); /* the new round's endpoint names it */
-  c->remote.nqps = 1;
-  c->remote.qps[0].qpn = 0x900;
-  snprintf(c->peer_name, sizeof(c->peer_name), "fake-peer");
+  c->link.remote.nqps = 1;
+  c->link.remote.qps[0].qpn = 0x900;
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "fake-peer");
   stream = mcp_oob_test_stream_new();
-  c->stream = stream;
-  c->rec.round = 1;
-  c->rec.phase = MCP_REC_CONNECTING;
-  c->rec.start_ns = fake_now;
-  c->rec.deadline_ns = fake_now + 6000000000ull;
-  snprintf(c->rec.cause, sizeof(c->rec.cause), "a fake link went down");
+  c->link.stream = stream;
+  c->link.rec.round = 1;
+  c->link.rec.phase = MCP_REC_CONNECTING;
+  c->link.rec.start_ns = fake_now;
+  c->link.rec.deadline_ns = fake_now + 6000000000ull;
+  snprintf(c->link.rec.cause, sizeof(c->link.rec.cause), "a fake link went down");
   mcp_fabric_comm_ref(); /* the comm's, given back when it is freed */
   return c;
 }
@@ -203,22 +203,22 @@ static void test_deadline_and_close(void)
 
   reset();
   c = comm_connecting();
-  walked = c->qp[0];
+  walked = c->link.qp[0];
   CHECK_EQ_INT(mcp_qp_connect_start(c), 0);
   CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
 
   fake_now += 1000000000ull; /* 1 s in: still connecting, no verdict, no wait */
   CHECK_EQ_INT(mcp_recover_progress(c), 0);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
 
   fake_now += 6000000000ull; /* past the deadline */
   CHECK_EQ_INT(mcp_recover_progress(c), -1);
   ev_failed = now_event();
-  CHECK(c->error != 0);
-  CHECK(strstr(c->errmsg, "did not reach RTS") != NULL);
-  CHECK(strstr(c->errmsg, "round 1") != NULL);
+  CHECK(c->link.error != 0);
+  CHECK(strstr(c->link.errmsg, "did not reach RTS") != NULL);
+  CHECK(strstr(c->link.errmsg, "round 1") != NULL);
 
-  c->stream = NULL; /* a fake: nothing of the out-of-band channel to close */
+  c->link.stream = NULL; /* a fake: nothing of the out-of-band channel to close */
   free(stream);
   mcp_comm_destroy(c); /* NCCL's close (or abort) */
   ev_closed = now_event();
@@ -247,7 +247,7 @@ static void test_new_round_does_not_wait(void)
 
   reset();
   c = comm_connecting();
-  old = c->qp[0];
+  old = c->link.qp[0];
   CHECK_EQ_INT(mcp_qp_connect_start(c), 0);
   CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
 
@@ -256,11 +256,11 @@ static void test_new_round_does_not_wait(void)
   mcp_oob_test_stream_end(stream, 1, 0, NULL);
   mcp_recover_start(c, "another fake error");
   ev_started = now_event();
-  CHECK_EQ_INT(c->rec.round, 2);
-  CHECK(c->qp[0] != NULL && c->qp[0] != old);
-  CHECK(strstr(c->errmsg, "RECOVER frame") != NULL);
+  CHECK_EQ_INT(c->link.rec.round, 2);
+  CHECK(c->link.qp[0] != NULL && c->link.qp[0] != old);
+  CHECK(strstr(c->link.errmsg, "RECOVER frame") != NULL);
 
-  c->stream = NULL;
+  c->link.stream = NULL;
   free(stream);
   mcp_comm_destroy(c);
   ev_closed = now_event();
@@ -288,29 +288,29 @@ static void test_verdict(int peer_closes)
 
   reset();
   c = comm_connecting();
-  c->rec.phase = MCP_REC_NONE;
+  c->link.rec.phase = MCP_REC_NONE;
   memset(&wc, 0, sizeof(wc));
   wc.status = IBV_WC_REM_ACCESS_ERR;
-  wc.qp_num = c->qp[0]->qp_num;
+  wc.qp_num = c->link.qp[0]->qp_num;
   wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0, 0);
   mcp_recover_await_verdict(c, &wc);
-  CHECK_EQ_INT(c->rec.phase, MCP_REC_VERDICT);
+  CHECK_EQ_INT(c->link.rec.phase, MCP_REC_VERDICT);
 
   fake_now += 100000000ull; /* 100 ms: no FIN yet, no verdict */
   CHECK_EQ_INT(mcp_recover_progress(c), 0);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   if (peer_closes) {
     mcp_oob_test_stream_end(stream, 0, 1, NULL);
     CHECK_EQ_INT(mcp_recover_progress(c), -1);
-    CHECK(strstr(c->errmsg, "the peer closed this connection; its adapter refused the work in flight") != NULL);
+    CHECK(strstr(c->link.errmsg, "the peer closed this connection; its adapter refused the work in flight") != NULL);
   } else {
     fake_now += 150000000ull; /* 250 ms: a real fault, with the completion's diagnosis */
     CHECK_EQ_INT(mcp_recover_progress(c), -1);
-    CHECK(strstr(c->errmsg, "work completion error fake") != NULL);
+    CHECK(strstr(c->link.errmsg, "work completion error fake") != NULL);
   }
-  CHECK_EQ_INT(c->rec.phase, MCP_REC_NONE);
-  CHECK(c->error != 0);
-  c->stream = NULL;
+  CHECK_EQ_INT(c->link.rec.phase, MCP_REC_NONE);
+  CHECK(c->link.error != 0);
+  c->link.stream = NULL;
   free(stream);
   mcp_comm_destroy(c);
   CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1); /* nothing kept it: freed by the close */

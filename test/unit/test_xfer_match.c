@@ -66,16 +66,16 @@ static struct mcp_comm *comm_make(void)
   gpu_mr.type = NCCL_PTR_CUDA;
   dmabuf_mr = gpu_mr;
   dmabuf_mr.dmabuf = 1;
-  c->kind = MCP_COMM_SEND;
-  c->dc = &dc;
+  c->link.kind = MCP_COMM_SEND;
+  c->link.dc = &dc;
   c->seq = 1;
-  c->nqps = 1;
-  c->qp[0] = &fake_qp;
-  c->max_inline = 64;
+  c->link.nqps = 1;
+  c->link.qp[0] = &fake_qp;
+  c->link.max_inline = 64;
   c->data_inline = 64;
   /* The liveness check is for waiting callers every 100 ms: not due in this test. */
   c->next_alive_check_ns = UINT64_MAX;
-  snprintf(c->peer_name, sizeof(c->peer_name), "lab-b pid 42 (192.0.2.2:40000)");
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "lab-b pid 42 (192.0.2.2:40000)");
   c->ring_elems = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
   c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
   c->records = calloc(MCP_SLOTS, sizeof(struct mcp_record));
@@ -138,7 +138,7 @@ static void test_pxn_next_step_before_other_tag(void)
   /* Tag 1 again: its element of seq 1 is used, and seq 2 is not the head yet. */
   CHECK(do_send(c, 1, 100, &host_mr, &rc) == NULL);
   CHECK_EQ_INT(rc, ncclSuccess);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   CHECK_EQ_INT(c->seq, 1);
   CHECK_EQ_INT(c->tag_refused, 1);
   CHECK_EQ_INT(c->tag_refused_seq, 1);
@@ -172,7 +172,7 @@ static void test_single_receive_other_tag(void)
   cts_arrive(c, 2, 1, t4);
   CHECK(do_send(c, 4, 10, &host_mr, &rc) == NULL);
   CHECK_EQ_INT(rc, ncclSuccess);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   CHECK_EQ_INT(nposted, 0);
   /* Should it last, the watchdog names the tag and what the head receive waits for. */
   mcp_xfer_watchdog_describe(c, why, sizeof(why));
@@ -196,13 +196,13 @@ static void test_group_without_our_tag(void)
   cts_arrive(c, 1, 3, tags);
   for (i = 0; i < 3; i++)
     CHECK(do_send(c, 9, 10, &host_mr, &rc) == NULL);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   CHECK(do_send(c, 7, 10, &host_mr, &rc) != NULL);
   CHECK(do_send(c, 7, 10, &host_mr, &rc) == NULL);
   CHECK(do_send(c, 5, 10, &host_mr, &rc) != NULL);
   CHECK(do_send(c, 6, 10, &host_mr, &rc) != NULL);
   CHECK_EQ_INT(c->seq, 2);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   comm_free(c);
 }
 
@@ -217,7 +217,7 @@ static void test_larger_than_receive_fails(void)
   cts_arrive(c, 1, 1, t);
   CHECK(do_send(c, 1, 8192, &host_mr, &rc) == NULL);
   CHECK_EQ_INT(rc, ncclInvalidUsage);
-  CHECK(c->error != 0);
+  CHECK(c->link.error != 0);
   CHECK_EQ_INT(warns, 1);
   comm_free(c);
 }

@@ -89,16 +89,16 @@ static struct mcp_comm *comm_make(void)
   ibmr.rkey = 3;
   mh.mr = &ibmr;
   mh.type = NCCL_PTR_HOST;
-  c->kind = MCP_COMM_RECV;
-  c->dc = &dc;
+  c->link.kind = MCP_COMM_RECV;
+  c->link.dc = &dc;
   c->seq = 1;
-  c->nqps = 1;
-  c->qp[0] = &fake_qp;
-  c->cq = &fake_cq;
-  c->max_inline = 256;
+  c->link.nqps = 1;
+  c->link.qp[0] = &fake_qp;
+  c->link.cq = &fake_cq;
+  c->link.max_inline = 256;
   c->cts_batch = 4;
   c->next_alive_check_ns = UINT64_MAX; /* the 100 ms liveness check is not due here */
-  snprintf(c->peer_name, sizeof(c->peer_name), "lab-a pid 41 (192.0.2.1:40000)");
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "lab-a pid 41 (192.0.2.1:40000)");
   c->staging = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
   c->staging_mr = &ibmr;
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
@@ -153,7 +153,7 @@ static void test_completion_of_another_comm(void)
   int done = 0, sizes[1] = {-1};
   void *r;
 
-  c->id = 7;
+  c->link.id = 7;
   r = post(c, 1, 65536);
   CHECK_EQ_INT(MCP_WR_COMM(last_wr_id), 7); /* the clear-to-send write names its comm */
   land_as(8, 1, 4096);
@@ -164,7 +164,7 @@ static void test_completion_of_another_comm(void)
   CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
   CHECK_EQ_INT(done, 1);
   CHECK_EQ_INT(sizes[0], 4096);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   comm_free(c);
 }
 
@@ -196,7 +196,7 @@ static void test_hint_waits_for_data(void)
   CHECK_EQ_INT(done, 1);
   CHECK_EQ_INT(sizes[0], 0);
   CHECK_EQ_INT(c->inflight, 0);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   comm_free(c);
 }
 
@@ -299,7 +299,7 @@ static void test_flush_lost_with_its_qp(void)
   flush_done(last_wr_id, IBV_WC_SUCCESS);
   CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
   CHECK_EQ_INT(done, 1);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   CHECK_EQ_INT(c->flush_lost_ns, 0);
   CHECK_EQ_INT(c->flush_reposts, 0);
   comm_free(c);
@@ -314,7 +314,7 @@ static void test_completion_behind_peer_close(void)
   int done = 0, sizes[1] = {-1}, i;
   void *r;
 
-  c->stream = st;
+  c->link.stream = st;
   r = post(c, 0, 4096);
   for (i = 0; i < MCP_CQ_BATCH; i++) { /* signalled clear-to-send writes, say */
     struct ibv_wc *w = &script[nscript++];
@@ -328,7 +328,7 @@ static void test_completion_behind_peer_close(void)
   CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
   CHECK_EQ_INT(done, 1);
   CHECK_EQ_INT(sizes[0], 100);
-  CHECK_EQ_INT(c->error, 0);
+  CHECK_EQ_INT(c->link.error, 0);
   /* Work still pending when the peer has closed is reported, on the next check. */
   r = post(c, 0, 4096);
   c->next_alive_check_ns = 0;

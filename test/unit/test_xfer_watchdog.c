@@ -45,10 +45,10 @@ static struct mcp_comm *comm_make(int kind)
   info.port = 1;
   snprintf(info.driver, sizeof(info.driver), "rxe");
   dc.info = &info;
-  c->kind = kind;
-  c->dc = &dc;
+  c->link.kind = kind;
+  c->link.dc = &dc;
   c->seq = 1;
-  snprintf(c->peer_name, sizeof(c->peer_name), "lab-b pid 42 (192.0.2.2:40000)");
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "lab-b pid 42 (192.0.2.2:40000)");
   if (kind == MCP_COMM_SEND) {
     c->ring_elems = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
     c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
