@@ -31,14 +31,9 @@
 #include "mcpnet/oob.h"
 #include "mcpnet/wire.h"
 
-#define MCP_SLOTS 64                      /* CTS ring entries; >= NCCL_NET_MAX_REQUESTS */
 #define MCP_SEND_REQS (NCCL_NET_MAX_REQUESTS * MCP_MAX_RECVS)
 #define MCP_RECV_REQS (MCP_SLOTS + NCCL_NET_MAX_REQUESTS) /* slots plus flushes */
 #define MCP_STRIPE_MIN (64 * 1024)        /* smallest chunk worth a QP of its own */
-#define MCP_CQ_BATCH 16
-/* Receive WRs per QP: every slot can have its immediate in flight while up to a batch of
- * consumed WRs waits to be reposted. */
-#define MCP_RQ_DEPTH (MCP_SLOTS + MCP_CQ_BATCH)
 
 /* One element of a CTS entry: 32 bytes, written by the receiver's NIC. */
 struct mcp_cts_elem {
@@ -173,6 +168,17 @@ struct mcp_comm {
   uint64_t wd_since_ns, wd_last_ns;
   int wd_warned;
 };
+/* The comm a link belongs to: what conn hands back through struct mcp_link_ops. */
+static inline struct mcp_comm *mcp_comm_of(struct mcp_link *l)
+{
+  return (struct mcp_comm *)(void *)((char *)l - offsetof(struct mcp_comm, link));
+}
+
+static inline const struct mcp_comm *mcp_comm_of_const(const struct mcp_link *l)
+{
+  return (const struct mcp_comm *)(const void *)((const char *)l - offsetof(struct mcp_comm, link));
+}
+
 /* net tells a send or receive comm from a listen comm by the kind at offset 0 of both. */
 _Static_assert(offsetof(struct mcp_comm, link.kind) == 0, "a comm's kind is its first field");
 _Static_assert(offsetof(struct mcp_listen_comm, kind) == 0, "a listen comm's kind is its first field");

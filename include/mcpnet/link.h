@@ -10,18 +10,26 @@
 #define MCPNET_LINK_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <infiniband/verbs.h>
 
 #include "mcpnet/devctx.h"
 #include "mcpnet/fabric_counters.h"
+#include "mcpnet/fabric_process.h"
+#include "mcpnet/limits.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/wire.h"
 
 /* QPs per connection: NCCL's own bound (NCCL_IB_MAX_QPS), so any NCCL_IB_QPS_PER_CONNECTION
  * NCCL runs runs here too. The arrays below cost 24 bytes per QP in every link. */
 #define MCP_MAX_QPS 128
+#define MCP_SLOTS 64                      /* ring entries (the handshake checks both ends agree); >= NCCL_NET_MAX_REQUESTS */
+#define MCP_CQ_BATCH 16
+/* Receive WRs per QP: every slot can have its immediate in flight while up to a batch of
+ * consumed WRs waits to be reposted. */
+#define MCP_RQ_DEPTH (MCP_SLOTS + MCP_CQ_BATCH)
 
 /* wr_id: kind in the top byte, the generation of the QP that posted it in the next (the
  * comm's epoch; the flush QP's own generation), the comm's per-process id in the next
@@ -38,7 +46,6 @@
 #define MCP_WR_IDX(wr) ((uint32_t)(wr))
 enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
 
-struct mcp_comm;
 
 enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_THREAD_FAILED };
 
@@ -78,16 +85,19 @@ enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 }
  * with a completion's diagnosis, done_table fills the receive side's table of finished
  * slots for the peer, replay posts again what the lost QPs never completed (done: the
  * peer's table). */
+struct mcp_link;
+
 struct mcp_link_ops {
-  int (*alloc)(struct mcp_comm *c);
-  void (*link_up)(struct mcp_comm *c);
-  void (*release)(struct mcp_comm *c);
-  void (*qps_replaced)(struct mcp_comm *c);
-  uint32_t (*next_seq)(const struct mcp_comm *c);
-  int (*poll)(struct mcp_comm *c);
-  void (*fail_wc)(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone);
-  void (*done_table)(const struct mcp_comm *c, uint32_t *done);
-  int (*replay)(struct mcp_comm *c, const uint32_t *done);
+  size_t comm_size;                /* the upper layer's comm, which begins with the link */
+  int (*alloc)(struct mcp_link *c);
+  void (*link_up)(struct mcp_link *c);
+  void (*release)(struct mcp_link *c);
+  void (*qps_replaced)(struct mcp_link *c);
+  uint32_t (*next_seq)(const struct mcp_link *c);
+  int (*poll)(struct mcp_link *c);
+  void (*fail_wc)(struct mcp_link *c, const struct ibv_wc *wc, int peer_gone);
+  void (*done_table)(const struct mcp_link *c, uint32_t *done);
+  int (*replay)(struct mcp_link *c, const uint32_t *done);
 };
 
 /* The link between two processes (conn): QPs, CQ, epoch, the out-of-band stream, setup
@@ -149,7 +159,7 @@ struct mcp_listen_comm {
   int traffic_class;
   const struct mcp_link_ops *ops; /* handed to every comm it accepts */
   struct mcp_oob_listener *listener;
-  struct mcp_comm *accepting;
+  struct mcp_link *accepting;
 };
 
 /* Listen, connect and accept (mcp_conn_setup.c): the work behind net's entry points of
@@ -162,23 +172,23 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
 int mcp_conn_accept(void *listen_comm, void **recv_comm);
 
 /* Queue pair bring-up (mcp_conn_qp.c). */
-int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth);
-int mcp_qp_create_qps(struct mcp_comm *c);
+int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth);
+int mcp_qp_create_qps(struct mcp_link *c);
 /* RTR/RTS of every QP toward c->remote on a short-lived thread (may block on address
  * resolution); poll returns 0 while running, 1 when at RTS, -1 on failure. */
-int mcp_qp_connect_start(struct mcp_comm *c);
-int mcp_qp_connect_poll(struct mcp_comm *c);
+int mcp_qp_connect_start(struct mcp_link *c);
+int mcp_qp_connect_poll(struct mcp_link *c);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
-int mcp_qp_connect_abandon(struct mcp_comm *c);
-int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+int mcp_qp_connect_abandon(struct mcp_link *c);
+int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                   uint32_t dpsn, const uint8_t *dgid, uint16_t dlid);
-int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count);
+int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);
 /* NCCL's close: tells the peer, lets go of a running walk and drops the owner's
  * reference; the verbs resources go with the last reference. Never waits. */
-void mcp_comm_destroy(struct mcp_comm *c);
-void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void mcp_comm_fill_endpoint(struct mcp_comm *c);
+void mcp_comm_destroy(struct mcp_link *c);
+void mcp_comm_fail(struct mcp_link *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mcp_comm_fill_endpoint(struct mcp_link *c);
 /* The next per-process comm id for wr_id: 1..65535, then again from 1. */
 uint16_t mcp_comm_next_id(void);
 uint32_t mcp_version_number(void);
@@ -190,18 +200,18 @@ uint32_t mcp_version_number(void);
  * again, -1 when it failed; poll_stream handles the peer's RECOVER frames outside a call
  * that is already recovering. */
 int mcp_recover_status_recoverable(int wc_status);
-void mcp_recover_start(struct mcp_comm *c, const char *cause);
-int mcp_recover_progress(struct mcp_comm *c);
-void mcp_recover_poll_stream(struct mcp_comm *c);
+void mcp_recover_start(struct mcp_link *c, const char *cause);
+int mcp_recover_progress(struct mcp_link *c);
+void mcp_recover_poll_stream(struct mcp_link *c);
 /* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
  * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
-void mcp_recover_check_events(struct mcp_comm *c);
+void mcp_recover_check_events(struct mcp_link *c);
 /* The handler conn registers with fabric for a QP's async event (comm: the QP's context). */
 void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
 /* A failed completion that may mean the peer process died: isend/irecv/test route to
  * mcp_recover_progress, which fails the comm as soon as the out-of-band connection says
  * the peer is gone, or with the completion's diagnosis after 200 ms (mcp_xfer_fail_wc). */
-void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc);
+void mcp_recover_await_verdict(struct mcp_link *c, const struct ibv_wc *wc);
 /* The recovery's clock (CLOCK_MONOTONIC in ns): a unit test drives the deadlines with its own. */
 extern uint64_t (*mcp_recover_now_ns)(void);
 

@@ -12,11 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mcpnet/limits.h"
 #include "nccl/net_common.h"
 
 #define MCP_NET_NAME "MCP"
-#define MCP_MAX_RECVS 8        /* grouped receives per irecv (props.maxRecvs) */
-#define MCP_MAX_P2P_BYTES (1ULL << 30)
 
 /* The canonical device properties; plugin/ copies them out per ABI version. */
 struct mcp_net_props {

@@ -16,7 +16,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "mcpnet/comm.h"
+#include "mcpnet/link.h"
 #include "mcpnet/fabric_gid.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
@@ -24,17 +24,17 @@
 
 #define QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
-void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...)
+void mcp_comm_fail(struct mcp_link *c, int code, const char *fmt, ...)
 {
   va_list ap;
 
-  if (c->link.error != 0)
+  if (c->error != 0)
     return;
   va_start(ap, fmt);
-  vsnprintf(c->link.errmsg, sizeof(c->link.errmsg), fmt, ap);
+  vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
   va_end(ap);
-  c->link.error = code;
-  MCP_WARN("%s", c->link.errmsg);
+  c->error = code;
+  MCP_WARN("%s", c->errmsg);
   if (mcp_param_process()->abort_on_error) {
     MCP_WARN("MCPNET_ABORT_ON_ERROR=1: aborting for a core dump");
     abort();
@@ -61,25 +61,25 @@ static uint32_t random_psn(void)
   return v & 0xffffff;
 }
 
-int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
+int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 {
-  c->link.cq = mcp_ibv.create_cq(c->link.dc->ctx, nqps * (sq_depth + rq_depth) + 16, c, NULL, 0);
-  if (c->link.cq == NULL) {
-    MCP_WARN("%s: ibv_create_cq failed: %s", c->link.dc->info->name, strerror(errno));
+  c->cq = mcp_ibv.create_cq(c->dc->ctx, nqps * (sq_depth + rq_depth) + 16, c, NULL, 0);
+  if (c->cq == NULL) {
+    MCP_WARN("%s: ibv_create_cq failed: %s", c->dc->info->name, strerror(errno));
     return -1;
   }
-  c->link.nqps = nqps;
-  c->link.sq_depth = sq_depth;
-  c->link.rq_depth = rq_depth;
-  c->link.sgid_index = c->link.dc->info->gid.index;
+  c->nqps = nqps;
+  c->sq_depth = sq_depth;
+  c->rq_depth = rq_depth;
+  c->sgid_index = c->dc->info->gid.index;
   return mcp_qp_create_qps(c);
 }
 
 /* The comm's QPs on its CQ, at INIT, with fresh PSNs: at setup and again in recovery. */
-int mcp_qp_create_qps(struct mcp_comm *c)
+int mcp_qp_create_qps(struct mcp_link *c)
 {
   static const int inline_try[] = {256, 64, 0};
-  int i, t, sq_depth = c->link.sq_depth, rq_depth = c->link.rq_depth, nqps = c->link.nqps;
+  int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
 
   for (i = 0; i < nqps; i++) {
     struct ibv_qp_init_attr init;
@@ -88,74 +88,74 @@ int mcp_qp_create_qps(struct mcp_comm *c)
     for (t = 0; t < 3; t++) {
       memset(&init, 0, sizeof(init));
       init.qp_context = c; /* async events on this QP reach the comm */
-      init.send_cq = c->link.cq;
-      init.recv_cq = c->link.cq;
+      init.send_cq = c->cq;
+      init.recv_cq = c->cq;
       init.qp_type = IBV_QPT_RC;
       init.cap.max_send_wr = (uint32_t)sq_depth;
       init.cap.max_recv_wr = (uint32_t)rq_depth;
       init.cap.max_send_sge = 1;
       init.cap.max_recv_sge = 1;
       init.cap.max_inline_data = (uint32_t)inline_try[t];
-      c->link.qp[i] = mcp_ibv.create_qp(c->link.dc->pd, &init);
-      if (c->link.qp[i] != NULL)
+      c->qp[i] = mcp_ibv.create_qp(c->dc->pd, &init);
+      if (c->qp[i] != NULL)
         break;
     }
-    if (c->link.qp[i] == NULL) {
+    if (c->qp[i] == NULL) {
       MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)",
-               c->link.dc->info->name, strerror(errno), sq_depth, rq_depth);
+               c->dc->info->name, strerror(errno), sq_depth, rq_depth);
       return -1;
     }
-    c->link.max_inline = (int)init.cap.max_inline_data;
-    c->link.psn[i] = random_psn();
+    c->max_inline = (int)init.cap.max_inline_data;
+    c->psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = (uint16_t)c->link.dc->info->pkey_index;
-    attr.port_num = (uint8_t)c->link.dc->info->port;
+    attr.pkey_index = (uint16_t)c->dc->info->pkey_index;
+    attr.port_num = (uint8_t)c->dc->info->port;
     attr.qp_access_flags = QP_ACCESS;
-    if (mcp_ibv.modify_qp(c->link.qp[i], &attr,
+    if (mcp_ibv.modify_qp(c->qp[i], &attr,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
       MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)",
-               c->link.dc->info->name, c->link.dc->info->port, c->link.qp[i]->qp_num, strerror(errno),
-               c->link.dc->info->pkey, c->link.dc->info->pkey_index);
+               c->dc->info->name, c->dc->info->port, c->qp[i]->qp_num, strerror(errno),
+               c->dc->info->pkey, c->dc->info->pkey_index);
       return -1;
     }
   }
   return 0;
 }
 
-static void fill_av(const struct mcp_comm *c, int sgid_index, struct ibv_ah_attr *ah, const uint8_t *dgid,
+static void fill_av(const struct mcp_link *c, int sgid_index, struct ibv_ah_attr *ah, const uint8_t *dgid,
                     uint16_t dlid)
 {
-  const struct mcp_net_dev *d = c->link.dc->info;
+  const struct mcp_net_dev *d = c->dc->info;
 
   memset(ah, 0, sizeof(*ah));
   ah->port_num = (uint8_t)d->port;
-  ah->sl = (uint8_t)c->link.sl;
+  ah->sl = (uint8_t)c->sl;
   if (d->link_layer == IBV_LINK_LAYER_ETHERNET) {
     ah->is_global = 1;
     memcpy(ah->grh.dgid.raw, dgid, 16);
     ah->grh.sgid_index = (uint8_t)sgid_index; /* recovery may find the GID elsewhere */
     ah->grh.hop_limit = 255;
-    ah->grh.traffic_class = (uint8_t)c->link.tc;
+    ah->grh.traffic_class = (uint8_t)c->tc;
   } else {
     ah->dlid = dlid;
   }
 }
 
 /* RESET/INIT -> RTR -> RTS toward a destination QP. The GID index is the caller's: a
- * walk on a job's thread must not read c->link.sgid_index, which a later round rewrites. */
-static int qp_to_rts(const struct mcp_comm *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+ * walk on a job's thread must not read c->sgid_index, which a later round rewrites. */
+static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                      uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
   const struct mcp_config *cfg = mcp_param_process();
-  const struct mcp_net_dev *d = c->link.dc->info;
+  const struct mcp_net_dev *d = c->dc->info;
   struct ibv_qp_attr attr;
   char lgid[64], rgid[64];
   const char *step = "INIT->RTR";
 
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_RTR;
-  attr.path_mtu = (enum ibv_mtu)c->link.mtu;
+  attr.path_mtu = (enum ibv_mtu)c->mtu;
   attr.dest_qp_num = dqpn;
   attr.rq_psn = dpsn;
   attr.max_dest_rd_atomic = 1;
@@ -180,25 +180,25 @@ fail:
   mcp_gid_format(d->gid.raw, lgid, sizeof(lgid));
   mcp_gid_format(dgid, rgid, sizeof(rgid));
   MCP_WARN("%s port %d: QP %#x %s toward QP %#x of %s failed: %s. Local GID %d %s, remote GID %s, "
-           "MTU %d, SL %d, TC %d. %s", d->name, d->port, qp->qp_num, step, dqpn, c->link.peer_name,
-           strerror(errno), sgid_index, lgid, rgid, mcp_fabric_mtu_bytes(c->link.mtu), c->link.sl, c->link.tc,
+           "MTU %d, SL %d, TC %d. %s", d->name, d->port, qp->qp_num, step, dqpn, c->peer_name,
+           strerror(errno), sgid_index, lgid, rgid, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
            errno == ETIMEDOUT ? "The peer's address did not resolve: is it reachable from this port's netdev?"
            : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
                              : "");
   return -1;
 }
 
-int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                   uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
-  return qp_to_rts(c, c->link.sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
+  return qp_to_rts(c, c->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
 }
 
 struct mcp_qp_job {
   atomic_int state;     /* MCP_QP_THREAD_RUNNING, then _OK or _FAILED */
   atomic_int refs;      /* the comm's and the thread's */
   int abandoned;        /* set by the comm before it lets go: the QPs are the job's to destroy */
-  struct mcp_comm *c;   /* referenced until the job is freed */
+  struct mcp_link *c;   /* referenced until the job is freed */
   int nqps, sgid_index, first;
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
@@ -206,11 +206,11 @@ struct mcp_qp_job {
   uint16_t dlid;
 };
 
-static void comm_free(struct mcp_comm *c);
+static void comm_free(struct mcp_link *c);
 
-static void comm_unref(struct mcp_comm *c)
+static void comm_unref(struct mcp_link *c)
 {
-  if (atomic_fetch_sub(&c->link.refs, 1) == 0)
+  if (atomic_fetch_sub(&c->refs, 1) == 0)
     comm_free(c);
 }
 
@@ -218,7 +218,7 @@ static void comm_unref(struct mcp_comm *c)
  * then the comm reference that kept their CQ alive. */
 static void job_unref(struct mcp_qp_job *j)
 {
-  struct mcp_comm *c = j->c;
+  struct mcp_link *c = j->c;
   int i;
 
   if (atomic_fetch_sub(&j->refs, 1) != 1)
@@ -233,11 +233,11 @@ static void job_unref(struct mcp_qp_job *j)
 
 /* The port's error counters when the comm connected, for a failed completion's WARN
  * (mcp_xfer_wc_diagnose compares with them). Read from sysfs, so off NCCL's thread. */
-static void counters_base(struct mcp_comm *c)
+static void counters_base(struct mcp_link *c)
 {
-  const struct mcp_net_dev *d = c->link.dc->info;
+  const struct mcp_net_dev *d = c->dc->info;
 
-  c->link.cnt_base_ok = mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &c->link.cnt_base) == 0;
+  c->cnt_base_ok = mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &c->cnt_base) == 0;
 }
 
 static void *job_main(void *arg)
@@ -270,14 +270,14 @@ static void pin_library(void)
              "do not dlclose it before that thread ends");
 }
 
-int mcp_qp_connect_start(struct mcp_comm *c)
+int mcp_qp_connect_start(struct mcp_link *c)
 {
   struct mcp_qp_job *j;
   pthread_attr_t attr;
   pthread_t tid;
   int i, rc;
 
-  if (c->link.qp_job != NULL)
+  if (c->qp_job != NULL)
     mcp_qp_connect_abandon(c);
   j = calloc(1, sizeof(*j));
   if (j == NULL)
@@ -285,18 +285,18 @@ int mcp_qp_connect_start(struct mcp_comm *c)
   atomic_init(&j->state, MCP_QP_THREAD_RUNNING);
   atomic_init(&j->refs, 2);
   j->c = c;
-  j->nqps = c->link.nqps;
-  j->sgid_index = c->link.sgid_index;
-  j->first = c->link.rec.round == 0;
-  for (i = 0; i < c->link.nqps; i++) {
-    j->qp[i] = c->link.qp[i];
-    j->psn[i] = c->link.psn[i];
-    j->dqpn[i] = c->link.remote.qps[i].qpn;
-    j->dpsn[i] = c->link.remote.qps[i].psn;
+  j->nqps = c->nqps;
+  j->sgid_index = c->sgid_index;
+  j->first = c->rec.round == 0;
+  for (i = 0; i < c->nqps; i++) {
+    j->qp[i] = c->qp[i];
+    j->psn[i] = c->psn[i];
+    j->dqpn[i] = c->remote.qps[i].qpn;
+    j->dpsn[i] = c->remote.qps[i].psn;
   }
-  memcpy(j->dgid, c->link.remote.gid, 16);
-  j->dlid = c->link.remote.lid;
-  atomic_fetch_add(&c->link.refs, 1);
+  memcpy(j->dgid, c->remote.gid, 16);
+  j->dlid = c->remote.lid;
+  atomic_fetch_add(&c->refs, 1);
   rc = pthread_attr_init(&attr);
   if (rc == 0) {
     rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -305,17 +305,17 @@ int mcp_qp_connect_start(struct mcp_comm *c)
     pthread_attr_destroy(&attr);
   }
   if (rc != 0) {
-    atomic_fetch_sub(&c->link.refs, 1);
+    atomic_fetch_sub(&c->refs, 1);
     free(j);
     return -1;
   }
-  c->link.qp_job = j;
+  c->qp_job = j;
   return 0;
 }
 
-int mcp_qp_connect_poll(struct mcp_comm *c)
+int mcp_qp_connect_poll(struct mcp_link *c)
 {
-  struct mcp_qp_job *j = c->link.qp_job;
+  struct mcp_qp_job *j = c->qp_job;
   int st;
 
   if (j == NULL)
@@ -323,25 +323,25 @@ int mcp_qp_connect_poll(struct mcp_comm *c)
   st = atomic_load(&j->state);
   if (st == MCP_QP_THREAD_RUNNING)
     return 0;
-  c->link.qp_job = NULL;
+  c->qp_job = NULL;
   job_unref(j);
   return st == MCP_QP_THREAD_OK ? 1 : -1;
 }
 
-int mcp_qp_connect_abandon(struct mcp_comm *c)
+int mcp_qp_connect_abandon(struct mcp_link *c)
 {
-  struct mcp_qp_job *j = c->link.qp_job;
+  struct mcp_qp_job *j = c->qp_job;
   int i, running;
 
   if (j == NULL)
     return 0;
-  c->link.qp_job = NULL;
+  c->qp_job = NULL;
   running = atomic_load(&j->state) == MCP_QP_THREAD_RUNNING;
   if (running) {
     /* Its QPs may be inside ibv_modify_qp: they leave the comm with the job. */
     for (i = 0; i < j->nqps; i++)
-      if (c->link.qp[i] == j->qp[i])
-        c->link.qp[i] = NULL;
+      if (c->qp[i] == j->qp[i])
+        c->qp[i] = NULL;
     j->abandoned = 1;
     pin_library();
   }
@@ -349,7 +349,7 @@ int mcp_qp_connect_abandon(struct mcp_comm *c)
   return running;
 }
 
-int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
+int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count)
 {
   struct ibv_recv_wr wr[MCP_CQ_BATCH], *bad;
   int i, done = 0;
@@ -357,16 +357,16 @@ int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
   while (done < count) {
     int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
     for (i = 0; i < k; i++) {
-      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->link.id, c->link.epoch, qp);
+      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->id, c->epoch, qp);
       wr[i].sg_list = NULL;
       wr[i].num_sge = 0;
       wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
     }
-    if (ibv_post_recv(c->link.qp[qp], wr, &bad) != 0)
+    if (ibv_post_recv(c->qp[qp], wr, &bad) != 0)
       return -1;
     done += k;
   }
-  c->link.recv_posted[qp] += count;
+  c->recv_posted[qp] += count;
   return 0;
 }
 
@@ -379,31 +379,31 @@ uint32_t mcp_version_number(void)
   return (major << 16) | ((minor & 0xff) << 8) | (patch & 0xff);
 }
 
-void mcp_comm_fill_endpoint(struct mcp_comm *c)
+void mcp_comm_fill_endpoint(struct mcp_link *c)
 {
   const struct mcp_config *cfg = mcp_param_process();
-  const struct mcp_net_dev *d = c->link.dc->info;
-  struct mcp_wire_endpoint *ep = &c->link.local;
+  const struct mcp_net_dev *d = c->dc->info;
+  struct mcp_wire_endpoint *ep = &c->local;
   int i;
 
   memset(ep, 0, sizeof(*ep));
-  ep->stream_id = mcp_oob_stream_id(c->link.stream);
+  ep->stream_id = mcp_oob_stream_id(c->stream);
   snprintf(ep->dev_name, sizeof(ep->dev_name), "%s", d->name);
   ep->port = (uint8_t)d->port;
   ep->link_layer = d->link_layer == IBV_LINK_LAYER_ETHERNET ? MCP_WIRE_LINK_ETHERNET : MCP_WIRE_LINK_IB;
   ep->active_mtu = (uint8_t)d->active_mtu;
   if (cfg->mtu > 0 && mcp_fabric_mtu_enum(cfg->mtu) < ep->active_mtu)
     ep->active_mtu = (uint8_t)mcp_fabric_mtu_enum(cfg->mtu);
-  ep->gid_index = (uint8_t)c->link.sgid_index;
+  ep->gid_index = (uint8_t)c->sgid_index;
   memcpy(ep->gid, d->gid.raw, 16);
   ep->lid = d->lid;
-  ep->nqps = (uint8_t)c->link.nqps;
-  for (i = 0; i < c->link.nqps; i++) {
-    ep->qps[i].qpn = c->link.qp[i]->qp_num;
-    ep->qps[i].psn = c->link.psn[i];
+  ep->nqps = (uint8_t)c->nqps;
+  for (i = 0; i < c->nqps; i++) {
+    ep->qps[i].qpn = c->qp[i]->qp_num;
+    ep->qps[i].psn = c->psn[i];
   }
-  ep->ring_addr = c->link.ring_addr;
-  ep->ring_rkey = c->link.ring_rkey;
+  ep->ring_addr = c->ring_addr;
+  ep->ring_rkey = c->ring_rkey;
   ep->ring_slots = MCP_SLOTS;
   ep->fp.plugin_version = mcp_version_number();
   ep->fp.gid_type = d->link_layer == IBV_LINK_LAYER_ETHERNET
@@ -411,43 +411,43 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
                         : MCP_WIRE_GID_IB;
   ep->fp.gid_family = d->link_layer == IBV_LINK_LAYER_ETHERNET ? (uint8_t)d->gid.family : 0;
   ep->fp.pkey = d->pkey;
-  ep->fp.sl = (uint8_t)c->link.sl;
-  ep->fp.tc = (uint8_t)c->link.tc;
+  ep->fp.sl = (uint8_t)c->sl;
+  ep->fp.tc = (uint8_t)c->tc;
   ep->fp.timeout = (uint8_t)cfg->ib_timeout;
   ep->fp.retry = (uint8_t)cfg->ib_retry_cnt;
   ep->fp.rnr_retry = (uint8_t)cfg->rnr_retry;
-  ep->fp.qps_per_conn = (uint8_t)c->link.nqps;
+  ep->fp.qps_per_conn = (uint8_t)c->nqps;
   ep->fp.speed_mbps = (uint32_t)d->speed_mbps;
   ep->fp.max_message = (uint32_t)MCP_MAX_P2P_BYTES;
 }
 
-void mcp_comm_destroy(struct mcp_comm *c)
+void mcp_comm_destroy(struct mcp_link *c)
 {
   if (c == NULL)
     return;
   /* A setup thread still in ibv_modify_qp (a link down, a peer gone) is never waited
    * for: it keeps the comm until it returns. The peer hears of the close now. */
   mcp_qp_connect_abandon(c);
-  if (c->link.stream != NULL)
-    mcp_oob_stream_close(c->link.stream, 1);
-  c->link.stream = NULL;
+  if (c->stream != NULL)
+    mcp_oob_stream_close(c->stream, 1);
+  c->stream = NULL;
   comm_unref(c);
 }
 
 /* The last reference: the owner's close, or an abandoned setup thread that returned. */
-static void comm_free(struct mcp_comm *c)
+static void comm_free(struct mcp_link *c)
 {
   int i;
 
-  for (i = 0; i < c->link.nqps; i++)
-    if (c->link.qp[i] != NULL)
-      mcp_ibv.destroy_qp(c->link.qp[i]);
+  for (i = 0; i < c->nqps; i++)
+    if (c->qp[i] != NULL)
+      mcp_ibv.destroy_qp(c->qp[i]);
   /* The upper layer's state (its flush QP shares the CQ) goes before the CQ. */
-  if (c->link.ops != NULL)
-    c->link.ops->release(c);
-  if (c->link.cq != NULL)
-    mcp_ibv.destroy_cq(c->link.cq);
-  mcp_devctx_put(c->link.dc);
+  if (c->ops != NULL)
+    c->ops->release(c);
+  if (c->cq != NULL)
+    mcp_ibv.destroy_cq(c->cq);
+  mcp_devctx_put(c->dc);
   free(c);
   mcp_oob_release();
   mcp_fabric_comm_unref();

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/comm.h"
+#include "mcpnet/link.h"
 #include "mcpnet/err.h"
 #include "mcpnet/fabric_sysfs.h"
 #include "mcpnet/log.h"
@@ -53,9 +53,9 @@ uint64_t (*mcp_recover_now_ns)(void) = clock_mono_ns;
 
 static uint64_t mono_ns(void) { return mcp_recover_now_ns(); }
 
-static const char *dir_words(const struct mcp_comm *c)
+static const char *dir_words(const struct mcp_link *c)
 {
-  return c->link.kind == MCP_COMM_SEND ? "send to" : "receive from";
+  return c->kind == MCP_COMM_SEND ? "send to" : "receive from";
 }
 
 /* The statuses of a path that broke, as opposed to a bug or a protection error. */
@@ -72,29 +72,29 @@ int mcp_recover_status_recoverable(int wc_status)
   }
 }
 
-static void rec_fail(struct mcp_comm *c, const char *what)
+static void rec_fail(struct mcp_link *c, const char *what)
 {
   const struct mcp_config *cfg = mcp_param_process();
-  double spent = (double)(mono_ns() - c->link.rec.start_ns) / 1e9;
+  double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
 
-  c->link.rec.phase = MCP_REC_NONE;
+  c->rec.phase = MCP_REC_NONE;
   mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
-                "MCPNET_RECOVERY_TIMEOUT=%d): %s", dir_words(c), c->link.peer_name, c->link.rec.cause, spent,
-                c->link.rec.round, cfg->recovery_timeout_s, what);
+                "MCPNET_RECOVERY_TIMEOUT=%d): %s", dir_words(c), c->peer_name, c->rec.cause, spent,
+                c->rec.round, cfg->recovery_timeout_s, what);
 }
 
 /* Our GID's index in the port's current table, found by address: after a link flap the
  * kernel may have put it back at another index. -1 while it is not (yet) there. */
-static int gid_find(const struct mcp_comm *c)
+static int gid_find(const struct mcp_link *c)
 {
-  const struct mcp_net_dev *d = c->link.dc->info;
+  const struct mcp_net_dev *d = c->dc->info;
   struct mcp_sysfs_dev sys;
   const struct mcp_sysfs_port *p;
   char err[256];
   int i, index = -1;
 
   if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
-    return c->link.sgid_index; /* InfiniBand: GID 0, routed by LID */
+    return c->sgid_index; /* InfiniBand: GID 0, routed by LID */
   memset(&sys, 0, sizeof(sys));
   if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
       (p = mcp_sysfs_port_find(&sys, d->port)) != NULL) {
@@ -107,79 +107,79 @@ static int gid_find(const struct mcp_comm *c)
 }
 
 /* Destroy the QPs (their completions become stale with the epoch) and build new ones. */
-static int rebuild_qps(struct mcp_comm *c)
+static int rebuild_qps(struct mcp_link *c)
 {
   int i;
 
-  for (i = 0; i < c->link.nqps; i++) {
-    if (c->link.qp[i] != NULL)
-      mcp_ibv.destroy_qp(c->link.qp[i]);
-    c->link.qp[i] = NULL;
+  for (i = 0; i < c->nqps; i++) {
+    if (c->qp[i] != NULL)
+      mcp_ibv.destroy_qp(c->qp[i]);
+    c->qp[i] = NULL;
   }
   /* The destroyed QPs add nothing more to the CQ. What they completed successfully
    * still counts: a receive whose data landed was acknowledged, so its sender may have
    * finished with it and will not write it again. Errors are ignored (phase is set). */
-  while (c->link.error == 0 && c->link.ops->poll(c) > 0)
+  while (c->error == 0 && c->ops->poll(c) > 0)
     ;
-  if (c->link.error != 0)
+  if (c->error != 0)
     return -1;
-  c->link.epoch++;
-  for (i = 0; i < c->link.nqps; i++) {
-    c->link.recv_posted[i] = 0;
-    c->link.recv_consumed[i] = 0;
+  c->epoch++;
+  for (i = 0; i < c->nqps; i++) {
+    c->recv_posted[i] = 0;
+    c->recv_consumed[i] = 0;
   }
   if (mcp_qp_create_qps(c) != 0)
     return -1;
-  if (c->link.kind == MCP_COMM_RECV) {
-    for (i = 0; i < c->link.nqps; i++)
+  if (c->kind == MCP_COMM_RECV) {
+    for (i = 0; i < c->nqps; i++)
       if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
         return -1;
   }
-  c->link.ops->qps_replaced(c);
+  c->ops->qps_replaced(c);
   return 0;
 }
 
-static int send_recover(struct mcp_comm *c, uint32_t step)
+static int send_recover(struct mcp_link *c, uint32_t step)
 {
   struct mcp_wire_msg m;
 
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_RECOVER;
-  m.u.recover.round = c->link.rec.round;
+  m.u.recover.round = c->rec.round;
   m.u.recover.step = step;
-  m.u.recover.next_seq = c->link.ops->next_seq(c);
-  if (c->link.kind == MCP_COMM_RECV)
-    c->link.ops->done_table(c, m.u.recover.done);
+  m.u.recover.next_seq = c->ops->next_seq(c);
+  if (c->kind == MCP_COMM_RECV)
+    c->ops->done_table(c, m.u.recover.done);
   mcp_comm_fill_endpoint(c);
-  m.u.recover.ep = c->link.local;
-  return mcp_oob_stream_send(c->link.stream, &m);
+  m.u.recover.ep = c->local;
+  return mcp_oob_stream_send(c->stream, &m);
 }
 
 /* Starts round `round` (the peer's, when it asked first). */
-static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
+static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
 {
   const struct mcp_config *cfg = mcp_param_process();
   uint64_t now = mono_ns();
 
-  if (c->link.rec.phase == MCP_REC_NONE) {
-    c->link.rec.start_ns = now;
-    c->link.rec.deadline_ns = now + (uint64_t)cfg->recovery_timeout_s * 1000000000ull;
-    snprintf(c->link.rec.cause, sizeof(c->link.rec.cause), "%s", cause);
+  if (c->rec.phase == MCP_REC_NONE) {
+    c->rec.start_ns = now;
+    c->rec.deadline_ns = now + (uint64_t)cfg->recovery_timeout_s * 1000000000ull;
+    snprintf(c->rec.cause, sizeof(c->rec.cause), "%s", cause);
     MCP_WARN("%s %s: %s; re-creating the connection's %d QP(s) (round %u, giving up after %d s)",
-             dir_words(c), c->link.peer_name, cause, c->link.nqps, round, cfg->recovery_timeout_s);
+             dir_words(c), c->peer_name, cause, c->nqps, round, cfg->recovery_timeout_s);
   } else {
-    MCP_INFO(NCCL_NET, "%s %s: recovery round %u: %s", dir_words(c), c->link.peer_name, round, cause);
+    MCP_INFO(NCCL_NET, "%s %s: recovery round %u: %s", dir_words(c), c->peer_name, round, cause);
   }
   /* A setup thread of an earlier round may still be inside ibv_modify_qp, resolving a
    * neighbour behind a link that is down: never wait for it. It takes the QPs it walks
    * along and destroys them when it returns; this round builds new ones. */
   if (mcp_qp_connect_abandon(c))
     MCP_INFO(NCCL_NET, "%s %s: round %u: the QP setup of the previous round is still running; it "
-             "finishes in the background", dir_words(c), c->link.peer_name, round);
-  c->link.rec.round = round;
-  c->link.rec.peer_ready = 0;
-  c->link.rec.peer.round = 0;
-  c->link.rec.phase = MCP_REC_WAIT_PEER;
+             "finishes in the background", dir_words(c), c->peer_name, round);
+  c->rec.round = round;
+  c->rec.peer_ready = 0;
+  c->rec.peer.round = 0;
+  c->rec.phase = MCP_REC_WAIT_PEER;
   if (rebuild_qps(c) != 0) {
     rec_fail(c, "the QPs could not be re-created");
     return;
@@ -188,56 +188,56 @@ static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
     rec_fail(c, "the RECOVER frame could not be queued on the out-of-band connection");
 }
 
-void mcp_recover_start(struct mcp_comm *c, const char *cause)
+void mcp_recover_start(struct mcp_link *c, const char *cause)
 {
-  if (c->link.error != 0)
+  if (c->error != 0)
     return;
-  if (c->link.rec.phase != MCP_REC_NONE && c->link.rec.phase != MCP_REC_WAIT_READY &&
-      c->link.rec.phase != MCP_REC_CONNECTING) {
+  if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_WAIT_READY &&
+      c->rec.phase != MCP_REC_CONNECTING) {
     return; /* old QPs' errors while we already wait for the peer */
   }
-  begin_round(c, c->link.rec.round + 1, cause);
+  begin_round(c, c->rec.round + 1, cause);
 }
 
 /* Frames of the peer about recovery; others do not travel on a connected stream. */
-static void on_frame(struct mcp_comm *c, const struct mcp_wire_msg *m)
+static void on_frame(struct mcp_link *c, const struct mcp_wire_msg *m)
 {
   const struct mcp_wire_recover *r = &m->u.recover;
 
   if (m->type != MCP_WIRE_RECOVER) {
     MCP_INFO(NCCL_NET, "%s %s: unexpected %s frame on a connected stream; ignored", dir_words(c),
-             c->link.peer_name, mcp_wire_type_name(m->type));
+             c->peer_name, mcp_wire_type_name(m->type));
     return;
   }
-  if (r->round < c->link.rec.round || (r->round == c->link.rec.round && c->link.rec.phase == MCP_REC_NONE))
+  if (r->round < c->rec.round || (r->round == c->rec.round && c->rec.phase == MCP_REC_NONE))
     return; /* a round both ends already finished */
-  if (r->round > c->link.rec.round || c->link.rec.phase == MCP_REC_NONE) {
+  if (r->round > c->rec.round || c->rec.phase == MCP_REC_NONE) {
     if (r->step != MCP_WIRE_RECOVER_QPS)
       return; /* READY of a round we never saw the QPs of: cannot happen on one TCP stream */
     begin_round(c, r->round, "the peer lost the connection's RDMA path and re-created its QPs");
-    if (c->link.error != 0)
+    if (c->error != 0)
       return;
   }
   if (r->step == MCP_WIRE_RECOVER_READY)
-    c->link.rec.peer_ready = 1;
+    c->rec.peer_ready = 1;
   else
-    c->link.rec.peer = *r;
+    c->rec.peer = *r;
 }
 
-void mcp_recover_poll_stream(struct mcp_comm *c)
+void mcp_recover_poll_stream(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
 
-  while (c->link.error == 0 && mcp_oob_stream_recv(c->link.stream, &m))
+  while (c->error == 0 && mcp_oob_stream_recv(c->stream, &m))
     on_frame(c, &m);
 }
 
-static int connect_round(struct mcp_comm *c)
+static int connect_round(struct mcp_link *c)
 {
-  const struct mcp_wire_endpoint *ep = &c->link.rec.peer.ep;
+  const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
   int i, index;
 
-  if (ep->nqps != c->link.nqps) {
+  if (ep->nqps != c->nqps) {
     rec_fail(c, "the peer re-created a different number of QPs");
     return -1;
   }
@@ -245,104 +245,104 @@ static int connect_round(struct mcp_comm *c)
   if (index < 0) {
     /* Our address is not back in the GID table yet: look again in 100 ms, not on every
      * call (the lookup reads the port's whole GID table from sysfs). */
-    c->link.rec.next_gid_ns = mono_ns() + RETRY_NS;
+    c->rec.next_gid_ns = mono_ns() + RETRY_NS;
     return 0;
   }
-  if (index != c->link.sgid_index)
-    MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->link.peer_name,
-             c->link.dc->info->gid.text, c->link.sgid_index, index);
-  c->link.sgid_index = index;
-  c->link.remote.lid = ep->lid;
-  memcpy(c->link.remote.gid, ep->gid, 16);
-  for (i = 0; i < c->link.nqps; i++)
-    c->link.remote.qps[i] = ep->qps[i];
+  if (index != c->sgid_index)
+    MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
+             c->dc->info->gid.text, c->sgid_index, index);
+  c->sgid_index = index;
+  c->remote.lid = ep->lid;
+  memcpy(c->remote.gid, ep->gid, 16);
+  for (i = 0; i < c->nqps; i++)
+    c->remote.qps[i] = ep->qps[i];
   MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",
-           dir_words(c), c->link.peer_name, c->link.rec.round, c->link.qp[0]->qp_num, c->link.psn[0], ep->qps[0].qpn, ep->qps[0].psn,
-           c->link.sgid_index);
+           dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn, ep->qps[0].psn,
+           c->sgid_index);
   if (mcp_qp_connect_start(c) != 0) {
     rec_fail(c, "cannot start a thread for the QP setup");
     return -1;
   }
-  c->link.rec.phase = MCP_REC_CONNECTING;
+  c->rec.phase = MCP_REC_CONNECTING;
   return 0;
 }
 
-static int finish_round(struct mcp_comm *c)
+static int finish_round(struct mcp_link *c)
 {
-  double spent = (double)(mono_ns() - c->link.rec.start_ns) / 1e9;
-  int rc = c->link.ops->replay(c, c->link.rec.peer.done);
+  double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
+  int rc = c->ops->replay(c, c->rec.peer.done);
 
   if (rc != 0)
     return -1;
-  c->link.rec.phase = MCP_REC_NONE;
-  c->link.rec.count++;
+  c->rec.phase = MCP_REC_NONE;
+  c->rec.count++;
   MCP_WARN("%s %s: recovered from \"%s\" in %.2f s (round %u, recovery %d of this connection)", dir_words(c),
-           c->link.peer_name, c->link.rec.cause, spent, c->link.rec.round, c->link.rec.count);
+           c->peer_name, c->rec.cause, spent, c->rec.round, c->rec.count);
   return 1;
 }
 
 #define VERDICT_NS 200000000ull /* how long a failed completion waits for the peer's FIN */
 
-void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc)
+void mcp_recover_await_verdict(struct mcp_link *c, const struct ibv_wc *wc)
 {
-  if (c->link.error != 0 || c->link.rec.phase == MCP_REC_VERDICT)
+  if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
     return;
-  c->link.rec.verdict_wc = *wc;
-  c->link.rec.verdict_ns = mono_ns() + VERDICT_NS;
-  c->link.rec.next_try_ns = 0;
-  c->link.rec.phase = MCP_REC_VERDICT;
+  c->rec.verdict_wc = *wc;
+  c->rec.verdict_ns = mono_ns() + VERDICT_NS;
+  c->rec.next_try_ns = 0;
+  c->rec.phase = MCP_REC_VERDICT;
 }
 
 /* No recovery here: the comm fails either way, only the message is open. */
-static int verdict(struct mcp_comm *c)
+static int verdict(struct mcp_link *c)
 {
   uint64_t now = mono_ns();
   int gone;
 
-  if (now >= c->link.rec.next_try_ns) {
-    c->link.rec.next_try_ns = now + RETRY_NS / 10;
+  if (now >= c->rec.next_try_ns) {
+    c->rec.next_try_ns = now + RETRY_NS / 10;
     mcp_oob_progress();
   }
-  gone = mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream);
-  if (!gone && now < c->link.rec.verdict_ns)
+  gone = mcp_oob_stream_dead(c->stream) || mcp_oob_stream_closed_by_peer(c->stream);
+  if (!gone && now < c->rec.verdict_ns)
     return 0;
-  c->link.rec.phase = MCP_REC_NONE;
-  c->link.ops->fail_wc(c, &c->link.rec.verdict_wc, gone);
+  c->rec.phase = MCP_REC_NONE;
+  c->ops->fail_wc(c, &c->rec.verdict_wc, gone);
   return -1;
 }
 
-int mcp_recover_progress(struct mcp_comm *c)
+int mcp_recover_progress(struct mcp_link *c)
 {
   uint64_t now;
   int st;
 
-  if (c->link.error != 0)
+  if (c->error != 0)
     return -1;
-  if (c->link.rec.phase == MCP_REC_NONE)
+  if (c->rec.phase == MCP_REC_NONE)
     return 1;
-  if (c->link.rec.phase == MCP_REC_VERDICT)
+  if (c->rec.phase == MCP_REC_VERDICT)
     return verdict(c);
-  if (mcp_oob_stream_dead(c->link.stream)) {
-    rec_fail(c, mcp_oob_stream_dead_reason(c->link.stream));
+  if (mcp_oob_stream_dead(c->stream)) {
+    rec_fail(c, mcp_oob_stream_dead_reason(c->stream));
     return -1;
   }
   now = mono_ns();
-  if (now >= c->link.rec.next_try_ns) {
-    c->link.rec.next_try_ns = now + RETRY_NS / 10;
+  if (now >= c->rec.next_try_ns) {
+    c->rec.next_try_ns = now + RETRY_NS / 10;
     mcp_recover_poll_stream(c);
-    if (c->link.error != 0)
+    if (c->error != 0)
       return -1;
   }
-  switch (c->link.rec.phase) {
+  switch (c->rec.phase) {
   case MCP_REC_WAIT_PEER:
-    if (c->link.rec.peer.round == c->link.rec.round && now >= c->link.rec.next_gid_ns && connect_round(c) != 0)
+    if (c->rec.peer.round == c->rec.round && now >= c->rec.next_gid_ns && connect_round(c) != 0)
       return -1;
     break;
   case MCP_REC_CONNECTING:
     st = mcp_qp_connect_poll(c);
     if (st < 0) {
       /* The path may still be down (address resolution): a fresh round retries. */
-      begin_round(c, c->link.rec.round + 1, c->link.rec.cause);
+      begin_round(c, c->rec.round + 1, c->rec.cause);
       break;
     }
     if (st > 0) {
@@ -350,74 +350,74 @@ int mcp_recover_progress(struct mcp_comm *c)
         rec_fail(c, "the RECOVER frame could not be queued");
         return -1;
       }
-      c->link.rec.phase = MCP_REC_WAIT_READY;
+      c->rec.phase = MCP_REC_WAIT_READY;
     }
     break;
   case MCP_REC_WAIT_READY:
-    if (c->link.rec.peer_ready)
+    if (c->rec.peer_ready)
       return finish_round(c);
     break;
   default:
     break;
   }
-  if (c->link.error != 0)
+  if (c->error != 0)
     return -1;
-  if (c->link.rec.phase != MCP_REC_NONE && now >= c->link.rec.deadline_ns) {
-    rec_fail(c, c->link.rec.phase == MCP_REC_WAIT_PEER && c->link.rec.peer.round != c->link.rec.round
+  if (c->rec.phase != MCP_REC_NONE && now >= c->rec.deadline_ns) {
+    rec_fail(c, c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
                     ? "the peer never answered with its new QPs (its host or link is still down)"
-                : c->link.rec.phase == MCP_REC_WAIT_PEER ? "this host's GID did not come back on its port"
-                : c->link.rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
+                : c->rec.phase == MCP_REC_WAIT_PEER ? "this host's GID did not come back on its port"
+                : c->rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
                                                      : "the peer's QPs never became ready");
     return -1;
   }
-  return c->link.rec.phase == MCP_REC_NONE ? 1 : 0;
+  return c->rec.phase == MCP_REC_NONE ? 1 : 0;
 }
 
 void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type)
 {
-  struct mcp_comm *c = comm;
+  struct mcp_link *c = comm;
 
   (void)qpn;
-  atomic_store(&c->link.qp_event, event_type + 1);
+  atomic_store(&c->qp_event, event_type + 1);
 }
 
-void mcp_recover_check_events(struct mcp_comm *c)
+void mcp_recover_check_events(struct mcp_link *c)
 {
   unsigned gen;
   int ev;
   char cause[256];
 
-  mcp_devctx_poll_events(c->link.dc);
-  if (atomic_load(&c->link.dc->fatal)) {
+  mcp_devctx_poll_events(c->dc);
+  if (atomic_load(&c->dc->fatal)) {
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s %s: %s reported a fatal device error; the adapter needs a reset",
-                  dir_words(c), c->link.peer_name, c->link.dc->info->ibdev);
+                  dir_words(c), c->peer_name, c->dc->info->ibdev);
     return;
   }
   if (mcp_param_process()->recovery_timeout_s <= 0)
     return; /* without recovery, completions with errors decide */
-  gen = atomic_load(&c->link.dc->port_err_gen);
-  if (gen != c->link.port_err_seen) {
-    c->link.port_err_seen = gen;
-    if (c->link.rec.phase == MCP_REC_NONE) {
-      snprintf(cause, sizeof(cause), "%s port %d went down (port error event)", c->link.dc->info->ibdev,
-               c->link.dc->info->port);
+  gen = atomic_load(&c->dc->port_err_gen);
+  if (gen != c->port_err_seen) {
+    c->port_err_seen = gen;
+    if (c->rec.phase == MCP_REC_NONE) {
+      snprintf(cause, sizeof(cause), "%s port %d went down (port error event)", c->dc->info->ibdev,
+               c->dc->info->port);
       mcp_recover_start(c, cause);
       return;
     }
   }
-  ev = atomic_exchange(&c->link.qp_event, 0);
-  if (ev != 0 && c->link.rec.phase == MCP_REC_NONE) {
+  ev = atomic_exchange(&c->qp_event, 0);
+  if (ev != 0 && c->rec.phase == MCP_REC_NONE) {
     snprintf(cause, sizeof(cause), "async event \"%s\" on one of the connection's QPs",
              mcp_ibv.event_type_str != NULL ? mcp_ibv.event_type_str((enum ibv_event_type)(ev - 1)) : "QP error");
     mcp_recover_start(c, cause);
     return;
   }
-  gen = atomic_load(&c->link.dc->gid_gen);
-  if (gen != c->link.gid_seen) {
-    c->link.gid_seen = gen;
-    if (c->link.rec.phase == MCP_REC_NONE && gid_find(c) != c->link.sgid_index) {
+  gen = atomic_load(&c->dc->gid_gen);
+  if (gen != c->gid_seen) {
+    c->gid_seen = gen;
+    if (c->rec.phase == MCP_REC_NONE && gid_find(c) != c->sgid_index) {
       snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
-               c->link.dc->info->gid.text, c->link.sgid_index, c->link.dc->info->ibdev, c->link.dc->info->port);
+               c->dc->info->gid.text, c->sgid_index, c->dc->info->ibdev, c->dc->info->port);
       mcp_recover_start(c, cause);
     }
   }

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/comm.h"
+#include "mcpnet/link.h"
 #include "mcpnet/err.h"
 #include "mcpnet/fabric_pkey.h"
 #include "mcpnet/log.h"
@@ -45,7 +45,7 @@ enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_QP, ST_WAIT_READY, ST_DONE };
 struct connect_tail {
   uint32_t magic;
   uint32_t pad;
-  struct mcp_comm *comm;
+  struct mcp_link *comm;
 };
 _Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE, "connect state fits the handle tail");
 
@@ -67,10 +67,10 @@ static int choose_sl_tc(int configured, int traffic_class, int max)
 }
 
 /* The parts of a comm that do not depend on the peer. */
-static struct mcp_comm *comm_new(int kind, int dev, int traffic_class, const struct mcp_link_ops *ops)
+static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const struct mcp_link_ops *ops)
 {
   const struct mcp_config *cfg = mcp_param_process();
-  struct mcp_comm *c = calloc(1, sizeof(*c));
+  struct mcp_link *c = calloc(1, ops->comm_size); /* the upper layer's comm: the link comes first */
 
   if (c == NULL)
     return NULL;
@@ -79,69 +79,67 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class, const str
     return NULL;
   }
   mcp_fabric_comm_ref();
-  c->link.kind = kind;
-  c->link.dev = dev;
-  c->link.ops = ops;
-  c->link.id = mcp_comm_next_id();
+  c->kind = kind;
+  c->dev = dev;
+  c->ops = ops;
+  c->id = mcp_comm_next_id();
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
-  c->link.traffic_class = traffic_class;
-  c->link.dc = mcp_devctx_get(mcp_fabric_process(), dev);
-  if (c->link.dc == NULL)
+  c->traffic_class = traffic_class;
+  c->dc = mcp_devctx_get(mcp_fabric_process(), dev);
+  if (c->dc == NULL)
     goto fail;
-  c->link.port_err_seen = atomic_load(&c->link.dc->port_err_gen); /* events before this comm are not its */
-  c->link.gid_seen = atomic_load(&c->link.dc->gid_gen);
+  c->port_err_seen = atomic_load(&c->dc->port_err_gen); /* events before this comm are not its */
+  c->gid_seen = atomic_load(&c->dc->gid_gen);
   /* The rank map's sl=/tc= for this device win over NCCL_IB_SL/NCCL_IB_TC. */
-  c->link.sl = choose_sl_tc(c->link.dc->info->sl >= 0 ? c->link.dc->info->sl : cfg->ib_sl, traffic_class, 15);
-  c->link.tc = choose_sl_tc(c->link.dc->info->tc >= 0 ? c->link.dc->info->tc : cfg->ib_tc, traffic_class, 255);
+  c->sl = choose_sl_tc(c->dc->info->sl >= 0 ? c->dc->info->sl : cfg->ib_sl, traffic_class, 15);
+  c->tc = choose_sl_tc(c->dc->info->tc >= 0 ? c->dc->info->tc : cfg->ib_tc, traffic_class, 255);
   return c;
 fail:
   mcp_comm_destroy(c);
   return NULL;
 }
 
-/* The upper layer's state (it names the ring the handshake carries), then the QPs:
- * the send side's QPs post the writes, the receive side's take the immediates. */
-static int comm_resources(struct mcp_comm *c, int nqps)
+/* The upper layer's state (it names the ring the handshake carries and the queue depths
+ * its traffic needs), then the QPs. */
+static int comm_resources(struct mcp_link *c, int nqps)
 {
-  if (c->link.ops->alloc(c) != 0)
+  if (c->ops->alloc(c) != 0)
     return -1;
-  if (c->link.kind == MCP_COMM_SEND)
-    return mcp_qp_create_all(c, nqps, 2 * MCP_SEND_REQS, 1);
-  return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH);
+  return mcp_qp_create_all(c, nqps, c->sq_depth, c->rq_depth);
 }
 
-static int qp_thread_start(struct mcp_comm *c)
+static int qp_thread_start(struct mcp_link *c)
 {
   if (mcp_qp_connect_start(c) != 0)
     return -1;
-  c->link.state = ST_WAIT_QP;
+  c->state = ST_WAIT_QP;
   return 0;
 }
 
 /* 0 while the QPs are still being connected, 1 when they are at RTS, -1 failed. */
-static int qp_thread_poll(struct mcp_comm *c)
+static int qp_thread_poll(struct mcp_link *c)
 {
   return mcp_qp_connect_poll(c);
 }
 
 /* Tells the other end why the connection is abandoned, so it fails now, not at its
  * connect timeout. */
-static void send_reject(struct mcp_comm *c, uint32_t code, const char *why)
+static void send_reject(struct mcp_link *c, uint32_t code, const char *why)
 {
   struct mcp_wire_msg m;
 
-  if (c->link.stream == NULL || mcp_oob_stream_remote_id(c->link.stream) == 0)
+  if (c->stream == NULL || mcp_oob_stream_remote_id(c->stream) == 0)
     return;
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REJECT;
   m.u.reject.code = code;
   snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "%.256s", why);
-  (void)mcp_oob_stream_send(c->link.stream, &m);
+  (void)mcp_oob_stream_send(c->stream, &m);
 }
 
 /* What only costs speed or changes when errors surface: said once per process. */
-static void warn_fingerprint(const struct mcp_comm *c, const struct mcp_wire_endpoint *l,
+static void warn_fingerprint(const struct mcp_link *c, const struct mcp_wire_endpoint *l,
                              const struct mcp_wire_endpoint *r)
 {
   static int rate_warned, timer_warned, version_warned;
@@ -150,67 +148,67 @@ static void warn_fingerprint(const struct mcp_comm *c, const struct mcp_wire_end
     rate_warned = 1;
     MCP_WARN("link rates differ: %u Mb/s on %s here, %u Mb/s on %s at %s: traffic runs at the slower one. "
              "Check cables, transceivers and the switch ports' speed", l->fp.speed_mbps, l->dev_name,
-             r->fp.speed_mbps, r->dev_name, c->link.peer_name);
+             r->fp.speed_mbps, r->dev_name, c->peer_name);
   }
   if ((r->fp.timeout != l->fp.timeout || r->fp.retry != l->fp.retry) && !timer_warned) {
     timer_warned = 1;
     MCP_WARN("QP timers differ: NCCL_IB_TIMEOUT=%u NCCL_IB_RETRY_CNT=%u here, %u and %u at %s: the two ends "
              "notice a dead path at different times. Set the same values on every node", l->fp.timeout,
-             l->fp.retry, r->fp.timeout, r->fp.retry, c->link.peer_name);
+             l->fp.retry, r->fp.timeout, r->fp.retry, c->peer_name);
   }
   if (r->fp.plugin_version != l->fp.plugin_version && !version_warned) {
     version_warned = 1;
     MCP_WARN("mcpnet versions differ: %u.%u.%u here, %u.%u.%u at %s. Deploy one version on every node",
              l->fp.plugin_version >> 16, (l->fp.plugin_version >> 8) & 0xff, l->fp.plugin_version & 0xff,
              r->fp.plugin_version >> 16, (r->fp.plugin_version >> 8) & 0xff, r->fp.plugin_version & 0xff,
-             c->link.peer_name);
+             c->peer_name);
   }
 }
 
 /* What must agree between the two ends; mismatches that only cost speed are warned. */
-static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, char *why, size_t len)
+static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, char *why, size_t len)
 {
-  const struct mcp_wire_endpoint *l = &c->link.local;
+  const struct mcp_wire_endpoint *l = &c->local;
   static int mtu_warned;
 
   if (r->link_layer != l->link_layer) {
     snprintf(why, len, "link layers differ: %s on %s here, %s on %s at %s. Select devices of one "
              "link type on both ends (NCCL_IB_HCA or MCPNET_RANK_MAP)",
              l->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", l->dev_name,
-             r->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", r->dev_name, c->link.peer_name);
+             r->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", r->dev_name, c->peer_name);
     return -1;
   }
   if (r->fp.gid_type != l->fp.gid_type) {
     snprintf(why, len, "GID types differ: RoCE v%d on %s here, RoCE v%d on %s at %s. Set "
              "NCCL_IB_ROCE_VERSION_NUM (or the GID index) the same on every node",
-             l->fp.gid_type, l->dev_name, r->fp.gid_type, r->dev_name, c->link.peer_name);
+             l->fp.gid_type, l->dev_name, r->fp.gid_type, r->dev_name, c->peer_name);
     return -1;
   }
   if (!mcp_pkey_can_talk(l->fp.pkey & MCP_PKEY_FULL_MEMBER, r->fp.pkey & MCP_PKEY_FULL_MEMBER)) {
     snprintf(why, len, "both ends are limited members of partition 0x%04x (P_Key 0x%04x on %s here, "
              "0x%04x on %s at %s), and limited members cannot talk to each other. Make one end a full "
              "member of the partition", l->fp.pkey & MCP_PKEY_BASE_MASK, l->fp.pkey, l->dev_name, r->fp.pkey,
-             r->dev_name, c->link.peer_name);
+             r->dev_name, c->peer_name);
     return -1;
   }
   if ((l->fp.pkey & MCP_PKEY_BASE_MASK) != (r->fp.pkey & MCP_PKEY_BASE_MASK)) {
     snprintf(why, len, "P_Keys differ: 0x%04x on %s here, 0x%04x on %s at %s: the two ends are in different "
              "partitions. Set the same MCPNET_TENANT_PKEY (or rank map pkey=) on every node", l->fp.pkey,
-             l->dev_name, r->fp.pkey, r->dev_name, c->link.peer_name);
+             l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
     return -1;
   }
   if (r->ring_slots != MCP_SLOTS) {
     snprintf(why, len, "protocol mismatch: %u slots at %s, %d here (different mcpnet versions)",
-             r->ring_slots, c->link.peer_name, MCP_SLOTS);
+             r->ring_slots, c->peer_name, MCP_SLOTS);
     return -1;
   }
   warn_fingerprint(c, l, r);
-  c->link.mtu = r->active_mtu < l->active_mtu ? r->active_mtu : l->active_mtu;
+  c->mtu = r->active_mtu < l->active_mtu ? r->active_mtu : l->active_mtu;
   if (r->active_mtu != l->active_mtu && !mtu_warned) {
     mtu_warned = 1;
     MCP_WARN("MTU %d on %s here, %d on %s at %s: this connection uses %d. Set the same MTU on both "
              "links for full speed", mcp_fabric_mtu_bytes(l->active_mtu), l->dev_name,
-             mcp_fabric_mtu_bytes(r->active_mtu), r->dev_name, c->link.peer_name, mcp_fabric_mtu_bytes(c->link.mtu));
+             mcp_fabric_mtu_bytes(r->active_mtu), r->dev_name, c->peer_name, mcp_fabric_mtu_bytes(c->mtu));
   }
   return 0;
 }
@@ -277,14 +275,14 @@ int mcp_conn_close_listen(void *listen_comm)
   return 0;
 }
 
-static struct mcp_comm *connect_start(int dev, int tc, const struct mcp_link_ops *ops, const void *handle,
+static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops *ops, const void *handle,
                                       int *rc)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
   char err[MCP_WIRE_ERRLEN];
-  struct mcp_comm *c;
+  struct mcp_link *c;
 
   if (fab == NULL || dev < 0 || dev >= fab->ndev) {
     MCP_WARN("connect on device %d: there are %d device(s)", dev, fab ? fab->ndev : 0);
@@ -302,73 +300,73 @@ static struct mcp_comm *connect_start(int dev, int tc, const struct mcp_link_ops
     return NULL;
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
-  c->link.stream = mcp_oob_stream_open_to(&addr, h.nonce);
-  if (c->link.stream == NULL || comm_resources(c, c->link.dc->info->qps_per_conn) != 0) {
+  c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
+  if (c->stream == NULL || comm_resources(c, c->dc->info->qps_per_conn) != 0) {
     mcp_comm_destroy(c);
     *rc = MCP_ERR_SYSTEM;
     return NULL;
   }
-  mcp_sockaddr_format(&addr, c->link.peer_name, sizeof(c->link.peer_name));
-  c->link.listen_token = h.listen_token;
-  c->link.state = ST_WAIT_OOB;
-  c->link.wait_since_ms = mcp_oob_now_ms();
+  mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
+  c->listen_token = h.listen_token;
+  c->state = ST_WAIT_OOB;
+  c->wait_since_ms = mcp_oob_now_ms();
   return c;
 }
 
-static int connect_send_request(struct mcp_comm *c)
+static int connect_send_request(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
 
-  mcp_oob_stream_peer_name(c->link.stream, c->link.peer_name, sizeof(c->link.peer_name));
+  mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
   mcp_comm_fill_endpoint(c);
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REQ;
-  m.u.conn_req.listen_token = c->link.listen_token;
-  m.u.conn_req.ep = c->link.local;
-  if (mcp_oob_stream_send(c->link.stream, &m) != 0) {
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot send the request", c->link.peer_name);
+  m.u.conn_req.listen_token = c->listen_token;
+  m.u.conn_req.ep = c->local;
+  if (mcp_oob_stream_send(c->stream, &m) != 0) {
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot send the request", c->peer_name);
     return -1;
   }
-  c->link.state = ST_WAIT_ACK;
+  c->state = ST_WAIT_ACK;
   return 0;
 }
 
 /* The acceptor's answer: check it, then connect the QPs off this thread. */
-static int connect_on_answer(struct mcp_comm *c, const struct mcp_wire_msg *m)
+static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
 {
   char why[512];
 
   if (m->type == MCP_WIRE_CONN_REJECT) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s refused: %s", c->link.peer_name, m->u.reject.reason);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
     return -1;
   }
   if (m->type != MCP_WIRE_CONN_ACK) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->link.peer_name, mcp_wire_type_name(m->type));
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m->type));
     return -1;
   }
-  c->link.remote = m->u.conn_ack;
-  mcp_oob_stream_set_remote_id(c->link.stream, c->link.remote.stream_id);
-  if (check_peer(c, &c->link.remote, why, sizeof(why)) != 0) {
+  c->remote = m->u.conn_ack;
+  mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
+  if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
-    mcp_comm_fail(c, MCP_ERR_USAGE, "connect to %s: %s", c->link.peer_name, why);
+    mcp_comm_fail(c, MCP_ERR_USAGE, "connect to %s: %s", c->peer_name, why);
     return -1;
   }
-  if (c->link.remote.nqps != c->link.nqps) {
+  if (c->remote.nqps != c->nqps) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, "QP count mismatch");
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the peer answered with %d QPs for our %d",
-                  c->link.peer_name, c->link.remote.nqps, c->link.nqps);
+                  c->peer_name, c->remote.nqps, c->nqps);
     return -1;
   }
   if (qp_thread_start(c) != 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not start its QP setup");
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot start a thread for the QP setup", c->link.peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
     return -1;
   }
   return 0;
 }
 
 /* The QPs are at RTS (or failed): tell the acceptor. */
-static int connect_finish(struct mcp_comm *c)
+static int connect_finish(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
   int st = qp_thread_poll(c);
@@ -377,84 +375,84 @@ static int connect_finish(struct mcp_comm *c)
     return 0;
   if (st < 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not bring its QPs to RTS (see its log)");
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: queue pairs could not be connected", c->link.peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: queue pairs could not be connected", c->peer_name);
     return -1;
   }
-  c->link.ops->link_up(c);
+  c->ops->link_up(c);
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_READY;
-  if (mcp_oob_stream_send(c->link.stream, &m) != 0) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: cannot send READY", c->link.peer_name);
+  if (mcp_oob_stream_send(c->stream, &m) != 0) {
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: cannot send READY", c->peer_name);
     return -1;
   }
-  c->link.state = ST_DONE;
-  MCP_INFO(NCCL_NET, "connected %s -> %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->link.dc->info->name,
-           c->link.peer_name, c->link.nqps, c->link.qp[0]->qp_num, mcp_fabric_mtu_bytes(c->link.mtu), c->link.sl, c->link.tc);
+  c->state = ST_DONE;
+  MCP_INFO(NCCL_NET, "connected %s -> %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
+           c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   return 1;
 }
 
 /* Says, at the intervals mcp_oob_wait_notice gives, that this end waits for a peer
  * whose host holds the TCP connection: who waits for whom, since when, and why that is
  * not a failure. what is "its accept" or "its connect to finish". */
-static void wait_notice(struct mcp_comm *c, const char *what)
+static void wait_notice(struct mcp_link *c, const char *what)
 {
   char self[200], peer[160];
-  enum mcp_oob_phase ph = mcp_oob_stream_phase(c->link.stream);
+  enum mcp_oob_phase ph = mcp_oob_stream_phase(c->stream);
   unsigned long long waited;
   int due;
 
   if (ph == MCP_OOB_DIALLING || ph == MCP_OOB_DEAD)
     return; /* the TCP connect has its own deadline; a dead one fails elsewhere */
-  due = mcp_oob_wait_notice(c->link.wait_since_ms, mcp_oob_now_ms(), &c->link.wait_notices);
+  due = mcp_oob_wait_notice(c->wait_since_ms, mcp_oob_now_ms(), &c->wait_notices);
   if (due == 0)
     return;
-  waited = (unsigned long long)((mcp_oob_now_ms() - c->link.wait_since_ms) / 1000u);
+  waited = (unsigned long long)((mcp_oob_now_ms() - c->wait_since_ms) / 1000u);
   mcp_oob_self_name(self, sizeof(self));
-  mcp_oob_stream_peer_name(c->link.stream, peer, sizeof(peer));
+  mcp_oob_stream_peer_name(c->stream, peer, sizeof(peer));
   if (due == 1)
     MCP_INFO(NCCL_INIT | NCCL_NET, "%s %s: waiting %llu s for %s; this end is %s. Its host holds the "
              "TCP connection, so the process is alive but %s (a late or busy rank): still waiting",
-             c->link.kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
+             c->kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
              ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled" : "has not got there yet");
   else
     MCP_WARN("%s %s: still waiting after %llu s for %s; this end is %s. The peer's host holds the TCP "
              "connection, so its process is alive but %s: a late rank, or one that hangs. Not a failure: "
              "the wait ends when it answers, its process exits, or its host stops answering TCP keepalive",
-             c->link.kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
+             c->kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
              ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled" : "has not got there yet");
 }
 
-/* One step; 1 when connected, 0 when not yet, -1 failed (c->link.errmsg says why). */
-static int connect_step(struct mcp_comm *c)
+/* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
+static int connect_step(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
   int ready;
 
-  if (c->link.state == ST_WAIT_OOB) {
-    ready = mcp_oob_stream_ready(c->link.stream);
+  if (c->state == ST_WAIT_OOB) {
+    ready = mcp_oob_stream_ready(c->stream);
     if (ready < 0) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->link.peer_name, mcp_oob_stream_dead_reason(c->link.stream));
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
     }
     if (ready > 0 && connect_send_request(c) != 0)
       return -1;
   }
-  if (c->link.state == ST_WAIT_ACK) {
-    if (mcp_oob_stream_recv(c->link.stream, &m)) {
+  if (c->state == ST_WAIT_ACK) {
+    if (mcp_oob_stream_recv(c->stream, &m)) {
       if (connect_on_answer(c, &m) != 0)
         return -1;
-    } else if (mcp_oob_stream_dead(c->link.stream)) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->link.peer_name, mcp_oob_stream_dead_reason(c->link.stream));
+    } else if (mcp_oob_stream_dead(c->stream)) {
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
-    } else if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
+    } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
        * leave us waiting: its comm's CLOSE is the last word. */
       mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the accepting side abandoned this connection "
-                    "(CLOSE before its answer; see its log)", c->link.peer_name);
+                    "(CLOSE before its answer; see its log)", c->peer_name);
       return -1;
     }
   }
-  if (c->link.state == ST_WAIT_QP)
+  if (c->state == ST_WAIT_QP)
     return connect_finish(c);
   /* No deadline here: an unreachable address fails in the TCP connect, a dead process or
    * host kills the stream, and anything else is a peer that has not called accept yet. */
@@ -467,7 +465,7 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
 {
   struct connect_tail *tail = (struct connect_tail *)((char *)handle + MCP_WIRE_HANDLE_TAIL_OFFSET);
   int rc = 0;
-  struct mcp_comm *c;
+  struct mcp_link *c;
   int step;
 
   *send_comm = NULL;
@@ -485,7 +483,7 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
   tail->magic = 0;
   tail->comm = NULL;
   if (step < 0) {
-    rc = c->link.error;
+    rc = c->error;
     mcp_comm_destroy(c);
     return rc;
   }
@@ -495,7 +493,7 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
 
 static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, int *rc)
 {
-  struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class, lc->ops);
+  struct mcp_link *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class, lc->ops);
   const struct mcp_wire_endpoint *r;
   char why[512];
 
@@ -505,37 +503,37 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     mcp_oob_request_free(req);
     return -1;
   }
-  c->link.remote = req->req.ep;
-  r = &c->link.remote;
-  c->link.stream = mcp_oob_stream_open_for(req);
-  if (c->link.stream == NULL)
+  c->remote = req->req.ep;
+  r = &c->remote;
+  c->stream = mcp_oob_stream_open_for(req);
+  if (c->stream == NULL)
     mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side is out of memory");
   mcp_oob_request_free(req);
-  if (c->link.stream == NULL)
+  if (c->stream == NULL)
     goto fail;
-  mcp_oob_stream_peer_name(c->link.stream, c->link.peer_name, sizeof(c->link.peer_name));
+  mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
   /* The connecting side chooses SL/TC for both ends, as NCCL does. */
-  c->link.sl = r->fp.sl;
-  c->link.tc = r->fp.tc;
+  c->sl = r->fp.sl;
+  c->tc = r->fp.tc;
   if (r->nqps < 1 || r->nqps > MCP_MAX_QPS || comm_resources(c, r->nqps) != 0)
     goto fail;
   mcp_comm_fill_endpoint(c);
   if (check_peer(c, r, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
-    mcp_comm_fail(c, MCP_ERR_USAGE, "accept from %s: %s", c->link.peer_name, why);
+    mcp_comm_fail(c, MCP_ERR_USAGE, "accept from %s: %s", c->peer_name, why);
     *rc = MCP_ERR_USAGE;
     goto fail;
   }
-  c->link.ops->link_up(c);
-  c->link.deadline_ns = now_ns() + (uint64_t)mcp_param_process()->connect_timeout_s * 1000000000ull;
+  c->ops->link_up(c);
+  c->deadline_ns = now_ns() + (uint64_t)mcp_param_process()->connect_timeout_s * 1000000000ull;
   if (qp_thread_start(c) != 0)
     goto fail;
   lc->accepting = c;
   return 0;
 fail:
-  if (c->link.error == 0) {
+  if (c->error == 0) {
     MCP_WARN("accept on %s from %s failed while setting up the connection",
-             mcp_fabric_process()->dev[lc->dev].name, c->link.peer_name);
+             mcp_fabric_process()->dev[lc->dev].name, c->peer_name);
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not set up its QPs (see its log)");
   }
   mcp_comm_destroy(c);
@@ -543,7 +541,7 @@ fail:
 }
 
 /* The QPs are at RTS: post the receive WRs and answer with our endpoint. */
-static void accept_answer(struct mcp_comm *c)
+static void accept_answer(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
   int i, st = qp_thread_poll(c);
@@ -552,24 +550,24 @@ static void accept_answer(struct mcp_comm *c)
     return;
   if (st < 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not bring its QPs to RTS (see its log)");
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: queue pairs could not be connected", c->link.peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: queue pairs could not be connected", c->peer_name);
     return;
   }
-  for (i = 0; i < c->link.nqps; i++) {
+  for (i = 0; i < c->nqps; i++) {
     if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0) {
       send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not post receives");
-      mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: posting receive WRs failed", c->link.peer_name);
+      mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: posting receive WRs failed", c->peer_name);
       return;
     }
   }
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_ACK;
-  m.u.conn_ack = c->link.local;
-  if (mcp_oob_stream_send(c->link.stream, &m) != 0) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: cannot send the answer", c->link.peer_name);
+  m.u.conn_ack = c->local;
+  if (mcp_oob_stream_send(c->stream, &m) != 0) {
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: cannot send the answer", c->peer_name);
     return;
   }
-  c->link.state = ST_WAIT_READY;
+  c->state = ST_WAIT_READY;
 }
 
 int mcp_conn_accept(void *listen_comm, void **recv_comm)
@@ -577,7 +575,7 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
   struct mcp_listen_comm *lc = listen_comm;
   struct mcp_oob_request *req;
   struct mcp_wire_msg m;
-  struct mcp_comm *c;
+  struct mcp_link *c;
   int rc;
 
   *recv_comm = NULL;
@@ -592,45 +590,45 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
       return rc;
   }
   c = lc->accepting;
-  if (c->link.state == ST_WAIT_QP)
+  if (c->state == ST_WAIT_QP)
     accept_answer(c);
-  if (c->link.error == 0 && c->link.state == ST_WAIT_READY) {
-    if (mcp_oob_stream_recv(c->link.stream, &m)) {
+  if (c->error == 0 && c->state == ST_WAIT_READY) {
+    if (mcp_oob_stream_recv(c->stream, &m)) {
       if (m.type == MCP_WIRE_CONN_READY)
-        c->link.state = ST_DONE;
+        c->state = ST_DONE;
       else
-        mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: expected READY, got %s%s%s", c->link.peer_name,
+        mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: expected READY, got %s%s%s", c->peer_name,
                       mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
                       m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
-    } else if (mcp_oob_stream_dead(c->link.stream)) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: %s", c->link.peer_name, mcp_oob_stream_dead_reason(c->link.stream));
-    } else if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
+    } else if (mcp_oob_stream_dead(c->stream)) {
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+    } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the connecting side abandoned this connection "
-                    "(CLOSE before READY; see its log)", c->link.peer_name);
+                    "(CLOSE before READY; see its log)", c->peer_name);
     }
   }
-  if (c->link.error == 0 && c->link.state != ST_DONE) {
+  if (c->error == 0 && c->state != ST_DONE) {
     /* Only our own setup thread has a deadline; the connector may be late to READY. */
-    if (c->link.state == ST_WAIT_READY) {
-      if (c->link.wait_since_ms == 0)
-        c->link.wait_since_ms = mcp_oob_now_ms();
+    if (c->state == ST_WAIT_READY) {
+      if (c->wait_since_ms == 0)
+        c->wait_since_ms = mcp_oob_now_ms();
       wait_notice(c, "its connect to finish (READY)");
       return 0;
     }
-    if (now_ns() <= c->link.deadline_ns)
+    if (now_ns() <= c->deadline_ns)
       return 0;
     mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the queue pairs were not connected within "
-                  "MCPNET_CONNECT_TIMEOUT=%d s", c->link.peer_name, mcp_param_process()->connect_timeout_s);
+                  "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_param_process()->connect_timeout_s);
   }
   lc->accepting = NULL;
-  if (c->link.error != 0) {
-    send_reject(c, MCP_WIRE_REJECT_INTERNAL, c->link.errmsg);
-    rc = c->link.error;
+  if (c->error != 0) {
+    send_reject(c, MCP_WIRE_REJECT_INTERNAL, c->errmsg);
+    rc = c->error;
     mcp_comm_destroy(c);
     return rc;
   }
-  MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->link.dc->info->name,
-           c->link.peer_name, c->link.nqps, c->link.qp[0]->qp_num, mcp_fabric_mtu_bytes(c->link.mtu), c->link.sl, c->link.tc);
+  MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
+           c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   *recv_comm = c;
   return 0;
 }

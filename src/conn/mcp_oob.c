@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/comm.h"
+#include "mcpnet/link.h"
 #include "mcpnet/fabric.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"

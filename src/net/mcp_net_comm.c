@@ -129,7 +129,7 @@ static ncclResult_t close_comm(void *comm, int kind)
     MCP_WARN("close of %p: not a %s comm of mcpnet", comm, kind == MCP_COMM_SEND ? "send" : "receive");
     return ncclInvalidArgument;
   }
-  mcp_comm_destroy(c);
+  mcp_comm_destroy(&c->link);
   return ncclSuccess;
 }
 

@@ -27,8 +27,9 @@ static void *ring_alloc(size_t bytes)
 }
 
 /* Rings and requests: the send side gets a CTS ring, the receive side records. */
-static int link_alloc(struct mcp_comm *c)
+static int link_alloc(struct mcp_link *l)
 {
+  struct mcp_comm *c = mcp_comm_of(l);
   int is_send = c->link.kind == MCP_COMM_SEND;
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
@@ -47,6 +48,9 @@ static int link_alloc(struct mcp_comm *c)
         (c->records_mr = mcp_mr_internal(c->link.dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
                                          IBV_ACCESS_LOCAL_WRITE)) == NULL)
       return -1;
+    /* The send side's QPs post the writes; one receive WR is never used. */
+    c->link.sq_depth = 2 * MCP_SEND_REQS;
+    c->link.rq_depth = 1;
     return mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
   }
   c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
@@ -55,13 +59,17 @@ static int link_alloc(struct mcp_comm *c)
       (c->staging_mr = mcp_mr_internal(c->link.dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
                                        IBV_ACCESS_LOCAL_WRITE)) == NULL)
     return -1;
+  /* The receive side's QPs take the immediates and write clear-to-send entries. */
+  c->link.sq_depth = 2 * MCP_SLOTS + 8;
+  c->link.rq_depth = MCP_RQ_DEPTH;
   return mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
 }
 
 /* The handshake is done: the ring the peer's answer named, and how much data fits
  * inline in a work request on these QPs. */
-static void link_up(struct mcp_comm *c)
+static void link_up(struct mcp_link *l)
 {
+  struct mcp_comm *c = mcp_comm_of(l);
   int inline_bytes = mcp_param_process()->inline_bytes;
 
   c->remote_ring = c->link.remote.ring_addr;
@@ -79,8 +87,10 @@ static void free_ring(struct ibv_mr **mr, void **mem)
 }
 
 /* With the comm's last reference, after its link QPs are gone (a flush QP is xfer's). */
-static void link_release(struct mcp_comm *c)
+static void link_release(struct mcp_link *l)
 {
+  struct mcp_comm *c = mcp_comm_of(l);
+
   if (c->flush_qp != NULL)
     mcp_ibv.destroy_qp(c->flush_qp);
   c->flush_qp = NULL;
@@ -97,8 +107,9 @@ static void link_release(struct mcp_comm *c)
 }
 
 /* A recovery replaced the QPs: what was counted on the old ones is void. */
-static void qps_replaced(struct mcp_comm *c)
+static void qps_replaced(struct mcp_link *l)
 {
+  struct mcp_comm *c = mcp_comm_of(l);
   int i;
 
   c->cts_unsignaled = 0;
@@ -113,21 +124,35 @@ static void qps_replaced(struct mcp_comm *c)
     }
 }
 
-static uint32_t next_seq(const struct mcp_comm *c) { return c->seq; }
+static uint32_t next_seq(const struct mcp_link *l) { return mcp_comm_of_const(l)->seq; }
+static int link_poll(struct mcp_link *l) { return mcp_xfer_poll(mcp_comm_of(l)); }
 
-static int link_replay(struct mcp_comm *c, const uint32_t *done)
+static void link_fail_wc(struct mcp_link *l, const struct ibv_wc *wc, int peer_gone)
 {
+  mcp_xfer_fail_wc(mcp_comm_of(l), wc, peer_gone);
+}
+
+static void link_done_table(const struct mcp_link *l, uint32_t *done)
+{
+  mcp_xfer_recv_done_table(mcp_comm_of_const(l), done);
+}
+
+static int link_replay(struct mcp_link *l, const uint32_t *done)
+{
+  struct mcp_comm *c = mcp_comm_of(l);
+
   return c->link.kind == MCP_COMM_SEND ? mcp_xfer_send_replay(c, done) : mcp_xfer_recv_replay(c);
 }
 
 const struct mcp_link_ops mcp_xfer_link_ops = {
+  .comm_size = sizeof(struct mcp_comm),
   .alloc = link_alloc,
   .link_up = link_up,
   .release = link_release,
   .qps_replaced = qps_replaced,
   .next_seq = next_seq,
-  .poll = mcp_xfer_poll,
-  .fail_wc = mcp_xfer_fail_wc,
-  .done_table = mcp_xfer_recv_done_table,
+  .poll = link_poll,
+  .fail_wc = link_fail_wc,
+  .done_table = link_done_table,
   .replay = link_replay,
 };

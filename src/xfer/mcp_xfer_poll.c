@@ -36,7 +36,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
   uint64_t now = coarse_ns();
 
   if (c->link.rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
-    return mcp_recover_progress(c) < 0 ? -1 : 0;
+    return mcp_recover_progress(&c->link) < 0 ? -1 : 0;
   if (now < c->next_alive_check_ns)
     return 0;
   c->next_alive_check_ns = now + ALIVE_CHECK_NS;
@@ -55,21 +55,21 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
       return 0;
   }
   if (mcp_oob_stream_dead(c->link.stream)) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: %s", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->link.peer_name, mcp_oob_stream_dead_reason(c->link.stream));
     return -1;
   }
   if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: the peer closed its end of this connection with work "
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: the peer closed its end of this connection with work "
                   "still pending here", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
                   c->link.peer_name);
     return -1;
   }
   /* A peer that lost the RDMA path asks for a recovery on the stream; the device's
    * async events may ask for one too (a port that went down, a QP error, a GID moved). */
-  mcp_recover_poll_stream(c);
+  mcp_recover_poll_stream(&c->link);
   if (c->link.error == 0)
-    mcp_recover_check_events(c);
+    mcp_recover_check_events(&c->link);
   if (c->link.error != 0)
     return -1;
   mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
@@ -84,7 +84,7 @@ static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot
   if (record) {
     const struct mcp_record *rec = &c->ring_records[slot];
     if (rec->seq != rs->seq || (int)rec->n != r->n) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "receive from %s: the sizes record of seq %u says seq %u, "
+      mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "receive from %s: the sizes record of seq %u says seq %u, "
                     "%u buffers (protocol error)", c->link.peer_name, rs->seq, rec->seq, rec->n);
       return;
     }
@@ -106,14 +106,14 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
   struct mcp_recv_slot *rs = &c->rslots[slot];
 
   if (++c->link.recv_consumed[qp] >= MCP_CQ_BATCH && c->link.qp[qp] != NULL) { /* NULL: recovery drains */
-    if (mcp_qp_post_recvs(c, qp, c->link.recv_consumed[qp]) != 0) {
-      mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed", c->link.dc->info->name);
+    if (mcp_qp_post_recvs(&c->link, qp, c->link.recv_consumed[qp]) != 0) {
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed", c->link.dc->info->name);
       return;
     }
     c->link.recv_consumed[qp] = 0;
   }
   if (rs->req == NULL || (rs->seq & 0xffffu) != MCP_IMM_SEQ(imm)) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "receive from %s: data for seq %u (low bits) arrived at slot "
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "receive from %s: data for seq %u (low bits) arrived at slot "
                   "%d, which waits for %u (protocol error)", c->link.peer_name, MCP_IMM_SEQ(imm), slot,
                   rs->req ? rs->seq : 0);
     return;
@@ -138,7 +138,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
   if (c->link.error != 0)
     return;
   if (peer_gone) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
                   "seq %u)", dir, c->link.peer_name,
                   mcp_oob_stream_dead(c->link.stream) ? mcp_oob_stream_dead_reason(c->link.stream) : "the peer closed this connection",
                   mcp_ibv.wc_status_str(wc->status), wc->qp_num, c->seq);
@@ -147,7 +147,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
   cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
   if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
     MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
-  mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->link.peer_name,
                 mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
@@ -173,7 +173,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
              MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
              : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
              c->link.dc->info->name, c->link.dc->info->port);
-    mcp_recover_start(c, why);
+    mcp_recover_start(&c->link, why);
     return;
   }
   /* A peer process that dies with writes in flight has its adapter refuse them (its QPs
@@ -186,7 +186,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
     if (mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream))
       mcp_xfer_fail_wc(c, wc, 1);
     else
-      mcp_recover_await_verdict(c, wc);
+      mcp_recover_await_verdict(&c->link, wc);
     return;
   }
   mcp_xfer_fail_wc(c, wc, 0);
@@ -221,7 +221,7 @@ int mcp_xfer_poll(struct mcp_comm *c)
 
   n = ibv_poll_cq(c->link.cq, MCP_CQ_BATCH, wc);
   if (n < 0) {
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", c->link.dc->info->name, n);
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", c->link.dc->info->name, n);
     return -1;
   }
   c->wd_progress += (uint64_t)n;
@@ -277,7 +277,7 @@ int mcp_xfer_test(void *request, int *done, int *sizes)
   }
   c = r->comm;
   if (!r->done && c->link.rec.phase != MCP_REC_NONE) {
-    if (mcp_recover_progress(c) < 0)
+    if (mcp_recover_progress(&c->link) < 0)
       return c->link.error;
     if (c->link.rec.phase != MCP_REC_NONE)
       return 0; /* not done yet; the replay is still to come */

@@ -87,7 +87,7 @@ int mcp_xfer_recv_landed(struct mcp_comm *c)
     return 0; /* a recovery is draining the old QPs: its replay writes every entry */
   rc = cts_flush(c);
   if (rc != 0)
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
                   c->link.dc->info->name, c->seq - 1, c->link.peer_name, strerror(rc));
   return rc;
 }
@@ -115,7 +115,7 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
       continue;
     rc = post_cts(c, (int)(s % MCP_SLOTS), 1, rs->req->n);
     if (rc != 0) {
-      mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s after recovery "
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s after recovery "
                     "failed: %s", c->link.dc->info->name, s, c->link.peer_name, strerror(rc));
       return -1;
     }
@@ -140,7 +140,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   if (c->link.error != 0)
     return c->link.error;
   if (c->link.rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(c) >= 0 ? 0 : c->link.error;
+    return mcp_recover_progress(&c->link) >= 0 ? 0 : c->link.error;
   if (n < 1 || n > MCP_MAX_RECVS) {
     MCP_WARN("irecv with %d buffers: 1..%d are supported", n, MCP_MAX_RECVS);
     return MCP_ERR_ARG;
@@ -186,7 +186,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
       c->cts_pending--;
       rs->req = NULL;
       mcp_req_put(r);
-      mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
                     c->link.dc->info->name, seq, c->link.peer_name, strerror(rc));
       return MCP_ERR_SYSTEM;
     }
@@ -233,7 +233,7 @@ static int flush_setup(struct mcp_comm *c, int quiet)
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   if (mcp_ibv.modify_qp(c->flush_qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                                 IBV_QP_ACCESS_FLAGS) != 0 ||
-      mcp_qp_to_rts(c, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->link.dc->info->gid.raw, c->link.dc->info->lid) != 0) {
+      mcp_qp_to_rts(&c->link, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->link.dc->info->gid.raw, c->link.dc->info->lid) != 0) {
     mcp_ibv.destroy_qp(c->flush_qp);
     c->flush_qp = NULL;
     return -1;
@@ -289,7 +289,7 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
     return 0;
   c->flush_next_try_ns = now_ns + 100000000ull;
   if (now_ns - c->flush_lost_ns > (uint64_t)timeout_s * 1000000000ull) {
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s port %d: the loopback flush read failed and could not be made "
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s port %d: the loopback flush read failed and could not be made "
                   "again within MCPNET_RECOVERY_TIMEOUT=%d s (is the port still down?)",
                   c->link.dc->info->name, c->link.dc->info->port, timeout_s);
     return -1;
@@ -333,13 +333,13 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   if (last < 0 || (!gpu && !mcp_param_process()->force_flush))
     return 0;
   if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up", c->link.dc->info->name);
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up", c->link.dc->info->name);
     return MCP_ERR_SYSTEM;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
     /* A NULL request would tell NCCL the flush is done: refuse loudly instead. */
-    mcp_comm_fail(c, MCP_ERR_INTERNAL, "iflush on %s: more than %d requests outstanding",
+    mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "iflush on %s: more than %d requests outstanding",
                   c->link.dc->info->name, MCP_RECV_REQS);
     return MCP_ERR_INTERNAL;
   }
@@ -354,7 +354,7 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   rc = r->repost ? 0 : flush_post(c, r);
   if (rc != 0) {
     mcp_req_put(r);
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s", c->link.dc->info->name, strerror(rc));
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s", c->link.dc->info->name, strerror(rc));
     return MCP_ERR_SYSTEM;
   }
   c->wd_progress++;

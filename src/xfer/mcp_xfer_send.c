@@ -36,7 +36,7 @@ static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
   int rc = ibv_post_send(c->link.qp[qp], wr, &bad);
 
   if (rc != 0)
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
                   c->link.dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name, strerror(rc));
   return rc;
 }
@@ -151,12 +151,12 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   if (c->link.error != 0)
     return c->link.error;
   if (c->link.rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(c) >= 0 ? 0 : c->link.error;
+    return mcp_recover_progress(&c->link) >= 0 ? 0 : c->link.error;
   if (load_seq(&e[0]) != seq)
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   n = e[0].n;
   if (n < 1 || n > MCP_MAX_RECVS) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
                   c->link.peer_name, n, seq);
     return MCP_ERR_REMOTE;
   }
@@ -183,18 +183,18 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   }
   if (size > e[i].size) {
-    mcp_comm_fail(c, MCP_ERR_USAGE, "send of %zu bytes to %s is larger than the posted receive "
+    mcp_comm_fail(&c->link, MCP_ERR_USAGE, "send of %zu bytes to %s is larger than the posted receive "
                   "buffer of %llu bytes (seq %u, tag %d)", size, c->link.peer_name,
                   (unsigned long long)e[i].size, seq, tag);
     return MCP_ERR_USAGE;
   }
   if (size > 0 && mhandle == NULL) {
-    mcp_comm_fail(c, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size, c->link.peer_name);
+    mcp_comm_fail(&c->link, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size, c->link.peer_name);
     return MCP_ERR_ARG;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
-    mcp_comm_fail(c, MCP_ERR_INTERNAL, "send to %s: more than %d requests outstanding", c->link.peer_name,
+    mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "send to %s: more than %d requests outstanding", c->link.peer_name,
                   MCP_SEND_REQS);
     return MCP_ERR_INTERNAL;
   }
