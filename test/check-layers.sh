@@ -14,7 +14,8 @@
 # are judged by what they really call. Objects whose source file no longer exists (a
 # file moved to another folder, an old object left in the build tree) are skipped.
 #
-# It also checks the error convention: below net, no ncclResult_t in code (a scan of
+# It also checks the headers (a file or header includes only headers of its folder and
+# below) and the error convention: below net, no ncclResult_t in code (a scan of
 # src/core .. src/xfer).
 #
 # Usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]
@@ -35,6 +36,7 @@ layers="core fabric conn xfer net"
 #  - the rank-map grammar moves from fabric into core with the config work (issue #13,
 #    "configuration parsed once"); remove this line when that lands.
 allowed="src/core/mcp_param_table.c mcp_rankmap_parse"
+allowed_includes="src/core/mcp_param_table.c mcpnet/fabric_rankmap.h"
 
 command -v nm >/dev/null || { echo "check-layers: nm (binutils) is needed"; exit 1; }
 [ -d "$objdir" ] || { echo "check-layers: $objdir is missing: build the project first"; exit 1; }
@@ -103,6 +105,48 @@ nm -o "${objs[@]}" | awk -v objdir="$objdir/" '
       exit 1
     }
   }'
+# Headers: each belongs to a folder, and a file (or a header) includes only those of its
+# folder and below. A new header needs a place here.
+header_folder() {
+  case "$1" in
+  log.h | param.h | sock.h | verbs.h | err.h | limits.h) echo core ;;
+  fabric.h | fabric_*.h | devctx.h) echo fabric ;;
+  link.h | oob.h | wire.h) echo conn ;;
+  comm.h) echo xfer ;;
+  net.h) echo net ;;
+  *) echo unknown ;;
+  esac
+}
+inc_bad=""
+inc_seen=""
+while IFS= read -r line; do
+  file=${line%%:*}
+  hdr=${line##*mcpnet/}; hdr=${hdr%\"}
+  case "$file" in
+  src/*) folder=${file#src/}; folder=${folder%%/*} ;;
+  *) folder=$(header_folder "$(basename "$file")") ;;
+  esac
+  hf=$(header_folder "$hdr")
+  if [ "$hf" = unknown ]; then
+    inc_bad+="$file includes mcpnet/$hdr, which has no folder in $0"$'\n'
+  elif [ "$(rank "$hf")" -gt "$(rank "$folder")" ]; then
+    if grep -qxF "$file mcpnet/$hdr" <<<"$allowed_includes"; then
+      inc_seen+="$file mcpnet/$hdr"$'\n'
+    else
+      inc_bad+="$file includes mcpnet/$hdr ($hf, above $folder)"$'\n'
+    fi
+  fi
+done < <(cd "$root" && grep -o '#include "mcpnet/[a-z_]*\.h"' src/*/*.c include/mcpnet/*.h)
+while IFS= read -r a; do
+  [ -z "$a" ] || grep -qxF "$a" <<<"$inc_seen" ||
+    inc_bad+="check-layers: the allowed upward include \"$a\" no longer occurs: remove it from the list"$'\n'
+done <<<"$allowed_includes"
+if [ -n "$inc_bad" ]; then
+  printf '%s' "$inc_bad"
+  echo "check-layers: a header of an upper layer is included below it"
+  exit 1
+fi
+
 # One error convention: below net a call returns 0 or a negative errno; only net (and
 # plugin/) speak ncclResult_t. Code lines only: comments may name NCCL's results.
 nccl_re='ncclResult_t|ncclSuccess|ncclSystemError|ncclInternalError|ncclInvalidArgument|ncclInvalidUsage|ncclRemoteError|ncclInProgress|ncclUnhandledCudaError'

@@ -26,10 +26,11 @@
 #include "mcpnet/devctx.h"
 #include "mcpnet/fabric_counters.h"
 #include "mcpnet/fabric_process.h"
+#include "mcpnet/limits.h"
 #include "mcpnet/link.h"
-#include "mcpnet/net.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/wire.h"
+#include "nccl/net_common.h"
 
 #define MCP_SEND_REQS (NCCL_NET_MAX_REQUESTS * MCP_MAX_RECVS)
 #define MCP_RECV_REQS (MCP_SLOTS + NCCL_NET_MAX_REQUESTS) /* slots plus flushes */

@@ -15,6 +15,7 @@
 #include "mcp_test.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
+#include "mcpnet/net.h"
 
 #define MAX_POSTS 64
 

@@ -17,6 +17,7 @@
 #include "mcp_test.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
+#include "mcpnet/net.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 
