@@ -46,7 +46,6 @@
 #define MCP_WR_IDX(wr) ((uint32_t)(wr))
 enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
 
-
 enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_THREAD_FAILED };
 
 /* One RTR/RTS walk on a detached thread (mcp_conn_qp.c). ibv_modify_qp to RTR resolves the
@@ -75,6 +74,8 @@ struct mcp_recovery {
 
 enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
 
+struct mcp_link;
+
 /* What the layer above the link (xfer) hands it when a comm is created, so conn never
  * calls up (mcp_xfer_link.c). alloc makes the upper layer's state of the comm before
  * its QPs exist and names the ring the handshake carries (link.ring_addr/ring_rkey);
@@ -85,8 +86,6 @@ enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 }
  * with a completion's diagnosis, done_table fills the receive side's table of finished
  * slots for the peer, replay posts again what the lost QPs never completed (done: the
  * peer's table). */
-struct mcp_link;
-
 struct mcp_link_ops {
   size_t comm_size;                /* the upper layer's comm, which begins with the link */
   int (*alloc)(struct mcp_link *c);
