@@ -18,6 +18,7 @@
 
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
+#include "mcpnet/text.h"
 
 /* A configuration's strings: a chain of individually allocated copies. */
 struct mcp_param_strings {
@@ -125,11 +126,8 @@ static const char *env_value(const struct loader *ld, const char *name, size_t *
 
   if (v == NULL)
     return NULL;
-  while (isspace((unsigned char)*v))
-    v++;
   n = strlen(v);
-  while (n > 0 && isspace((unsigned char)v[n - 1]))
-    n--;
+  mcp_trim_span(&v, &n);
   *len = n;
   return n > 0 ? v : NULL;
 }

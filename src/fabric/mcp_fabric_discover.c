@@ -526,6 +526,9 @@ static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const 
   return 0;
 }
 
+/* Said once per process: every discovery would find the same spaces. */
+static int hca_spaces_warned;
+
 int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cfg, int local_rank,
                              const char *local_rank_source)
 {
@@ -551,6 +554,7 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
     MCP_WARN("%s", err);
     return -1;
   }
+  mcp_match_list_warn_trimmed("NCCL_IB_HCA", &sel.hca, &hca_spaces_warned);
   run.sel = &sel;
   gid_policy_from_config(&run.pol, cfg, run.pin);
   list = mcp_ibv.get_device_list(&n);

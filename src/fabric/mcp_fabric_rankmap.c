@@ -14,7 +14,6 @@
  * variable (torchrun, Slurm, Open MPI, MPICH, PMI), whichever is set first.
  */
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,18 +21,14 @@
 
 #include "mcpnet/fabric_rankmap.h"
 #include "mcpnet/param.h"
+#include "mcpnet/text.h"
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
 
 /* Copy [s, s+n) trimmed into buf; returns the trimmed length or -1 if it does not fit. */
 static int trim_copy(const char *s, size_t n, char *buf, size_t len)
 {
-  while (n > 0 && isspace((unsigned char)*s)) {
-    s++;
-    n--;
-  }
-  while (n > 0 && isspace((unsigned char)s[n - 1]))
-    n--;
+  mcp_trim_span(&s, &n);
   if (n >= len)
     return -1;
   memmove(buf, s, n);
