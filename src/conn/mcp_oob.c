@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/fabric.h"
 #include "mcpnet/log.h"
@@ -75,21 +76,7 @@ static void listener_unlink(struct mcp_oob_listener *l);
 #define HELLO_TIMEOUT_MS 10000
 #define MAX_REDIALS 8 /* a dialler told SILENT this often is not merely late */
 
-static uint64_t real_now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t (*clock_ms)(void) = real_now_ms;
-
-uint64_t mcp_oob_now_ms(void) { return clock_ms(); }
-
-void mcp_oob_test_set_clock(uint64_t (*fn)(void)) { clock_ms = fn != NULL ? fn : real_now_ms; }
-
-static uint64_t now_ms(void) { return clock_ms(); }
+static uint64_t now_ms(void) { return mcp_clock_coarse_ms(); }
 
 int mcp_oob_wait_notice(uint64_t since_ms, uint64_t now, unsigned *count)
 {
@@ -115,12 +102,12 @@ int mcp_oob_wait_notice(uint64_t since_ms, uint64_t now, unsigned *count)
 static uint64_t random_u64(void)
 {
   static atomic_ullong counter;
-  struct timespec ts;
   uint64_t v = 0;
 
   if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
+    uint64_t t = mcp_clock_ns();
+
+    v = ((t % MCP_NS_PER_S) << 20) ^ (t / MCP_NS_PER_S) ^ ((uint64_t)getpid() << 40) ^
         (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
   }
   return v != 0 ? v : 1;
@@ -561,11 +548,8 @@ void mcp_oob_progress(void)
 
 void mcp_oob_poll(unsigned interval_ms)
 {
-  struct timespec now;
-  unsigned long long now_ms;
+  unsigned long long now_ms = mcp_clock_coarse_ms();
 
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  now_ms = (unsigned long long)now.tv_sec * 1000ull + (unsigned long long)now.tv_nsec / 1000000ull;
   if (now_ms - atomic_load_explicit(&oob.last_poll_ms, memory_order_relaxed) < interval_ms)
     return;
   if (pthread_mutex_trylock(&oob.lock) != 0)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
@@ -22,17 +23,9 @@
 
 #define ALIVE_CHECK_NS 100000000ull
 
-static uint64_t coarse_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int mcp_xfer_check_alive(struct mcp_comm *c)
 {
-  uint64_t now = coarse_ns();
+  uint64_t now = mcp_clock_coarse_ns();
 
   if (c->rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
     return mcp_recover_progress(c) < 0 ? -1 : 0;
@@ -207,7 +200,7 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
     return;
   }
   if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0) {
-    mcp_xfer_flush_lost(c, coarse_ns());
+    mcp_xfer_flush_lost(c, mcp_clock_coarse_ns());
     return;
   }
   on_error(c, wc);
@@ -283,7 +276,7 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
     if (c->error == 0)
       mcp_xfer_poll(c);
     if (!r->done && c->error == 0 && c->flush_lost_ns != 0)
-      mcp_xfer_flush_retry(c, coarse_ns());
+      mcp_xfer_flush_retry(c, mcp_clock_coarse_ns());
     if (!r->done && c->error == 0)
       mcp_xfer_check_alive(c);
     if (!r->done && c->error != 0)

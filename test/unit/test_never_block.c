@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "mcp_test.h"
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/verbs.h"
 
@@ -331,7 +332,7 @@ int main(void)
   fake_dc.info = &fake_dev;
   fake_dc.refs = 1000; /* never closed by the comms' puts */
   fake_now = 1000000000000ull;
-  mcp_recover_now_ns = test_clock;
+  mcp_clock_test_set(test_clock);
 
   test_deadline_and_close();
   test_new_round_does_not_wait();
