@@ -143,9 +143,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->peer_name,
                 mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
-                MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
-                : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive"
-                : MCP_WR_KIND(wc->wr_id) == MCP_WR_FLUSH ? "flush read" : "data write",
+                mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
                 c->seq, c->dc->info->name, c->dc->info->port, c->dc->info->gid.index, c->dc->info->gid.text,
                 mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt, mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
@@ -162,8 +160,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
       return;
     snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
              mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
-             MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
-             : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
+             mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
              c->dc->info->name, c->dc->info->port);
     mcp_recover_start(c, why);
     return;
