@@ -11,7 +11,7 @@
 
 #include "mcpnet/fabric.h"
 #include "mcpnet/fabric_hca.h"
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 
 struct mcp_select {
   const char *hca_text;                  /* NCCL_IB_HCA as written, or NULL */

@@ -364,6 +364,10 @@ static void apply(struct loader *ld, const struct mcp_param_def *def, const stru
       fail(ld, "%s %s", what, why);
       goto refused;
     }
+    if (def->parse_str != NULL && def->parse_str(lv->text, ld->cfg, why, sizeof(why)) != 0) {
+      fail(ld, "%s %s", what, why);
+      goto refused;
+    }
     *(const char **)field(ld->cfg, def) = lv->text;
     return;
   }
@@ -544,6 +548,7 @@ void mcp_param_free(struct mcp_config *cfg)
     next = s->next;
     free(s);
   }
+  free(cfg->rank_map_parsed);
   memset(cfg, 0, sizeof(*cfg));
 }
 

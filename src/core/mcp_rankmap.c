@@ -1,5 +1,6 @@
 /*
- * mcp_fabric_rankmap.c - MCPNET_RANK_MAP and the local rank it is indexed by.
+ * mcp_rankmap.c - MCPNET_RANK_MAP and the local rank it is indexed by. Pure parsing (in
+ * core, run once by the parameter loader); fabric resolves the result against devices.
  *
  * On a node with one NIC per GPU, every local rank must use its own NIC, and every
  * node must make the same choice: left to topology detection, a container that hides
@@ -19,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 #include "mcpnet/param.h"
 #include "mcpnet/text.h"
 
@@ -74,7 +75,7 @@ static int parse_devices(const char *s, struct mcp_rankmap_entry *e, char *err, 
   for (;;) {
     const char *plus = strchr(p, '+'), *end = plus != NULL ? plus : p + strlen(p);
     struct mcp_rankmap_dev *d;
-    char tok[MCP_DEV_NAME_MAX + 8], *colon;
+    char tok[MCP_RANKMAP_NAME_MAX + 8], *colon;
     int i;
 
     if (e->ndev == MCP_RANKMAP_DEVS)
