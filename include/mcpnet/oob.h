@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "mcpnet/list.h"
 #include "mcpnet/sock.h"
 #include "mcpnet/wire.h"
 
@@ -32,20 +33,20 @@ struct mcp_oob_stream {
   char dead_reason[MCP_WIRE_REASON_MAX];
   int inbox_head, inbox_count;
   struct mcp_wire_msg inbox[MCP_OOB_INBOX];
-  struct mcp_oob_stream *next;
+  struct mcp_list link; /* on the channel's streams */
 };
 
 /* A connection request waiting for accept. */
 struct mcp_oob_request {
   struct mcp_oob_peer *peer;
   struct mcp_wire_conn_req req;
-  struct mcp_oob_request *next;
+  struct mcp_list link; /* on its listener's pending FIFO */
 };
 
 struct mcp_oob_listener {
   uint64_t token;
-  struct mcp_oob_request *pending;
-  struct mcp_oob_listener *next;
+  struct mcp_list pending; /* requests, oldest first */
+  struct mcp_list link;    /* on the channel's listeners */
 };
 
 /* Takes a reference on the process-wide channel, creating the listening socket on first
