@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/err.h"
 #include "mcpnet/log.h"
@@ -23,17 +24,9 @@
 
 #define ALIVE_CHECK_NS 100000000ull
 
-static uint64_t coarse_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int mcp_xfer_check_alive(struct mcp_comm *c)
 {
-  uint64_t now = coarse_ns();
+  uint64_t now = mcp_clock_coarse_ns();
 
   if (c->link.rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
     return mcp_recover_progress(&c->link) < 0 ? -1 : 0;
@@ -151,9 +144,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->link.peer_name,
                 mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
-                MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
-                : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive"
-                : MCP_WR_KIND(wc->wr_id) == MCP_WR_FLUSH ? "flush read" : "data write",
+                mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
                 c->seq, c->link.dc->info->name, c->link.dc->info->port, c->link.dc->info->gid.index, c->link.dc->info->gid.text,
                 mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt, mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
@@ -170,8 +161,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
       return;
     snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
              mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
-             MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
-             : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
+             mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
              c->link.dc->info->name, c->link.dc->info->port);
     mcp_recover_start(&c->link, why);
     return;
@@ -208,7 +198,7 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
     return;
   }
   if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0) {
-    mcp_xfer_flush_lost(c, coarse_ns());
+    mcp_xfer_flush_lost(c, mcp_clock_coarse_ns());
     return;
   }
   on_error(c, wc);
@@ -286,7 +276,7 @@ int mcp_xfer_test(void *request, int *done, int *sizes)
     if (c->link.error == 0)
       mcp_xfer_poll(c);
     if (!r->done && c->link.error == 0 && c->flush_lost_ns != 0)
-      mcp_xfer_flush_retry(c, coarse_ns());
+      mcp_xfer_flush_retry(c, mcp_clock_coarse_ns());
     if (!r->done && c->link.error == 0)
       mcp_xfer_check_alive(c);
     if (!r->done && c->link.error != 0)
