@@ -1,0 +1,119 @@
+/*
+ * mcp_fake_verbs.h - a fake verbs provider and a connected comm pair, for unit tests of
+ * the data path without a VM.
+ *
+ * Why: the protocol (CTS ring, sequence numbers, immediates, records, replay) used to
+ * be testable only on soft-RoCE in QEMU guests. Every verb mcpnet calls goes through
+ * the mcp_ibv table or through the context's ops (post_send, post_recv, poll_cq), so
+ * an in-memory model of a pair of connected RC QPs can stand behind them: an RDMA
+ * write copies the bytes into the peer's registered memory (rkey and range checked),
+ * a write with immediate consumes one of the peer's receive WRs and queues its
+ * completion, a read copies back. Work is executed in the order it was posted, when a
+ * CQ is polled (or fake_progress is called), so completion order is deterministic; a
+ * QP can be held (its work waits) or broken (its work fails or lands unacknowledged).
+ *
+ * This header and mcp_fake_verbs.c are the only test code that knows how a comm is
+ * laid out: tests build comms with the builders here and read them through the
+ * accessors here, so a change of struct mcp_comm changes this one helper.
+ */
+#ifndef MCPNET_FAKE_VERBS_H
+#define MCPNET_FAKE_VERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "mcpnet/devctx.h"
+#include "mcpnet/net.h"
+
+struct mcp_comm;
+
+/* One posted send WR, as the fake saw it (for checks on what was posted). */
+struct fake_post {
+  int side;               /* FAKE_SEND_SIDE or FAKE_RECV_SIDE (or -1: a QP of neither) */
+  int qp;                 /* index of the QP in its comm, -1 for the flush QP */
+  enum ibv_wr_opcode opcode;
+  unsigned send_flags;
+  uint32_t imm;           /* host order */
+  uint32_t len;
+  uint64_t wr_id;
+  uint64_t remote_addr;
+};
+
+enum { FAKE_SEND_SIDE = 0, FAKE_RECV_SIDE = 1 };
+
+struct fake_pair_opts {
+  int nqps;         /* QPs of the connection (default 1) */
+  int cts_batch;    /* MCPNET_CTS_BATCH (default 4) */
+  int max_inline;   /* the provider's inline limit (default 256) */
+  int data_inline;  /* MCPNET_INLINE_BYTES (default 64) */
+};
+
+struct fake_pair {
+  struct mcp_comm *send, *recv;   /* pass these to mcp_net_isend / mcp_net_irecv */
+  struct fake_side *side[2];
+};
+
+/* Installs the fakes in mcp_ibv (once per program) and resets the fake's counters. */
+void fake_verbs_install(void);
+
+/* A connected send/receive comm pair over fake QPs, built as connect/accept build it
+ * (rings, registrations and QPs through the verbs table, receive WRs posted). */
+struct fake_pair *fake_pair_make(const struct fake_pair_opts *opts);
+void fake_pair_free(struct fake_pair *p);
+
+/* Registers a test buffer on one side's device through the registration cache. */
+struct mcp_mr *fake_pair_reg(struct fake_pair *p, int side, void *buf, size_t len, int type);
+void fake_pair_dereg(struct mcp_mr *mh);
+
+/* The fake device of a side, for tests of the registration cache. */
+struct mcp_devctx *fake_pair_devctx(struct fake_pair *p, int side);
+
+/* Work: fake_progress executes every posted WR of QPs that are not held (poll_cq calls
+ * it); returns how many it executed. */
+int fake_progress(void);
+/* Holds (1) or releases (0) the work of QP qp of a side's comm. */
+void fake_pair_hold(struct fake_pair *p, int side, int qp, int hold);
+/* Breaks QP qp of a side (the link went down). land=0: its pending work never lands
+ * and completes with errors; land=1: it lands at the peer but its acknowledgements are
+ * lost (the sender sees errors). Receive WRs posted on it are flushed. */
+void fake_pair_break(struct fake_pair *p, int side, int qp, int land);
+/* Executes the first n pending WRs of a held QP now (a held QP's work lands in parts). */
+void fake_pair_release_n(struct fake_pair *p, int side, int qp, int n);
+/* Starts both comms of a fresh pair at sequence number seq (wrap tests). */
+void fake_pair_set_seq(struct fake_pair *p, uint32_t seq);
+/* The next post_send fails with err (once). */
+void fake_fail_next_post(int err);
+
+/* Simulated recovery: both comms re-create their QPs with a new epoch (the old QPs'
+ * completions are drained and dropped, as mcp_conn_recover.c does), connect them, and
+ * replay: the receiver writes its waiting CTS entries again, the sender completes what
+ * the receiver's done table says arrived and writes the rest again. 0 on success. */
+int fake_pair_recover(struct fake_pair *p);
+
+/* What was posted so far (all sides), and resetting that log. */
+int fake_posts(const struct fake_post **log);
+void fake_posts_reset(void);
+/* Counts in the log: CTS writes (RDMA writes from the receive side), data writes of the
+ * send side (with or without immediate, not records), records (immediate with the
+ * record flag). */
+int fake_count_cts_writes(void);
+int fake_count_data_writes(void);
+int fake_count_records(void);
+/* Receive completions the fake refused for want of a posted receive WR (RNR). */
+int fake_rnr_count(void);
+
+/* Observable state of a comm, for checks (through accessors, not fields). */
+int fake_comm_error(const struct mcp_comm *c);          /* ncclResult_t of a failed comm, 0 */
+const char *fake_comm_errmsg(const struct mcp_comm *c);
+uint32_t fake_comm_seq(const struct mcp_comm *c);       /* send: next CTS; recv: next irecv */
+int fake_comm_inflight(const struct mcp_comm *c);       /* recv: receives not yet tested done */
+int fake_req_seq(const void *request);                  /* the sequence number of a request */
+
+/* A bare comm of one kind on a fake device, not connected (for tests of single
+ * functions such as the watchdog's description). */
+struct mcp_comm *fake_comm_bare(int kind);
+void fake_comm_bare_free(struct mcp_comm *c);
+
+#endif
