@@ -647,6 +647,15 @@ struct mcp_mr *fake_pair_reg(struct fake_pair *p, int side, void *buf, size_t le
   return m;
 }
 
+struct mcp_mr *fake_pair_reg_dmabuf(struct fake_pair *p, int side, void *buf, size_t len, int type)
+{
+  struct mcp_mr *m = NULL;
+
+  if (mcp_mr_register_dmabuf(&p->side[side]->dc, buf, len, type, 0, 99, &m) != 0)
+    return NULL;
+  return m;
+}
+
 void fake_pair_dereg(struct mcp_mr *mh) { mcp_mr_release(mh); }
 
 struct mcp_devctx *fake_pair_devctx(struct fake_pair *p, int side) { return &p->side[side]->dc; }

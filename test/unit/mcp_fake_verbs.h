@@ -65,6 +65,8 @@ void fake_pair_free(struct fake_pair *p);
 
 /* Registers a test buffer on one side's device through the registration cache. */
 struct mcp_mr *fake_pair_reg(struct fake_pair *p, int side, void *buf, size_t len, int type);
+/* The same through a DMA-BUF registration (the fake takes any fd). */
+struct mcp_mr *fake_pair_reg_dmabuf(struct fake_pair *p, int side, void *buf, size_t len, int type);
 void fake_pair_dereg(struct mcp_mr *mh);
 
 /* The fake device of a side, for tests of the registration cache. */

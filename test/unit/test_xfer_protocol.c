@@ -331,7 +331,8 @@ static void test_pxn_head_only(void)
   CHECK(a2 == NULL);
   CHECK_EQ_INT(rc, ncclSuccess);
   mcp_xfer_watchdog_describe(p->send, why, sizeof(why));
-  CHECK(strstr(why, "isend with tag 1") != NULL);
+  CHECK(strstr(why, "isend with tag 1 finds no free buffer for its tag in the oldest receive (seq 1, "
+                    "tags 1(sent),2)") != NULL);
   b = isend(p, 0, 32, 2, &rc);
   CHECK(b != NULL);
   a2 = isend(p, 4096, 64, 1, &rc); /* now seq 2 is the head */
