@@ -68,6 +68,7 @@ static struct fake_op ops[FAKE_MAX_OPS];
 static int nops;
 static uint32_t next_qpn = 0x100, next_key = 0x1000;
 static int fail_next_post;
+static int ncreated, ndestroyed;
 static int rnr;
 static struct fake_post post_log[FAKE_MAX_LOG];
 static int nlog;
@@ -360,6 +361,7 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
     q->send_cq = cq_of(init->send_cq);
     q->recv_cq = cq_of(init->recv_cq);
     q->max_inline = (int)init->cap.max_inline_data;
+    ncreated++;
     return &q->qp;
   }
   errno = ENOMEM;
@@ -387,6 +389,7 @@ static int fake_destroy_qp(struct ibv_qp *ibqp)
   }
   nops = kept;
   q->used = 0;
+  ndestroyed++;
   return 0;
 }
 
@@ -459,6 +462,7 @@ void fake_verbs_install(void)
   mcp_ibv.wc_status_str = fake_wc_status_str;
   fail_next_post = 0;
   rnr = 0;
+  ncreated = ndestroyed = 0;
   nlog = 0;
 }
 
@@ -685,6 +689,27 @@ void fake_pair_break(struct fake_pair *p, int side, int qp, int land)
 
 void fake_fail_next_post(int err) { fail_next_post = err; }
 
+void fake_pair_break_flush(struct fake_pair *p)
+{
+  struct fake_qp *q = qp_of(p->recv->flush_qp);
+
+  q->broken = 1;
+  q->land = 0;
+}
+
+void fake_pair_hold_flush(struct fake_pair *p, int hold) { qp_of(p->recv->flush_qp)->held = hold; }
+
+void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv_wc_status status,
+                         enum ibv_wc_opcode opcode)
+{
+  struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
+
+  complete(cq_of(c->cq), wr_id, status, opcode, 0);
+}
+
+int fake_qps_created(void) { return ncreated; }
+int fake_qps_destroyed(void) { return ndestroyed; }
+
 /* rebuild_qps of mcp_conn_recover.c, for one comm. */
 static int rebuild(struct mcp_comm *c)
 {
@@ -799,6 +824,14 @@ void fake_pair_set_seq(struct fake_pair *p, uint32_t seq)
 }
 int fake_comm_inflight(const struct mcp_comm *c) { return c->inflight; }
 int fake_req_seq(const void *request) { return (int)((const struct mcp_request *)request)->seq; }
+int fake_comm_flush_reposts(const struct mcp_comm *c) { return c->flush_reposts; }
+int fake_comm_flush_lost(const struct mcp_comm *c) { return c->flush_lost_ns != 0; }
+
+void fake_comm_peer_closed(struct mcp_comm *c)
+{
+  atomic_store(&c->stream->closed_by_peer, 1);
+  c->next_alive_check_ns = 0;
+}
 
 struct mcp_comm *fake_comm_bare(int kind)
 {

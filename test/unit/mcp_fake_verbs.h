@@ -85,6 +85,18 @@ void fake_pair_break(struct fake_pair *p, int side, int qp, int land);
 void fake_pair_release_n(struct fake_pair *p, int side, int qp, int n);
 /* Starts both comms of a fresh pair at sequence number seq (wrap tests). */
 void fake_pair_set_seq(struct fake_pair *p, uint32_t seq);
+/* Breaks the receive comm's loopback flush QP (its port went down): its pending reads
+ * complete with an error. */
+void fake_pair_break_flush(struct fake_pair *p);
+/* Holds (1) or releases (0) the work of the receive comm's flush QP. */
+void fake_pair_hold_flush(struct fake_pair *p, int hold);
+/* Queues a completion on a side's CQ as if its adapter had written it (a stale one of a
+ * replaced QP, a signalled CTS write, ...). */
+void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv_wc_status status,
+                         enum ibv_wc_opcode opcode);
+/* QPs the fake created and destroyed, all time. */
+int fake_qps_created(void);
+int fake_qps_destroyed(void);
 /* The next post_send fails with err (once). */
 void fake_fail_next_post(int err);
 
@@ -112,6 +124,13 @@ const char *fake_comm_errmsg(const struct mcp_comm *c);
 uint32_t fake_comm_seq(const struct mcp_comm *c);       /* send: next CTS; recv: next irecv */
 int fake_comm_inflight(const struct mcp_comm *c);       /* recv: receives not yet tested done */
 int fake_req_seq(const void *request);                  /* the sequence number of a request */
+/* Flush reads lost with a flush QP and not yet posted again; whether the comm still
+ * counts the flush QP as lost. */
+int fake_comm_flush_reposts(const struct mcp_comm *c);
+int fake_comm_flush_lost(const struct mcp_comm *c);
+/* The peer closed its end of the out-of-band connection, and the comm's 100 ms liveness
+ * check is due at its next wait (call again to make it due again). */
+void fake_comm_peer_closed(struct mcp_comm *c);
 
 /* A bare comm of one kind on a fake device, not connected (for tests of single
  * functions such as the watchdog's description). */
