@@ -300,6 +300,24 @@ void fake_pair_release_n(struct fake_pair *p, int side, int qp, int n)
   nops = kept;
 }
 
+void fake_pair_release_bytes(struct fake_pair *p, int side, int qp, uint32_t nbytes)
+{
+  struct fake_qp *q = pair_qp(p, side, qp);
+  int i;
+
+  for (i = 0; i < nops; i++) {
+    struct fake_op *op = &ops[i];
+    if (op->qp != q)
+      continue;
+    if (op->has_sge && op->wr.opcode != IBV_WR_RDMA_READ) {
+      uint32_t len = op->sge.length < nbytes ? op->sge.length : nbytes;
+      memcpy((void *)(uintptr_t)op->wr.wr.rdma.remote_addr,
+             op->inline_copy != NULL ? op->inline_copy : (unsigned char *)(uintptr_t)op->sge.addr, len);
+    }
+    return;
+  }
+}
+
 static int fake_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
   struct fake_cq *cq = cq_of(ibcq);

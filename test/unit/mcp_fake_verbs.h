@@ -83,6 +83,10 @@ void fake_pair_hold(struct fake_pair *p, int side, int qp, int hold);
 void fake_pair_break(struct fake_pair *p, int side, int qp, int land);
 /* Executes the first n pending WRs of a held QP now (a held QP's work lands in parts). */
 void fake_pair_release_n(struct fake_pair *p, int side, int qp, int n);
+/* Executes only the first nbytes of the payload of the first pending WR of a held QP:
+ * the rest of that write has not arrived yet (no completion). The WR stays pending and
+ * lands whole when released. */
+void fake_pair_release_bytes(struct fake_pair *p, int side, int qp, uint32_t nbytes);
 /* Starts both comms of a fresh pair at sequence number seq (wrap tests). */
 void fake_pair_set_seq(struct fake_pair *p, uint32_t seq);
 /* Breaks the receive comm's loopback flush QP (its port went down): its pending reads
