@@ -885,3 +885,36 @@ void fake_comm_bare_free(struct mcp_comm *c)
   free(c);
   free(s);
 }
+
+struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context *ctx,
+                                      struct mcp_oob_stream *stream, uint64_t now_ns)
+{
+  struct mcp_comm *c = calloc(1, sizeof(*c));
+
+  c->kind = MCP_COMM_SEND;
+  c->dc = dc;
+  c->cq = calloc(1, sizeof(*c->cq));
+  c->cq->context = ctx;
+  c->nqps = 1;
+  c->sq_depth = 8;
+  c->rq_depth = 8;
+  c->qp[0] = mcp_ibv.create_qp(NULL, NULL);
+  c->ring_mr = calloc(1, sizeof(*c->ring_mr)); /* the new round's endpoint names it */
+  c->remote.nqps = 1;
+  c->remote.qps[0].qpn = 0x900;
+  snprintf(c->peer_name, sizeof(c->peer_name), "fake-peer");
+  c->stream = stream;
+  c->rec.round = 1;
+  c->rec.phase = MCP_REC_CONNECTING;
+  c->rec.start_ns = now_ns;
+  c->rec.deadline_ns = now_ns + 6000000000ull;
+  snprintf(c->rec.cause, sizeof(c->rec.cause), "a fake link went down");
+  mcp_net_comm_ref(); /* the comm's, given back when it is freed */
+  return c;
+}
+
+struct ibv_qp *fake_comm_qp(const struct mcp_comm *c, int i) { return c->qp[i]; }
+int fake_comm_rec_phase(const struct mcp_comm *c) { return c->rec.phase; }
+uint32_t fake_comm_rec_round(const struct mcp_comm *c) { return c->rec.round; }
+void fake_comm_set_rec_phase(struct mcp_comm *c, int phase) { c->rec.phase = phase; }
+void fake_comm_detach_stream(struct mcp_comm *c) { c->stream = NULL; }

@@ -28,6 +28,7 @@
 #include "mcpnet/net.h"
 
 struct mcp_comm;
+struct mcp_oob_stream;
 
 /* One posted send WR, as the fake saw it (for checks on what was posted). */
 struct fake_post {
@@ -135,6 +136,20 @@ int fake_comm_flush_lost(const struct mcp_comm *c);
 /* The peer closed its end of the out-of-band connection, and the comm's 100 ms liveness
  * check is due at its next wait (call again to make it due again). */
 void fake_comm_peer_closed(struct mcp_comm *c);
+
+/* A send comm in a recovery round's CONNECTING phase, as mcp_conn_recover.c leaves it
+ * before the QP walk: round 1, deadline 6 s after now_ns, one QP from mcp_ibv.create_qp
+ * (the caller's verbs), a plain CQ on ctx, on the caller's devctx and stream. It holds
+ * a reference on the library's comm count as a connected comm does; mcp_comm_destroy
+ * frees it. For tests of the recovery's threads with their own fake verbs. */
+struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context *ctx,
+                                      struct mcp_oob_stream *stream, uint64_t now_ns);
+struct ibv_qp *fake_comm_qp(const struct mcp_comm *c, int i);
+int fake_comm_rec_phase(const struct mcp_comm *c);
+uint32_t fake_comm_rec_round(const struct mcp_comm *c);
+void fake_comm_set_rec_phase(struct mcp_comm *c, int phase);
+/* Lets go of the comm's stream (a fake the test frees; close then sends nothing). */
+void fake_comm_detach_stream(struct mcp_comm *c);
 
 /* A bare comm of one kind on a fake device, not connected (for tests of single
  * functions such as the watchdog's description). */
