@@ -411,10 +411,17 @@ static int fake_destroy_qp(struct ibv_qp *ibqp)
   return 0;
 }
 
+static int fail_next_reg;
+
 static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t length)
 {
   int i;
 
+  if (fail_next_reg != 0) {
+    errno = fail_next_reg;
+    fail_next_reg = 0;
+    return NULL;
+  }
   for (i = 0; i < FAKE_MAX_MRS; i++) {
     struct fake_mr *m = &mrs[i];
     if (m->used)
@@ -724,6 +731,17 @@ void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv
 
   complete(cq_of(c->cq), wr_id, status, opcode, 0);
 }
+
+int fake_mrs_live(void)
+{
+  int i, n = 0;
+
+  for (i = 0; i < FAKE_MAX_MRS; i++)
+    n += mrs[i].used;
+  return n;
+}
+
+void fake_fail_next_reg(int err) { fail_next_reg = err; }
 
 int fake_qps_created(void) { return ncreated; }
 int fake_qps_destroyed(void) { return ndestroyed; }

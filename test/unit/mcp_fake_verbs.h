@@ -99,6 +99,10 @@ void fake_pair_hold_flush(struct fake_pair *p, int hold);
  * replaced QP, a signalled CTS write, ...). */
 void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv_wc_status status,
                          enum ibv_wc_opcode opcode);
+/* Memory registrations the fake holds now (all sides, rings included). */
+int fake_mrs_live(void);
+/* The next registration fails with err (once). */
+void fake_fail_next_reg(int err);
 /* QPs the fake created and destroyed, all time. */
 int fake_qps_created(void);
 int fake_qps_destroyed(void);
