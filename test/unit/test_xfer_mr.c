@@ -63,6 +63,7 @@ static void test_hit_and_refcount(void)
   CHECK_EQ_INT(fake_pair_devctx(p, FAKE_SEND_SIDE)->mr_count, 1);
   /* Two holders let go: still registered, still found. */
   fake_pair_dereg(b);
+  CHECK_EQ_INT(fake_mrs_live() - base, 1);
   fake_pair_dereg(c);
   CHECK_EQ_INT(fake_mrs_live() - base, 1);
   CHECK(fake_pair_reg(p, FAKE_SEND_SIDE, mem + 3 * PAGE, PAGE, NCCL_PTR_HOST) == a);
