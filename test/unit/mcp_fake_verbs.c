@@ -508,6 +508,7 @@ static struct fake_side *side_new(int index)
   s->info.port = 1;
   s->info.link_layer = IBV_LINK_LAYER_INFINIBAND;
   s->info.lid = (uint16_t)(index + 1);
+  s->info.active_mtu = IBV_MTU_1024;
   s->info.sl = -1;
   s->info.tc = -1;
   s->dc.info = &s->info;
@@ -541,8 +542,6 @@ static struct mcp_comm *comm_new(struct fake_side *s, int kind, const char *peer
    * out-of-band peer). A test of it sets its own. */
   c->next_alive_check_ns = UINT64_MAX;
   snprintf(c->peer_name, sizeof(c->peer_name), "%s", peer);
-  /* A stand-in for the out-of-band connection: alive, never read here (no frames). */
-  c->stream = calloc(1, sizeof(*c->stream));
   return c;
 }
 
@@ -603,6 +602,9 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   p->side[1] = side_new(1);
   s = p->send = comm_new(p->side[0], MCP_COMM_SEND, "fake-receiver pid 2 (192.0.2.2:40000)");
   r = p->recv = comm_new(p->side[1], MCP_COMM_RECV, "fake-sender pid 1 (192.0.2.1:40000)");
+  /* Stand-ins for the out-of-band connection: alive, no frames. */
+  p->stub[0] = s->stream = calloc(1, sizeof(*s->stream));
+  p->stub[1] = r->stream = calloc(1, sizeof(*r->stream));
   comm_resources(s, nqps);
   comm_resources(r, nqps);
   /* Each side writes into the other's ring (the endpoints' ring_addr/ring_rkey). */
@@ -647,7 +649,6 @@ static void comm_free(struct mcp_comm *c)
   free(c->reqs);
   free(c->sslots);
   free(c->rslots);
-  free(c->stream);
   free(c);
 }
 
@@ -662,6 +663,8 @@ void fake_pair_free(struct fake_pair *p)
     mcp_mr_release(p->side[1]->dc.mrs);
   free(p->side[0]);
   free(p->side[1]);
+  free(p->stub[0]);
+  free(p->stub[1]);
   if (cur_pair == p)
     cur_pair = NULL;
   free(p);
@@ -863,6 +866,22 @@ int fake_req_seq(const void *request) { return (int)((const struct mcp_request *
 int fake_comm_flush_reposts(const struct mcp_comm *c) { return c->flush_reposts; }
 int fake_comm_flush_lost(const struct mcp_comm *c) { return c->flush_lost_ns != 0; }
 
+void fake_pair_attach_streams(struct fake_pair *p, struct mcp_oob_stream *send_stream,
+                              struct mcp_oob_stream *recv_stream)
+{
+  p->send->stream = send_stream;
+  p->recv->stream = recv_stream;
+}
+
+void fake_comm_endpoint(struct mcp_comm *c, struct mcp_wire_endpoint *ep)
+{
+  mcp_comm_fill_endpoint(c);
+  *ep = c->local;
+}
+
+void fake_comm_check_due(struct mcp_comm *c) { c->next_alive_check_ns = 0; }
+int fake_comm_recoveries(const struct mcp_comm *c) { return c->rec.count; }
+
 void fake_comm_peer_closed(struct mcp_comm *c)
 {
   atomic_store(&c->stream->closed_by_peer, 1);
@@ -873,6 +892,8 @@ struct mcp_comm *fake_comm_bare(int kind)
 {
   struct fake_side *s = side_new(0);
   struct mcp_comm *c = comm_new(s, kind, "lab-b pid 42 (192.0.2.2:40000)");
+
+  c->stream = calloc(1, sizeof(*c->stream));
 
   snprintf(s->info.name, sizeof(s->info.name), "rxe0");
   snprintf(s->info.ibdev, sizeof(s->info.ibdev), "rxe0");

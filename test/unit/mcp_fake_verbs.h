@@ -26,6 +26,7 @@
 
 #include "mcpnet/devctx.h"
 #include "mcpnet/net.h"
+#include "mcpnet/wire.h"
 
 struct mcp_comm;
 struct mcp_oob_stream;
@@ -54,6 +55,7 @@ struct fake_pair_opts {
 struct fake_pair {
   struct mcp_comm *send, *recv;   /* pass these to mcp_net_isend / mcp_net_irecv */
   struct fake_side *side[2];
+  struct mcp_oob_stream *stub[2]; /* the stand-in streams the pair made (freed with it) */
 };
 
 /* Installs the fakes in mcp_ibv (once per program) and resets the fake's counters. */
@@ -154,6 +156,17 @@ uint32_t fake_comm_rec_round(const struct mcp_comm *c);
 void fake_comm_set_rec_phase(struct mcp_comm *c, int phase);
 /* Lets go of the comm's stream (a fake the test frees; close then sends nothing). */
 void fake_comm_detach_stream(struct mcp_comm *c);
+
+/* Real out-of-band streams for the pair's comms (the test opens and closes them), in
+ * place of the stand-ins: the recovery's RECOVER frames then travel between them. */
+void fake_pair_attach_streams(struct fake_pair *p, struct mcp_oob_stream *send_stream,
+                              struct mcp_oob_stream *recv_stream);
+/* The endpoint a comm would publish (CONN_REQ, CONN_ACK, RECOVER). */
+void fake_comm_endpoint(struct mcp_comm *c, struct mcp_wire_endpoint *ep);
+/* The comm's 100 ms liveness check is due at its next wait. */
+void fake_comm_check_due(struct mcp_comm *c);
+/* Recoveries the comm completed. */
+int fake_comm_recoveries(const struct mcp_comm *c);
 
 /* A bare comm of one kind on a fake device, not connected (for tests of single
  * functions such as the watchdog's description). */
