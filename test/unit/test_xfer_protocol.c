@@ -212,6 +212,36 @@ static void test_stale_cts_not_consumed(void)
   fake_pair_free(p);
 }
 
+/* A grouped entry whose last element has not arrived yet (its CTS write is still in
+ * flight, 2 of 3 elements landed): no send takes any of its elements until it is whole. */
+static void test_partial_group_entry_waits(void)
+{
+  static const size_t offs[3] = {0, 4096, 8192}, sizes[3] = {4096, 4096, 4096};
+  static const int tags[3] = {1, 2, 3};
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+  int writes, got[3] = {-1, -1, -1};
+  void *r, *s = (void *)0xdead;
+
+  fake_pair_hold(p, FAKE_RECV_SIDE, 0, 1);
+  r = irecvn(p, 3, offs, sizes, tags);
+  fake_pair_release_bytes(p, FAKE_RECV_SIDE, 0, 2 * sizeof(struct mcp_cts_elem));
+  writes = fake_count_data_writes();
+  CHECK_EQ_INT(mcp_net_isend(p->send, sbuf, 8, 1, smh, &s), ncclSuccess);
+  CHECK(s == NULL);
+  CHECK_EQ_INT(fake_count_data_writes(), writes);
+  CHECK_EQ_INT(fake_comm_error(p->send), 0);
+  fake_pair_hold(p, FAKE_RECV_SIDE, 0, 0);
+  CHECK(isend(p, 0, 8, 1, &rc) != NULL);
+  CHECK(isend(p, 0, 9, 2, &rc) != NULL);
+  CHECK(isend(p, 0, 10, 3, &rc) != NULL);
+  CHECK_EQ_INT(wait_done(r, got), 1);
+  CHECK_EQ_INT(got[0], 8);
+  CHECK_EQ_INT(got[1], 9);
+  CHECK_EQ_INT(got[2], 10);
+  fake_pair_free(p);
+}
+
 /* Two QPs: seq 1 rides QP 1, seq 2 QP 0. QP 1 is slow: seq 2 completes first. */
 static void test_out_of_order_slots(void)
 {
@@ -591,6 +621,7 @@ int main(void)
   RUN_TEST(test_ring_wrap_sizes);
   RUN_TEST(test_seq_wraps);
   RUN_TEST(test_stale_cts_not_consumed);
+  RUN_TEST(test_partial_group_entry_waits);
   RUN_TEST(test_out_of_order_slots);
   RUN_TEST(test_striped_size);
   RUN_TEST(test_larger_than_receive_fails);
