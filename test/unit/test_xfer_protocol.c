@@ -165,6 +165,47 @@ static void test_ring_wrap_sizes(void)
   fake_pair_free(p);
 }
 
+/* NCCL's pace: receives posted 8 ahead of the sends, 300 messages, batches of 4 CTS
+ * entries per write, around the ring's end several times (a batch never spans it: the
+ * fake refuses a write past the sender's ring). */
+static void test_pipelined_batches_wrap(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  void *r[8] = {NULL}, *s[8] = {NULL};
+  int posted = 0, sent = 0, got = 0, turn, sizes[1];
+  ncclResult_t rc;
+
+  for (turn = 0; turn < 10000 && got < 300; turn++) {
+    int k;
+    while (posted < 300 && posted - got < 8) {
+      k = posted % 8;
+      r[k] = irecv1(p, (size_t)k * 4096, 4096, 5, 0);
+      posted++;
+    }
+    if (sent < posted) {
+      k = sent % 8;
+      pattern(sbuf + (size_t)k * 4096, 64 + (size_t)sent % 500, (unsigned)sent);
+      s[k] = isend(p, (size_t)k * 4096, 64 + (size_t)sent % 500, 5, &rc);
+      CHECK_EQ_INT(rc, ncclSuccess);
+      if (s[k] != NULL)
+        sent++;
+    }
+    k = got % 8;
+    if (got < sent && wait_done(r[k], sizes) == 1) {
+      CHECK_EQ_INT(sizes[0], 64 + got % 500);
+      CHECK(same(rbuf + (size_t)k * 4096, 64 + (size_t)got % 500, (unsigned)got));
+      CHECK_EQ_INT(wait_done(s[k], NULL), 1);
+      got++;
+    }
+    if (fake_comm_error(p->send) || fake_comm_error(p->recv))
+      break;
+  }
+  CHECK_EQ_INT(got, 300);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  CHECK(fake_count_cts_writes() < 300); /* batched */
+  fake_pair_free(p);
+}
+
 /* The immediate carries 16 bits of seq; the seq itself is 32 bits: both wrap. */
 static void test_seq_wraps(void)
 {
@@ -620,6 +661,7 @@ int main(void)
   mcp_log_set_logger(capture);
   RUN_TEST(test_ring_wrap_sizes);
   RUN_TEST(test_seq_wraps);
+  RUN_TEST(test_pipelined_batches_wrap);
   RUN_TEST(test_stale_cts_not_consumed);
   RUN_TEST(test_partial_group_entry_waits);
   RUN_TEST(test_out_of_order_slots);
