@@ -80,6 +80,18 @@ enum mcp_req_kind { MCP_REQ_SEND = 1, MCP_REQ_RECV = 2, MCP_REQ_FLUSH = 3 };
 #define MCP_WR_EPOCH(wr) ((uint8_t)((wr) >> 48))
 #define MCP_WR_IDX(wr) ((uint32_t)(wr))
 enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
+/* What messages call each kind: one table, so that every message names a WR alike.
+ * Any other value reads as a data write, as the messages always did. */
+static inline const char *mcp_wr_kind_name(unsigned kind)
+{
+  static const char *const names[] = {
+      [MCP_WR_SEND] = "data write",         [MCP_WR_GROUP] = "data write",
+      [MCP_WR_CTS] = "clear-to-send write", [MCP_WR_RECV] = "receive",
+      [MCP_WR_FLUSH] = "flush read",
+  };
+
+  return kind < sizeof(names) / sizeof(names[0]) && names[kind] != NULL ? names[kind] : "data write";
+}
 
 struct mcp_comm;
 
@@ -170,7 +182,7 @@ struct mcp_comm {
   atomic_int refs;                  /* holders besides the owner (qp jobs): freed when -1 */
   uint64_t listen_token;
   uint64_t deadline_ns;             /* local work only (the setup thread); a peer is waited for */
-  uint64_t wait_since_ms;           /* a wait on the peer: when it began (mcp_oob_now_ms) */
+  uint64_t wait_since_ms;           /* a wait on the peer: when it began (mcp_clock_coarse_ms) */
   unsigned wait_notices;            /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
 
   /* Fatal error: every later call fails with it. */
@@ -303,8 +315,6 @@ void mcp_recover_check_events(struct mcp_comm *c);
  * the peer is gone, or with the completion's diagnosis after 200 ms (mcp_xfer_fail_wc). */
 void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc);
 void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone);
-/* The recovery's clock (CLOCK_MONOTONIC in ns): a unit test drives the deadlines with its own. */
-extern uint64_t (*mcp_recover_now_ns)(void);
 
 /* Replay after recovery (mcp_xfer_send.c, mcp_xfer_recv.c). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);

@@ -14,6 +14,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "mcpnet/list.h"
 #include "mcpnet/fabric.h"
 
 struct mcp_mr;
@@ -25,7 +26,7 @@ struct mcp_devctx {
   struct ibv_pd *pd;
   int refs;                      /* under the devctx table lock */
   pthread_mutex_t mr_lock;
-  struct mcp_mr *mrs;            /* the registration cache */
+  struct mcp_list mrs;           /* the registration cache (struct mcp_mr), newest first */
   size_t mr_bytes;               /* registered bytes, for memlock diagnostics */
   int mr_count;
   /* Async events, read without a thread by whichever comm checks first (every 100 ms
@@ -51,7 +52,7 @@ struct mcp_mr {
   int type;          /* NCCL_PTR_HOST or NCCL_PTR_CUDA */
   int dmabuf;        /* never found by address */
   int refs;
-  struct mcp_mr *next;
+  struct mcp_list link; /* on dc->mrs */
 };
 
 struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "mcpnet/fabric.h"
+#include "mcpnet/gid_range.h"
 
 struct mcp_gid_entry {
   int index;
@@ -16,12 +17,6 @@ struct mcp_gid_entry {
   char netdev[IF_NAMESIZE]; /* "" when the entry has none (IB) */
   int netdev_in_ns;         /* the netdev belongs to our network namespace */
   int netdev_up;
-};
-
-struct mcp_gid_range {
-  int family; /* 4 or 6 */
-  uint8_t raw[16];
-  int bits;
 };
 
 struct mcp_gid_policy {
@@ -40,7 +35,6 @@ struct mcp_gid_policy {
 
 int mcp_gid_family(const uint8_t raw[16]);
 void mcp_gid_format(const uint8_t raw[16], char *buf, size_t len);
-int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range);
 int mcp_gid_in_range(const uint8_t raw[16], const struct mcp_gid_range *range);
 /*
  * Pick the port's GID by the policy. 0: chosen. 1: chosen, with a sentence in err worth a

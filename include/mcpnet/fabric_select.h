@@ -11,11 +11,11 @@
 
 #include "mcpnet/fabric.h"
 #include "mcpnet/fabric_hca.h"
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 
 struct mcp_select {
   const char *hca_text;                  /* NCCL_IB_HCA as written, or NULL */
-  struct mcp_hca_list hca;
+  struct mcp_match_list hca;
   const struct mcp_rankmap_entry *entry; /* the rank map's placement; NULL: none */
   int strict;
 };

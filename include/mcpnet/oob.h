@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "mcpnet/list.h"
 #include "mcpnet/sock.h"
 #include "mcpnet/wire.h"
 
@@ -32,20 +33,20 @@ struct mcp_oob_stream {
   char dead_reason[MCP_WIRE_REASON_MAX];
   int inbox_head, inbox_count;
   struct mcp_wire_msg inbox[MCP_OOB_INBOX];
-  struct mcp_oob_stream *next;
+  struct mcp_list link; /* on the channel's streams */
 };
 
 /* A connection request waiting for accept. */
 struct mcp_oob_request {
   struct mcp_oob_peer *peer;
   struct mcp_wire_conn_req req;
-  struct mcp_oob_request *next;
+  struct mcp_list link; /* on its listener's pending FIFO */
 };
 
 struct mcp_oob_listener {
   uint64_t token;
-  struct mcp_oob_request *pending;
-  struct mcp_oob_listener *next;
+  struct mcp_list pending; /* requests, oldest first */
+  struct mcp_list link;    /* on the channel's listeners */
 };
 
 /* Takes a reference on the process-wide channel, creating the listening socket on first
@@ -102,9 +103,7 @@ enum mcp_oob_phase {
 enum mcp_oob_phase mcp_oob_stream_phase(struct mcp_oob_stream *s);
 /* "host pid N local rank R (addr)" of this process, for the same messages. */
 const char *mcp_oob_self_name(char *buf, size_t len);
-/* Monotonic milliseconds, the clock every wait here is measured with (tests replace it). */
-uint64_t mcp_oob_now_ms(void);
-void mcp_oob_test_set_clock(uint64_t (*now_ms)(void));
+/* Waits here are measured in ms of mcp_clock_coarse_ms (clock.h; tests replace it). */
 #define MCP_OOB_WAIT_INFO_MS 10000u  /* the first word about a wait: INFO */
 #define MCP_OOB_WAIT_WARN_MS 60000u  /* then a WARN every this long */
 /* Which notice a wait that began at since_ms is due at now_ms: 0 none, 1 INFO, 2 WARN.

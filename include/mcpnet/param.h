@@ -80,6 +80,11 @@ struct mcp_param_origin {
 /* Checks beyond min..max; write a short reason into why and return -EINVAL to refuse. */
 typedef int (*mcp_param_check_str_fn)(const char *value, char *why, size_t whylen);
 typedef int (*mcp_param_check_int_fn)(long long value, char *why, size_t whylen);
+/* A check that also keeps the typed result in the configuration, so that a value with
+ * a grammar (the rank map) is parsed once, when it is read, and never again. */
+struct mcp_config;
+typedef int (*mcp_param_parse_str_fn)(const char *value, struct mcp_config *cfg, char *why,
+                                      size_t whylen);
 
 struct mcp_param_def {
   enum mcp_param_id id;
@@ -96,7 +101,10 @@ struct mcp_param_def {
   size_t offset;              /* where the value lives in struct mcp_config */
   mcp_param_check_str_fn check_str;
   mcp_param_check_int_fn check_int;
+  mcp_param_parse_str_fn parse_str; /* STRING only, instead of check_str */
 };
+
+struct mcp_rankmap;
 
 /* Opaque storage for the strings a configuration owns. */
 struct mcp_param_strings;
@@ -146,6 +154,8 @@ struct mcp_config {
   int ib_af;                 /* AF_INET or AF_INET6 */
   int socket_af;             /* AF_UNSPEC, AF_INET or AF_INET6 */
   int oob_port_lo, oob_port_hi; /* 0, 0 when MCPNET_OOB_PORT_RANGE is unset */
+  struct mcp_rankmap *rank_map_parsed; /* MCPNET_RANK_MAP typed (rankmap.h); NULL when
+                                        * rank_map is; owned, freed by mcp_param_free */
 
   struct mcp_param_origin origin[MCP_PARAM_COUNT];
   struct mcp_param_strings *strings_; /* owned storage; private */

@@ -21,6 +21,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "mcpnet/match_list.h"
+
 #define MCP_SOCK_MSGLEN 512
 /* "[" + INET6_ADDRSTRLEN + "]:" + "65535" + NUL, rounded up. */
 #define MCP_SOCKADDR_STRLEN 64
@@ -62,21 +64,12 @@ struct mcp_sock_ifaddr {
   union mcp_sockaddr addr;
 };
 
-/* NCCL_SOCKET_IFNAME parsed: "eth,ib" (prefixes), "^docker,lo" (exclude prefixes),
- * "=eth0" (exact names), "^=eth0" (exclude exact names). */
-#define MCP_SOCK_IFSPEC_MAX 32
-struct mcp_sock_ifspec {
-  int exclude;
-  int exact;
-  int n;
-  char names[MCP_SOCK_IFSPEC_MAX][IF_NAMESIZE];
-};
-
-/* Returns 0, or -EINVAL with msg saying which entry is unusable (too long, too many). */
-int mcp_sock_ifspec_parse(const char *str, struct mcp_sock_ifspec *spec, char *msg,
+/* NCCL_SOCKET_IFNAME parsed with NCCL's list grammar (match_list.h): "eth,ib"
+ * (prefixes), "^docker,lo" (exclude prefixes), "=eth0" (exact names), "^=eth0" (exclude
+ * exact names); a ":port" suffix is dropped, as NCCL ignores it for interfaces.
+ * Returns 0, or -EINVAL with msg saying which entry is unusable (too long, too many). */
+int mcp_sock_ifspec_parse(const char *str, struct mcp_match_list *spec, char *msg,
                           size_t msglen);
-/* 1 when the interface name passes the spec (exclusion already applied), else 0. */
-int mcp_sock_ifspec_match(const struct mcp_sock_ifspec *spec, const char *name);
 
 struct mcp_sock_iface_choice {
   char name[IF_NAMESIZE];

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/fabric_sysfs.h"
 #include "mcpnet/log.h"
@@ -40,17 +41,7 @@
 
 #define RETRY_NS 100000000ull /* look for our GID / frames again after 100 ms */
 
-static uint64_t clock_mono_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t (*mcp_recover_now_ns)(void) = clock_mono_ns;
-
-static uint64_t mono_ns(void) { return mcp_recover_now_ns(); }
+static uint64_t mono_ns(void) { return mcp_clock_ns(); }
 
 static const char *dir_words(const struct mcp_comm *c)
 {

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/fabric_pkey.h"
 #include "mcpnet/log.h"
@@ -47,14 +48,6 @@ struct connect_tail {
   struct mcp_comm *comm;
 };
 _Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE, "connect state fits the handle tail");
-
-static uint64_t now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* NCCL_IB_SL / NCCL_IB_TC win; else the communicator's traffic class; else 0. A traffic
  * class is a TC (0..255) but only an SL when it fits the 4-bit field. */
@@ -339,7 +332,7 @@ static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_
   mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
   c->listen_token = h.listen_token;
   c->state = ST_WAIT_OOB;
-  c->wait_since_ms = mcp_oob_now_ms();
+  c->wait_since_ms = mcp_clock_coarse_ms();
   return c;
 }
 
@@ -434,10 +427,10 @@ static void wait_notice(struct mcp_comm *c, const char *what)
 
   if (ph == MCP_OOB_DIALLING || ph == MCP_OOB_DEAD)
     return; /* the TCP connect has its own deadline; a dead one fails elsewhere */
-  due = mcp_oob_wait_notice(c->wait_since_ms, mcp_oob_now_ms(), &c->wait_notices);
+  due = mcp_oob_wait_notice(c->wait_since_ms, mcp_clock_coarse_ms(), &c->wait_notices);
   if (due == 0)
     return;
-  waited = (unsigned long long)((mcp_oob_now_ms() - c->wait_since_ms) / 1000u);
+  waited = (unsigned long long)((mcp_clock_coarse_ms() - c->wait_since_ms) / 1000u);
   mcp_oob_self_name(self, sizeof(self));
   mcp_oob_stream_peer_name(c->stream, peer, sizeof(peer));
   if (due == 1)
@@ -557,7 +550,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   }
   c->remote_ring = r->ring_addr;
   c->remote_rkey = r->ring_rkey;
-  c->deadline_ns = now_ns() + (uint64_t)mcp_net_config()->connect_timeout_s * 1000000000ull;
+  c->deadline_ns = mcp_clock_ns() + (uint64_t)mcp_net_config()->connect_timeout_s * 1000000000ull;
   if (qp_thread_start(c) != 0)
     goto fail;
   lc->accepting = c;
@@ -643,11 +636,11 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
     /* Only our own setup thread has a deadline; the connector may be late to READY. */
     if (c->state == ST_WAIT_READY) {
       if (c->wait_since_ms == 0)
-        c->wait_since_ms = mcp_oob_now_ms();
+        c->wait_since_ms = mcp_clock_coarse_ms();
       wait_notice(c, "its connect to finish (READY)");
       return ncclSuccess;
     }
-    if (now_ns() <= c->deadline_ns)
+    if (mcp_clock_ns() <= c->deadline_ns)
       return ncclSuccess;
     mcp_comm_fail(c, ncclRemoteError, "accept from %s: the queue pairs were not connected within "
                   "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_net_config()->connect_timeout_s);

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/fabric.h"
 #include "mcpnet/log.h"
@@ -51,7 +52,7 @@ struct mcp_oob_peer {
   int told_silent;            /* outgoing: the acceptor closed us for a late HELLO */
   unsigned redials;           /* outgoing: new TCP connections after told_silent */
   char dead_reason[MCP_WIRE_REASON_MAX];
-  struct mcp_oob_peer *next;
+  struct mcp_list link; /* on oob.peers */
 };
 
 static struct {
@@ -61,35 +62,25 @@ static struct {
   union mcp_sockaddr local;
   uint64_t nonce;
   uint32_t next_stream_id;
-  struct mcp_oob_peer *peers;
-  struct mcp_oob_stream *streams;
-  struct mcp_oob_listener *listeners;
+  struct mcp_list peers;     /* newest first */
+  struct mcp_list streams;   /* newest first */
+  struct mcp_list listeners; /* newest first */
   int connect_timeout_ms;
   unsigned keepalive_s; /* a host silent this long is dead */
   int local_rank;
   atomic_ullong last_poll_ms; /* read before trylock by every waiting test() */
-} oob = {.lock = PTHREAD_MUTEX_INITIALIZER, .listen_fd = -1};
+} oob = {.lock = PTHREAD_MUTEX_INITIALIZER,
+         .listen_fd = -1,
+         .peers = MCP_LIST_INIT(oob.peers),
+         .streams = MCP_LIST_INIT(oob.streams),
+         .listeners = MCP_LIST_INIT(oob.listeners)};
 
 static void listener_unlink(struct mcp_oob_listener *l);
 
 #define HELLO_TIMEOUT_MS 10000
 #define MAX_REDIALS 8 /* a dialler told SILENT this often is not merely late */
 
-static uint64_t real_now_ms(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t (*clock_ms)(void) = real_now_ms;
-
-uint64_t mcp_oob_now_ms(void) { return clock_ms(); }
-
-void mcp_oob_test_set_clock(uint64_t (*fn)(void)) { clock_ms = fn != NULL ? fn : real_now_ms; }
-
-static uint64_t now_ms(void) { return clock_ms(); }
+static uint64_t now_ms(void) { return mcp_clock_coarse_ms(); }
 
 int mcp_oob_wait_notice(uint64_t since_ms, uint64_t now, unsigned *count)
 {
@@ -115,12 +106,12 @@ int mcp_oob_wait_notice(uint64_t since_ms, uint64_t now, unsigned *count)
 static uint64_t random_u64(void)
 {
   static atomic_ullong counter;
-  struct timespec ts;
   uint64_t v = 0;
 
   if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^
+    uint64_t t = mcp_clock_ns();
+
+    v = ((t % MCP_NS_PER_S) << 20) ^ (t / MCP_NS_PER_S) ^ ((uint64_t)getpid() << 40) ^
         (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
   }
   return v != 0 ? v : 1;
@@ -165,6 +156,7 @@ static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...) __attribute_
 static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
 {
   struct mcp_oob_stream *s;
+  struct mcp_list *it;
   va_list ap;
 
   if (p->state == PEER_DEAD)
@@ -178,7 +170,8 @@ static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
     p->fd = -1;
   }
   mcp_sock_connect_cancel(&p->conn);
-  for (s = oob.streams; s != NULL; s = s->next) {
+  mcp_list_each(it, &oob.streams) {
+    s = mcp_list_entry(it, struct mcp_oob_stream, link);
     if (s->peer == p && !atomic_load(&s->dead)) {
       snprintf(s->dead_reason, sizeof(s->dead_reason), "%s", p->dead_reason);
       atomic_store(&s->dead, 1);
@@ -232,21 +225,13 @@ static struct mcp_oob_peer *peer_new(void)
     free(p);
     return NULL;
   }
-  p->next = oob.peers;
-  oob.peers = p;
+  mcp_list_push(&oob.peers, &p->link);
   return p;
 }
 
 static void peer_free(struct mcp_oob_peer *p)
 {
-  struct mcp_oob_peer **pp;
-
-  for (pp = &oob.peers; *pp != NULL; pp = &(*pp)->next) {
-    if (*pp == p) {
-      *pp = p->next;
-      break;
-    }
-  }
+  mcp_list_del(&p->link);
   if (p->fd >= 0)
     close(p->fd);
   mcp_sock_connect_cancel(&p->conn);
@@ -280,21 +265,27 @@ static void send_hello(struct mcp_oob_peer *p)
 
 static struct mcp_oob_stream *stream_find(uint32_t id)
 {
-  struct mcp_oob_stream *s;
+  struct mcp_list *it;
 
-  for (s = oob.streams; s != NULL; s = s->next)
+  mcp_list_each(it, &oob.streams) {
+    struct mcp_oob_stream *s = mcp_list_entry(it, struct mcp_oob_stream, link);
+
     if (s->id == id)
       return s;
+  }
   return NULL;
 }
 
 static struct mcp_oob_listener *listener_find(uint64_t token)
 {
-  struct mcp_oob_listener *l;
+  struct mcp_list *it;
 
-  for (l = oob.listeners; l != NULL; l = l->next)
+  mcp_list_each(it, &oob.listeners) {
+    struct mcp_oob_listener *l = mcp_list_entry(it, struct mcp_oob_listener, link);
+
     if (l->token == token)
       return l;
+  }
   return NULL;
 }
 
@@ -330,7 +321,7 @@ static void on_hello(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
 static void on_conn_req(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
 {
   struct mcp_oob_listener *l = listener_find(m->u.conn_req.listen_token);
-  struct mcp_oob_request *r, **tail;
+  struct mcp_oob_request *r;
   char name[160];
 
   if (l == NULL) {
@@ -348,9 +339,7 @@ static void on_conn_req(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
   r->peer = p;
   r->req = m->u.conn_req;
   p->refs++;
-  for (tail = &l->pending; *tail != NULL; tail = &(*tail)->next)
-    ;
-  *tail = r;
+  mcp_list_append(&l->pending, &r->link);
 }
 
 static void on_stream_frame(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
@@ -539,12 +528,13 @@ static void progress_peer(struct mcp_oob_peer *p)
 
 static void progress_locked(void)
 {
-  struct mcp_oob_peer *p, *next;
+  struct mcp_list *it, *tmp;
 
   if (oob.listen_fd >= 0)
     accept_new();
-  for (p = oob.peers; p != NULL; p = next) {
-    next = p->next;
+  mcp_list_each_safe(it, tmp, &oob.peers) {
+    struct mcp_oob_peer *p = mcp_list_entry(it, struct mcp_oob_peer, link);
+
     progress_peer(p);
     /* A dead connection nobody refers to (a stray client) is dropped at once. */
     if (p->state == PEER_DEAD && p->refs == 0)
@@ -561,11 +551,8 @@ void mcp_oob_progress(void)
 
 void mcp_oob_poll(unsigned interval_ms)
 {
-  struct timespec now;
-  unsigned long long now_ms;
+  unsigned long long now_ms = mcp_clock_coarse_ms();
 
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-  now_ms = (unsigned long long)now.tv_sec * 1000ull + (unsigned long long)now.tv_nsec / 1000000ull;
   if (now_ms - atomic_load_explicit(&oob.last_poll_ms, memory_order_relaxed) < interval_ms)
     return;
   if (pthread_mutex_trylock(&oob.lock) != 0)
@@ -621,15 +608,18 @@ void mcp_oob_release(void)
 {
   pthread_mutex_lock(&oob.lock);
   if (--oob.users == 0) {
-    while (oob.listeners != NULL)
-      listener_unlink(oob.listeners);
-    while (oob.streams != NULL) {
-      struct mcp_oob_stream *s = oob.streams;
-      oob.streams = s->next;
+    struct mcp_oob_listener *l;
+    struct mcp_oob_stream *s;
+    struct mcp_oob_peer *p;
+
+    while ((l = mcp_list_first(&oob.listeners, struct mcp_oob_listener, link)) != NULL)
+      listener_unlink(l);
+    while ((s = mcp_list_first(&oob.streams, struct mcp_oob_stream, link)) != NULL) {
+      mcp_list_del(&s->link);
       free(s);
     }
-    while (oob.peers != NULL)
-      peer_free(oob.peers);
+    while ((p = mcp_list_first(&oob.peers, struct mcp_oob_peer, link)) != NULL)
+      peer_free(p);
     if (oob.listen_fd >= 0)
       close(oob.listen_fd);
     oob.listen_fd = -1;
@@ -655,8 +645,8 @@ struct mcp_oob_listener *mcp_oob_listener_add(void)
   do
     l->token = random_u64();
   while (listener_find(l->token) != NULL);
-  l->next = oob.listeners;
-  oob.listeners = l;
+  mcp_list_init(&l->pending);
+  mcp_list_push(&oob.listeners, &l->link);
   pthread_mutex_unlock(&oob.lock);
   return l;
 }
@@ -664,17 +654,11 @@ struct mcp_oob_listener *mcp_oob_listener_add(void)
 /* With the lock held: unlink, refuse what still waits, free. */
 static void listener_unlink(struct mcp_oob_listener *l)
 {
-  struct mcp_oob_listener **pp;
+  struct mcp_oob_request *r;
 
-  for (pp = &oob.listeners; *pp != NULL; pp = &(*pp)->next) {
-    if (*pp == l) {
-      *pp = l->next;
-      break;
-    }
-  }
-  while (l->pending != NULL) {
-    struct mcp_oob_request *r = l->pending;
-    l->pending = r->next;
+  mcp_list_del(&l->link);
+  while ((r = mcp_list_first(&l->pending, struct mcp_oob_request, link)) != NULL) {
+    mcp_list_del(&r->link);
     reject(r->peer, r->req.ep.stream_id, MCP_WIRE_REJECT_NO_LISTENER, "the listen was closed");
     peer_unref(r->peer);
     free(r);
@@ -695,10 +679,9 @@ int mcp_oob_listener_take(struct mcp_oob_listener *l, struct mcp_oob_request **r
 
   pthread_mutex_lock(&oob.lock);
   progress_locked();
-  if (l->pending != NULL) {
-    *req = l->pending;
-    l->pending = (*req)->next;
-    (*req)->next = NULL;
+  *req = mcp_list_first(&l->pending, struct mcp_oob_request, link);
+  if (*req != NULL) {
+    mcp_list_del(&(*req)->link);
     got = 1;
   }
   pthread_mutex_unlock(&oob.lock);
@@ -738,25 +721,27 @@ static struct mcp_oob_stream *stream_new(struct mcp_oob_peer *p)
     snprintf(s->dead_reason, sizeof(s->dead_reason), "%s", p->dead_reason);
     atomic_store(&s->dead, 1);
   }
-  s->next = oob.streams;
-  oob.streams = s;
+  mcp_list_push(&oob.streams, &s->link);
   return s;
 }
 
 struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce)
 {
   struct mcp_oob_stream *s = NULL;
-  struct mcp_oob_peer *p;
+  struct mcp_oob_peer *p = NULL, *q;
+  struct mcp_list *it;
 
   pthread_mutex_lock(&oob.lock);
   /* Share a live connection to the same process, whichever side opened it. */
-  for (p = oob.peers; p != NULL; p = p->next) {
-    if (p->state == PEER_DEAD)
+  mcp_list_each(it, &oob.peers) {
+    q = mcp_list_entry(it, struct mcp_oob_peer, link);
+    if (q->state == PEER_DEAD)
       continue;
-    if (p->have_hello && p->hello.nonce == nonce)
+    if ((q->have_hello && q->hello.nonce == nonce) ||
+        (q->outgoing && q->expect_nonce == nonce && mcp_sockaddr_equal(&q->addr, addr))) {
+      p = q;
       break;
-    if (p->outgoing && p->expect_nonce == nonce && mcp_sockaddr_equal(&p->addr, addr))
-      break;
+    }
   }
   if (p == NULL) {
     struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
@@ -835,7 +820,6 @@ int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m)
 
 void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify)
 {
-  struct mcp_oob_stream **pp;
 
   pthread_mutex_lock(&oob.lock);
   if (notify && s->remote_id != 0 && s->peer->state == PEER_UP) {
@@ -846,12 +830,7 @@ void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify)
     m.u.close_stream_id = s->id;
     (void)peer_queue(s->peer, &m);
   }
-  for (pp = &oob.streams; *pp != NULL; pp = &(*pp)->next) {
-    if (*pp == s) {
-      *pp = s->next;
-      break;
-    }
-  }
+  mcp_list_del(&s->link);
   peer_unref(s->peer);
   pthread_mutex_unlock(&oob.lock);
   free(s);

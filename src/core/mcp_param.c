@@ -18,6 +18,7 @@
 
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
+#include "mcpnet/text.h"
 
 /* A configuration's strings: a chain of individually allocated copies. */
 struct mcp_param_strings {
@@ -125,11 +126,8 @@ static const char *env_value(const struct loader *ld, const char *name, size_t *
 
   if (v == NULL)
     return NULL;
-  while (isspace((unsigned char)*v))
-    v++;
   n = strlen(v);
-  while (n > 0 && isspace((unsigned char)v[n - 1]))
-    n--;
+  mcp_trim_span(&v, &n);
   *len = n;
   return n > 0 ? v : NULL;
 }
@@ -366,6 +364,10 @@ static void apply(struct loader *ld, const struct mcp_param_def *def, const stru
       fail(ld, "%s %s", what, why);
       goto refused;
     }
+    if (def->parse_str != NULL && def->parse_str(lv->text, ld->cfg, why, sizeof(why)) != 0) {
+      fail(ld, "%s %s", what, why);
+      goto refused;
+    }
     *(const char **)field(ld->cfg, def) = lv->text;
     return;
   }
@@ -546,6 +548,7 @@ void mcp_param_free(struct mcp_config *cfg)
     next = s->next;
     free(s);
   }
+  free(cfg->rank_map_parsed);
   memset(cfg, 0, sizeof(*cfg));
 }
 

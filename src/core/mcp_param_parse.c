@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include "mcpnet/param.h"
+#include "mcpnet/text.h"
 
 static int digit_value(char c, unsigned base)
 {
@@ -83,18 +84,6 @@ int mcp_param_parse_bool(const char *text, bool *out)
   return -EINVAL;
 }
 
-static char *trim(char *s)
-{
-  char *end;
-
-  while (isspace((unsigned char)*s))
-    s++;
-  end = s + strlen(s);
-  while (end > s && isspace((unsigned char)end[-1]))
-    *--end = '\0';
-  return s;
-}
-
 /* Variable names as a shell would accept them; anything else is a typo worth an error. */
 static bool is_key(const char *s)
 {
@@ -108,7 +97,7 @@ static bool is_key(const char *s)
 
 int mcp_param_split_line(char *line, char **key, char **value)
 {
-  char *s = trim(line), *eq, *v;
+  char *s = mcp_trim_inplace(line), *eq, *v;
   size_t vlen;
 
   if (*s == '\0' || *s == '#')
@@ -117,10 +106,10 @@ int mcp_param_split_line(char *line, char **key, char **value)
   if (eq == NULL)
     return -EINVAL;
   *eq = '\0';
-  s = trim(s);
+  s = mcp_trim_inplace(s);
   if (!is_key(s))
     return -EINVAL;
-  v = trim(eq + 1);
+  v = mcp_trim_inplace(eq + 1);
   /* Files written for a shell quote their values; the quotes are not part of them. */
   vlen = strlen(v);
   if (vlen >= 2 && (v[0] == '"' || v[0] == '\'') && v[vlen - 1] == v[0]) {

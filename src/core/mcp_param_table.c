@@ -13,7 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 #include "mcpnet/param.h"
 
 static int check_family(const char *value, char *why, size_t whylen)
@@ -104,12 +104,23 @@ static int check_mtu(long long value, char *why, size_t whylen)
   return -EINVAL;
 }
 
-/* The whole map is parsed when read, so a typo names its entry at init. */
-static int check_rank_map(const char *value, char *why, size_t whylen)
+/* The whole map is parsed when read, so a typo names its entry at init; the typed map
+ * stays in the configuration, so discovery and the doctor never parse it again. */
+static int parse_rank_map(const char *value, struct mcp_config *cfg, char *why, size_t whylen)
 {
-  static __thread struct mcp_rankmap map; /* 30 KiB: not on a caller's stack */
+  struct mcp_rankmap *map = calloc(1, sizeof(*map)); /* 30 KiB: not on a caller's stack */
 
-  return mcp_rankmap_parse(value, &map, why, whylen) == 0 ? 0 : -EINVAL;
+  if (map == NULL) {
+    snprintf(why, whylen, "cannot be read: out of memory");
+    return -ENOMEM;
+  }
+  if (mcp_rankmap_parse(value, map, why, whylen) != 0) {
+    free(map);
+    return -EINVAL;
+  }
+  free(cfg->rank_map_parsed);
+  cfg->rank_map_parsed = map;
+  return 0;
 }
 
 /* A P_Key value: 16 bits, partition bits not all zero (0x0000 and 0x8000 are invalid). */
@@ -135,6 +146,10 @@ static const char *const watchdog_aliases[] = { "MCPNET_WATCHDOG_SECONDS", NULL 
 #define STR_ROW(id_, name_, def_, field, check_, range_, doc_)                            \
   [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_STRING, .def_str = def_,         \
             .check_str = check_, .range_doc = range_, .doc = doc_, .offset = OFF(field) }
+/* A string whose typed form the configuration keeps (parse_), e.g. the rank map. */
+#define PARSED_ROW(id_, name_, def_, field, parse_, range_, doc_)                         \
+  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_STRING, .def_str = def_,         \
+            .parse_str = parse_, .range_doc = range_, .doc = doc_, .offset = OFF(field) }
 
 static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   STR_ROW(MCP_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, ib_hca, NULL, "device list",
@@ -173,7 +188,7 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,
           "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
-  STR_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, check_rank_map, "rank map",
+  PARSED_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, parse_rank_map, "rank map",
           "Per-local-rank placement: "
           "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."),
   INT_ROW(MCP_PARAM_LOCAL_RANK, "MCPNET_LOCAL_RANK", -1, -1, 4095, local_rank,

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/sock.h"
 
 /* ---- Addresses ------------------------------------------------------------------ */
@@ -399,14 +400,6 @@ int mcp_sock_set_keepalive(int fd, unsigned dead_after_s)
 
 /* ---- Resumable connect ------------------------------------------------------------ */
 
-static uint64_t sock_now_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t sock_elapsed_ms(const struct mcp_sock_connect *c, uint64_t now)
 {
   return (now - c->start_ns) / 1000000ull;
@@ -549,7 +542,7 @@ enum mcp_sock_connect_state mcp_sock_connect_start(struct mcp_sock_connect *c,
     c->opts.backoff_max_ms = 1000;
   c->next_backoff_ms = c->opts.backoff_ms;
   c->state = MCP_SOCK_CONNECT_IN_PROGRESS;
-  c->start_ns = sock_now_ns();
+  c->start_ns = mcp_clock_ns();
   c->deadline_ns = c->start_ns + (uint64_t)c->opts.timeout_ms * 1000000ull;
   if (mcp_sockaddr_len(peer) == 0 || mcp_sockaddr_port(peer) == 0)
     return sock_connect_fail(c, MCP_SOCK_FAIL_OTHER, EINVAL, c->start_ns);
@@ -565,7 +558,7 @@ enum mcp_sock_connect_state mcp_sock_connect_progress(struct mcp_sock_connect *c
 
   if (c->state != MCP_SOCK_CONNECT_IN_PROGRESS)
     return c->state;
-  now = sock_now_ns();
+  now = mcp_clock_ns();
   if (c->fd < 0) {
     /* Waiting out the backoff after a refusal. */
     if (now >= c->retry_at_ns)

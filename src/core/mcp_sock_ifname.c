@@ -16,76 +16,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcpnet/log.h"
 #include "mcpnet/sock.h"
 
 /* ---- NCCL_SOCKET_IFNAME ----------------------------------------------------------- */
 
-int mcp_sock_ifspec_parse(const char *str, struct mcp_sock_ifspec *spec, char *msg,
+int mcp_sock_ifspec_parse(const char *str, struct mcp_match_list *spec, char *msg,
                           size_t msglen)
 {
-  const char *p = str;
+  struct mcp_match_fault f;
 
-  memset(spec, 0, sizeof(*spec));
-  if (p == NULL)
+  if (mcp_match_list_parse(str, IF_NAMESIZE, 0, spec, &f) == 0)
     return 0;
-  if (*p == '^') {
-    spec->exclude = 1;
-    p++;
-  }
-  if (*p == '=') {
-    spec->exact = 1;
-    p++;
-  }
-  while (*p != '\0') {
-    const char *end = strchr(p, ',');
-    size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
-    const char *s = p;
-
-    /* Spaces around entries are typing accidents, never part of a name. */
-    while (len > 0 && *s == ' ') {
-      s++;
-      len--;
-    }
-    while (len > 0 && s[len - 1] == ' ')
-      len--;
-    if (len > 0) {
-      if (len >= IF_NAMESIZE) {
-        snprintf(msg, msglen,
-                 "NCCL_SOCKET_IFNAME entry \"%.*s\" is longer than any interface name "
-                 "(at most %d characters)",
-                 (int)len, s, IF_NAMESIZE - 1);
-        return -EINVAL;
-      }
-      if (spec->n == MCP_SOCK_IFSPEC_MAX) {
-        snprintf(msg, msglen, "NCCL_SOCKET_IFNAME lists more than %d interfaces",
-                 MCP_SOCK_IFSPEC_MAX);
-        return -EINVAL;
-      }
-      memcpy(spec->names[spec->n], s, len);
-      spec->names[spec->n][len] = '\0';
-      spec->n++;
-    }
-    if (end == NULL)
-      break;
-    p = end + 1;
-  }
-  return 0;
-}
-
-int mcp_sock_ifspec_match(const struct mcp_sock_ifspec *spec, const char *name)
-{
-  int found = 0;
-
-  /* An empty list selects everything; "^" alone therefore excludes nothing. */
-  if (spec->n == 0)
-    return 1;
-  for (int i = 0; i < spec->n && !found; i++) {
-    if (spec->exact)
-      found = strcmp(name, spec->names[i]) == 0;
-    else
-      found = strncmp(name, spec->names[i], strlen(spec->names[i])) == 0;
-  }
-  return spec->exclude ? !found : found;
+  if (f.kind == MCP_MATCH_TOO_MANY)
+    snprintf(msg, msglen, "NCCL_SOCKET_IFNAME lists more than %d interfaces", MCP_MATCH_LIST_MAX);
+  else if (f.kind == MCP_MATCH_NO_NAME)
+    snprintf(msg, msglen, "NCCL_SOCKET_IFNAME entry \"%.*s\" has no interface name before ':'",
+             f.token_len, f.token);
+  else
+    snprintf(msg, msglen,
+             "NCCL_SOCKET_IFNAME entry \"%.*s\" is longer than any interface name "
+             "(at most %d characters)",
+             f.token_len, f.token, IF_NAMESIZE - 1);
+  return -EINVAL;
 }
 
 /* ---- Evaluating one interface ----------------------------------------------------- */
@@ -214,7 +167,7 @@ static const char *const sock_auto_why[] = {
 
 /* Lists every interface with why it was passed over, for the failure message. */
 static void sock_describe_seen(const struct mcp_sock_ifaddr *list, int n,
-                               const struct mcp_sock_ifspec *spec, int family, char *buf,
+                               const struct mcp_match_list *spec, int family, char *buf,
                                size_t len)
 {
   int shown = 0;
@@ -226,7 +179,7 @@ static void sock_describe_seen(const struct mcp_sock_ifaddr *list, int n,
       continue;
     sock_if_evaluate(list, n, list[i].name, family, &ev);
     sock_appendf(buf, len, "%s%s (", shown++ ? ", " : "", ev.name);
-    if (spec != NULL && !mcp_sock_ifspec_match(spec, ev.name))
+    if (spec != NULL && !mcp_match_allows(spec, ev.name, -1))
       sock_appendf(buf, len, "not selected");
     else if (spec == NULL && sock_auto_tier(ev.name, ev.flags) < 0)
       sock_appendf(buf, len, "never chosen automatically");
@@ -250,7 +203,7 @@ static void sock_choice_set(struct mcp_sock_iface_choice *choice, const struct s
 int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname,
                           int family, struct mcp_sock_iface_choice *choice)
 {
-  struct mcp_sock_ifspec spec;
+  struct mcp_match_list spec;
   struct sock_if_eval ev, best;
   char host[MCP_SOCKADDR_STRLEN];
   int explicit = ifname != NULL && ifname[0] != '\0';
@@ -273,7 +226,7 @@ int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char 
     sock_if_evaluate(list, n, list[i].name, family, &ev);
     if (!ev.usable)
       continue;
-    tier = explicit ? (mcp_sock_ifspec_match(&spec, ev.name) ? 0 : -1)
+    tier = explicit ? (mcp_match_allows(&spec, ev.name, -1) ? 0 : -1)
                     : sock_auto_tier(ev.name, ev.flags);
     if (tier < 0)
       continue;
@@ -328,13 +281,21 @@ static void sock_ifaddr_from(const struct ifaddrs *ifa, struct mcp_sock_ifaddr *
     memcpy(&out->addr.sin6, ifa->ifa_addr, sizeof(out->addr.sin6));
 }
 
+/* Said once per process: every listener and connection would find the same spaces. */
+static int ifname_spaces_warned;
+
 int mcp_sock_iface_find(const char *ifname, int family, struct mcp_sock_iface_choice *choice)
 {
   struct ifaddrs *ifas = NULL, *ifa;
   struct mcp_sock_ifaddr *list = NULL;
+  struct mcp_match_list spec;
   int n = 0, rc;
 
   memset(choice, 0, sizeof(*choice));
+  /* A bad list is reported by the chooser below; here only the trimmed spaces. */
+  if (ifname != NULL && ifname[0] != '\0' &&
+      mcp_sock_ifspec_parse(ifname, &spec, choice->reason, sizeof(choice->reason)) == 0)
+    mcp_match_list_warn_trimmed("NCCL_SOCKET_IFNAME", &spec, &ifname_spaces_warned);
   if (getifaddrs(&ifas) != 0) {
     rc = -errno;
     snprintf(choice->reason, sizeof(choice->reason), "getifaddrs failed: %s", strerror(-rc));

@@ -59,6 +59,7 @@ struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev)
     goto out;
   dc->dev = dev;
   dc->info = info;
+  mcp_list_init(&dc->mrs);
   dc->ctx = open_by_name(info->ibdev);
   if (dc->ctx == NULL) {
     MCP_WARN("%s: cannot open the device (%s)", info->ibdev, strerror(errno));
@@ -99,12 +100,13 @@ void mcp_devctx_put(struct mcp_devctx *dc)
   }
   devctx_table[dc->dev] = NULL;
   pthread_mutex_unlock(&devctx_lock);
-  if (dc->mrs != NULL)
+  if (!mcp_list_empty(&dc->mrs))
     MCP_WARN("%s: %d registration(s) still held when the last comm closed; released now",
              dc->info->ibdev, dc->mr_count);
-  while (dc->mrs != NULL) {
-    struct mcp_mr *m = dc->mrs;
-    dc->mrs = m->next;
+  while (!mcp_list_empty(&dc->mrs)) {
+    struct mcp_mr *m = mcp_list_first(&dc->mrs, struct mcp_mr, link);
+
+    mcp_list_del(&m->link);
     mcp_ibv.dereg_mr(m->mr);
     /* The mhandle stays allocated: NCCL may still deregister it, which then sees dc NULL. */
     m->dc = NULL;

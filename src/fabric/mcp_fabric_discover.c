@@ -25,7 +25,7 @@
 #include "mcpnet/fabric_gid.h"
 #include "mcpnet/fabric_hca.h"
 #include "mcpnet/fabric_pkey.h"
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 #include "mcpnet/fabric_select.h"
 #include "mcpnet/fabric_netns.h"
 #include "mcpnet/fabric_sysfs.h"
@@ -526,31 +526,57 @@ static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const 
   return 0;
 }
 
+/* Said once per process: every discovery would find the same spaces. */
+static int hca_spaces_warned;
+
+#define DISCOVER_REPORT_MAX 8192
+/* The rank map (core) holds device names that discovery compares with its own. */
+_Static_assert(MCP_RANKMAP_NAME_MAX == MCP_DEV_NAME_MAX, "rank map device names fit a device name");
+
+/* What discovery found, said once: fail, or go on with a word about what was skipped. */
+static int discover_verdict(struct mcp_fabric *fab, const struct mcp_config *cfg, int n,
+                            int nproblems, const char *problems, const char *report)
+{
+  if (nproblems > 0 && cfg->strict) {
+    MCP_WARN("init fails (MCPNET_STRICT=1): %s. Devices found: %s. %s", problems, report, fallback);
+    mcp_fabric_release(fab);
+    return -1;
+  }
+  if (fab->ndev == 0) {
+    MCP_WARN("no usable RDMA port among %d device(s): %s. %s", n, report, fallback);
+    return -1;
+  }
+  if (nproblems > 0)
+    MCP_WARN("requested devices skipped (MCPNET_STRICT=0): %s", problems);
+  if (fab->nexcl > 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "devices: %s", report);
+  return 0;
+}
+
 int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cfg, int local_rank,
                              const char *local_rank_source)
 {
-  static __thread struct mcp_rankmap map; /* large: kept off the caller's stack */
-  static __thread char report[8192];
+  static const struct mcp_rankmap no_map; /* MCPNET_RANK_MAP unset */
+  /* The loader parsed the map once (mcp_param_load); discovery only resolves it. */
+  const struct mcp_rankmap *map = cfg->rank_map_parsed != NULL ? cfg->rank_map_parsed : &no_map;
+  char *report;
   const char *names[MCP_MAX_EXCLUDED];
   struct discover_run run = {.fab = fab, .cfg = cfg};
   struct ibv_device **list;
   struct mcp_select sel;
   char err[MCP_REASON_MAX], problems[2048];
-  int i, n = 0, nnames, nproblems;
+  int i, n = 0, nnames, nproblems, rc;
 
   memset(fab, 0, sizeof(*fab));
   fab->local_rank = local_rank;
   fab->local_rank_source = local_rank_source;
-  if (mcp_rankmap_parse(cfg->rank_map, &map, err, sizeof(err)) != 0) {
-    MCP_WARN("%s", err);
-    return -1;
-  }
-  if (find_pin(fab, cfg, &map, &run.pin) != 0)
+  if (find_pin(fab, cfg, map, &run.pin) != 0)
     return -1;
   if (mcp_select_init(&sel, cfg->ib_hca, run.pin, cfg->strict, err, sizeof(err)) != 0) {
     MCP_WARN("%s", err);
     return -1;
   }
+  mcp_match_list_warn_trimmed("NCCL_IB_HCA", &sel.hca, &hca_spaces_warned);
   run.sel = &sel;
   gid_policy_from_config(&run.pol, cfg, run.pin);
   list = mcp_ibv.get_device_list(&n);
@@ -570,21 +596,13 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
     discover_device(&run, list[i]);
   nproblems = mcp_select_check(&sel, fab, names, nnames, problems, sizeof(problems));
   mcp_ibv.free_device_list(list);
-  mcp_select_report(fab, report, sizeof(report));
-  if (nproblems > 0 && cfg->strict) {
-    MCP_WARN("init fails (MCPNET_STRICT=1): %s. Devices found: %s. %s", problems, report, fallback);
-    mcp_fabric_release(fab);
-    return -1;
-  }
-  if (fab->ndev == 0) {
-    MCP_WARN("no usable RDMA port among %d device(s): %s. %s", n, report, fallback);
-    return -1;
-  }
-  if (nproblems > 0)
-    MCP_WARN("requested devices skipped (MCPNET_STRICT=0): %s", problems);
-  if (fab->nexcl > 0)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "devices: %s", report);
-  return 0;
+  /* Only for the messages below: on the heap (8 KiB), never kept past this call. */
+  report = malloc(DISCOVER_REPORT_MAX);
+  if (report != NULL)
+    mcp_select_report(fab, report, DISCOVER_REPORT_MAX);
+  rc = discover_verdict(fab, cfg, n, nproblems, problems, report != NULL ? report : "(out of memory)");
+  free(report);
+  return rc;
 }
 
 int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)

@@ -39,41 +39,6 @@ void mcp_gid_format(const uint8_t raw[16], char *buf, size_t len)
     inet_ntop(AF_INET6, raw, buf, (socklen_t)len);
 }
 
-/* CIDR "a.b.c.d/n" or "v6/n" (or a bare address = /32 or /128); -1 when malformed. */
-int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)
-{
-  char addr[INET6_ADDRSTRLEN + 1];
-  const char *slash = strchr(text, '/');
-  size_t alen = slash ? (size_t)(slash - text) : strlen(text);
-  char *end;
-  long bits;
-
-  memset(range, 0, sizeof(*range));
-  if (alen == 0 || alen >= sizeof(addr))
-    return -1;
-  memcpy(addr, text, alen);
-  addr[alen] = '\0';
-  if (inet_pton(AF_INET, addr, range->raw + 12) == 1) {
-    range->raw[10] = range->raw[11] = 0xff;
-    range->family = 4;
-  } else if (inet_pton(AF_INET6, addr, range->raw) == 1) {
-    range->family = 6;
-  } else {
-    return -1;
-  }
-  if (slash == NULL) {
-    range->bits = range->family == 4 ? 32 : 128;
-    return 0;
-  }
-  errno = 0;
-  bits = strtol(slash + 1, &end, 10);
-  if (errno != 0 || *end != '\0' || end == slash + 1 || bits < 0 ||
-      bits > (range->family == 4 ? 32 : 128))
-    return -1;
-  range->bits = (int)bits;
-  return 0;
-}
-
 int mcp_gid_in_range(const uint8_t raw[16], const struct mcp_gid_range *range)
 {
   int bits = range->family == 4 ? range->bits + 96 : range->bits;

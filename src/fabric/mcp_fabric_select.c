@@ -83,7 +83,7 @@ int mcp_select_allows_dev(const struct mcp_select *s, const char *ibdev)
   if (s->hca.n == 0 || s->hca.exclude)
     return 1;
   for (i = 0; i < s->hca.n; i++)
-    if (mcp_hca_token_matches(&s->hca, i, ibdev))
+    if (mcp_match_token(&s->hca, i, ibdev))
       return 1;
   return 0;
 }
@@ -93,7 +93,7 @@ int mcp_select_allows_port(const struct mcp_select *s, const char *ibdev, int po
   int i;
 
   if (s->entry == NULL)
-    return mcp_hca_allows(&s->hca, ibdev, port);
+    return mcp_match_allows(&s->hca, ibdev, port);
   for (i = 0; i < s->entry->ndev; i++)
     if (entry_port_matches(&s->entry->dev[i], ibdev, port))
       return 1;
@@ -109,7 +109,7 @@ int mcp_select_requested(const struct mcp_select *s, const char *ibdev, int port
   if (s->hca.n == 0 || s->hca.exclude)
     return 0;
   for (i = 0; i < s->hca.n; i++)
-    if (mcp_hca_token_matches(&s->hca, i, ibdev) &&
+    if (mcp_match_token(&s->hca, i, ibdev) &&
         (port <= 0 || s->hca.e[i].port < 0 || s->hca.e[i].port == port))
       return 1;
   return 0;
@@ -215,7 +215,7 @@ int mcp_select_check(const struct mcp_select *s, struct mcp_fabric *fab, const c
   for (i = 0; i < s->hca.n; i++) {
     int matched = 0, usable = 0;
     for (j = 0; j < nvisible; j++) {
-      if (!mcp_hca_token_matches(&s->hca, i, visible[j]))
+      if (!mcp_match_token(&s->hca, i, visible[j]))
         continue;
       matched++;
       usable += has_port(fab, visible[j], s->hca.e[i].port);
@@ -238,7 +238,7 @@ int mcp_select_check(const struct mcp_select *s, struct mcp_fabric *fab, const c
         put(&t, ":%d", s->hca.e[i].port);
       put(&t, " (listed in NCCL_IB_HCA): ");
       for (j = 0; j < nvisible; j++)
-        if (mcp_hca_token_matches(&s->hca, i, visible[j])) {
+        if (mcp_match_token(&s->hca, i, visible[j])) {
           why_missing(fab, visible[j], s->hca.e[i].port, visible, nvisible, &t);
           break;
         }

@@ -57,13 +57,15 @@ static void warn_reg_failure(struct mcp_devctx *dc, const char *what, void *data
 int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, struct mcp_mr **out)
 {
   struct mcp_mr *m;
+  struct mcp_list *it;
   uintptr_t base;
   size_t len;
   int rc = 0;
 
   page_range(data, size, &base, &len);
   pthread_mutex_lock(&dc->mr_lock);
-  for (m = dc->mrs; m != NULL; m = m->next) {
+  mcp_list_each(it, &dc->mrs) {
+    m = mcp_list_entry(it, struct mcp_mr, link);
     if (!m->dmabuf && m->type == type && m->base <= base && m->base + m->len >= base + len) {
       m->refs++;
       goto out;
@@ -87,8 +89,7 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
   m->len = len;
   m->type = type;
   m->refs = 1;
-  m->next = dc->mrs;
-  dc->mrs = m;
+  mcp_list_push(&dc->mrs, &m->link);
   dc->mr_bytes += len;
   dc->mr_count++;
 out:
@@ -125,8 +126,7 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
   m->dmabuf = 1;
   m->refs = 1;
   pthread_mutex_lock(&dc->mr_lock);
-  m->next = dc->mrs;
-  dc->mrs = m;
+  mcp_list_push(&dc->mrs, &m->link);
   dc->mr_bytes += size;
   dc->mr_count++;
   pthread_mutex_unlock(&dc->mr_lock);
@@ -137,8 +137,6 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
 void mcp_mr_release(struct mcp_mr *m)
 {
   struct mcp_devctx *dc = m->dc;
-  struct mcp_mr **pp;
-
   if (dc == NULL) {
     /* Its device was closed under it (comms closed before deregMr): only free. */
     free(m);
@@ -149,12 +147,7 @@ void mcp_mr_release(struct mcp_mr *m)
     pthread_mutex_unlock(&dc->mr_lock);
     return;
   }
-  for (pp = &dc->mrs; *pp != NULL; pp = &(*pp)->next) {
-    if (*pp == m) {
-      *pp = m->next;
-      break;
-    }
-  }
+  mcp_list_del(&m->link);
   dc->mr_bytes -= m->len;
   dc->mr_count--;
   pthread_mutex_unlock(&dc->mr_lock);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
@@ -22,17 +23,9 @@
 
 #define ALIVE_CHECK_NS 100000000ull
 
-static uint64_t coarse_ns(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 int mcp_xfer_check_alive(struct mcp_comm *c)
 {
-  uint64_t now = coarse_ns();
+  uint64_t now = mcp_clock_coarse_ns();
 
   if (c->rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
     return mcp_recover_progress(c) < 0 ? -1 : 0;
@@ -150,9 +143,7 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->peer_name,
                 mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
-                MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
-                : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive"
-                : MCP_WR_KIND(wc->wr_id) == MCP_WR_FLUSH ? "flush read" : "data write",
+                mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
                 c->seq, c->dc->info->name, c->dc->info->port, c->dc->info->gid.index, c->dc->info->gid.text,
                 mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt, mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
@@ -169,8 +160,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
       return;
     snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
              mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
-             MCP_WR_KIND(wc->wr_id) == MCP_WR_CTS ? "clear-to-send write"
-             : MCP_WR_KIND(wc->wr_id) == MCP_WR_RECV ? "receive" : "data write",
+             mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
              c->dc->info->name, c->dc->info->port);
     mcp_recover_start(c, why);
     return;
@@ -207,7 +197,7 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
     return;
   }
   if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0) {
-    mcp_xfer_flush_lost(c, coarse_ns());
+    mcp_xfer_flush_lost(c, mcp_clock_coarse_ns());
     return;
   }
   on_error(c, wc);
@@ -283,7 +273,7 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
     if (c->error == 0)
       mcp_xfer_poll(c);
     if (!r->done && c->error == 0 && c->flush_lost_ns != 0)
-      mcp_xfer_flush_retry(c, coarse_ns());
+      mcp_xfer_flush_retry(c, mcp_clock_coarse_ns());
     if (!r->done && c->error == 0)
       mcp_xfer_check_alive(c);
     if (!r->done && c->error != 0)

@@ -516,6 +516,7 @@ static struct fake_side *side_new(int index)
   s->dc.pd = &s->pd;
   s->dc.refs = 1000; /* never closed by a comm */
   pthread_mutex_init(&s->dc.mr_lock, NULL);
+  mcp_list_init(&s->dc.mrs);
   pthread_mutex_init(&s->dc.ev_lock, NULL);
   return s;
 }
@@ -657,10 +658,10 @@ void fake_pair_free(struct fake_pair *p)
   comm_free(p->send);
   comm_free(p->recv);
   /* The cache's leftovers (a test that did not deregister) go with the device. */
-  while (p->side[0]->dc.mrs != NULL)
-    mcp_mr_release(p->side[0]->dc.mrs);
-  while (p->side[1]->dc.mrs != NULL)
-    mcp_mr_release(p->side[1]->dc.mrs);
+  while (!mcp_list_empty(&p->side[0]->dc.mrs))
+    mcp_mr_release(mcp_list_first(&p->side[0]->dc.mrs, struct mcp_mr, link));
+  while (!mcp_list_empty(&p->side[1]->dc.mrs))
+    mcp_mr_release(mcp_list_first(&p->side[1]->dc.mrs, struct mcp_mr, link));
   free(p->side[0]);
   free(p->side[1]);
   free(p->stub[0]);

@@ -11,9 +11,9 @@
 static const char *const devs[] = {"mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11", "mlx5_2"};
 #define NDEVS ((int)(sizeof(devs) / sizeof(devs[0])))
 
-static struct mcp_hca_list parse_ok(const char *text)
+static struct mcp_match_list parse_ok(const char *text)
 {
-  struct mcp_hca_list l;
+  struct mcp_match_list l;
   char err[256] = "";
 
   if (mcp_hca_parse(text, &l, err, sizeof(err)) != 0) {
@@ -25,7 +25,7 @@ static struct mcp_hca_list parse_ok(const char *text)
 
 static void expect_refused(const char *text, const char *needle)
 {
-  struct mcp_hca_list l;
+  struct mcp_match_list l;
   char err[256] = "";
 
   CHECK_EQ_INT(mcp_hca_parse(text, &l, err, sizeof(err)), -1);
@@ -36,27 +36,27 @@ static void expect_refused(const char *text, const char *needle)
 
 static void test_empty_allows_all(void)
 {
-  struct mcp_hca_list l = parse_ok(NULL);
+  struct mcp_match_list l = parse_ok(NULL);
 
   CHECK_EQ_INT(l.n, 0);
-  CHECK(mcp_hca_allows(&l, "mlx5_0", 1));
+  CHECK(mcp_match_allows(&l, "mlx5_0", 1));
   l = parse_ok("");
-  CHECK(mcp_hca_allows(&l, "anything", 2));
+  CHECK(mcp_match_allows(&l, "anything", 2));
 }
 
 static void test_prefix(void)
 {
-  struct mcp_hca_list l = parse_ok("mlx5_1");
+  struct mcp_match_list l = parse_ok("mlx5_1");
   char names[128];
 
   CHECK_EQ_INT(l.n, 1);
   CHECK_EQ_INT(l.exact, 0);
   CHECK_EQ_INT(l.exclude, 0);
-  CHECK(mcp_hca_allows(&l, "mlx5_1", 1));
-  CHECK(mcp_hca_allows(&l, "mlx5_10", 1)); /* NCCL's meaning, kept */
-  CHECK(mcp_hca_allows(&l, "mlx5_11", 1));
-  CHECK(!mcp_hca_allows(&l, "mlx5_0", 1));
-  CHECK(!mcp_hca_allows(&l, "mlx5_2", 1));
+  CHECK(mcp_match_allows(&l, "mlx5_1", 1));
+  CHECK(mcp_match_allows(&l, "mlx5_10", 1)); /* NCCL's meaning, kept */
+  CHECK(mcp_match_allows(&l, "mlx5_11", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_0", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_2", 1));
   CHECK_EQ_INT(mcp_hca_token_devices(&l, 0, devs, NDEVS, names, sizeof(names)), 3);
   CHECK_EQ_STR(names, "mlx5_1, mlx5_10, mlx5_11");
   /* Too little room: the count is still right, the text cut short. */
@@ -74,51 +74,51 @@ static void test_prefix(void)
 
 static void test_exact(void)
 {
-  struct mcp_hca_list l = parse_ok("=mlx5_1,mlx5_2");
+  struct mcp_match_list l = parse_ok("=mlx5_1,mlx5_2");
   char names[128];
 
   CHECK_EQ_INT(l.exact, 1);
   CHECK_EQ_INT(l.n, 2);
-  CHECK(mcp_hca_allows(&l, "mlx5_1", 1));
-  CHECK(!mcp_hca_allows(&l, "mlx5_10", 1));
-  CHECK(mcp_hca_allows(&l, "mlx5_2", 1));
-  CHECK(!mcp_hca_allows(&l, "mlx5_", 1));
+  CHECK(mcp_match_allows(&l, "mlx5_1", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_10", 1));
+  CHECK(mcp_match_allows(&l, "mlx5_2", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_", 1));
   CHECK_EQ_INT(mcp_hca_token_devices(&l, 0, devs, NDEVS, names, sizeof(names)), 1);
   CHECK_EQ_STR(names, "mlx5_1");
 }
 
 static void test_exclude(void)
 {
-  struct mcp_hca_list l = parse_ok("^mlx5_1");
+  struct mcp_match_list l = parse_ok("^mlx5_1");
 
   CHECK_EQ_INT(l.exclude, 1);
   CHECK_EQ_INT(l.exact, 0);
-  CHECK(!mcp_hca_allows(&l, "mlx5_1", 1));
-  CHECK(!mcp_hca_allows(&l, "mlx5_10", 1)); /* the prefix excludes too */
-  CHECK(mcp_hca_allows(&l, "mlx5_0", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_1", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_10", 1)); /* the prefix excludes too */
+  CHECK(mcp_match_allows(&l, "mlx5_0", 1));
   l = parse_ok("^=mlx5_1");
   CHECK_EQ_INT(l.exclude, 1);
   CHECK_EQ_INT(l.exact, 1);
-  CHECK(!mcp_hca_allows(&l, "mlx5_1", 1));
-  CHECK(mcp_hca_allows(&l, "mlx5_10", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_1", 1));
+  CHECK(mcp_match_allows(&l, "mlx5_10", 1));
   /* Excluding one port leaves the others. */
   l = parse_ok("^=mlx4_0:2");
-  CHECK(mcp_hca_allows(&l, "mlx4_0", 1));
-  CHECK(!mcp_hca_allows(&l, "mlx4_0", 2));
+  CHECK(mcp_match_allows(&l, "mlx4_0", 1));
+  CHECK(!mcp_match_allows(&l, "mlx4_0", 2));
 }
 
 static void test_ports(void)
 {
-  struct mcp_hca_list l = parse_ok("mlx5_0:1,mlx4_0:2");
+  struct mcp_match_list l = parse_ok("mlx5_0:1,mlx4_0:2");
 
   CHECK_EQ_INT(l.n, 2);
   CHECK_EQ_INT(l.e[0].port, 1);
   CHECK_EQ_INT(l.e[1].port, 2);
-  CHECK(mcp_hca_allows(&l, "mlx5_0", 1));
-  CHECK(!mcp_hca_allows(&l, "mlx5_0", 2));
-  CHECK(mcp_hca_allows(&l, "mlx4_0", 2));
-  CHECK(!mcp_hca_allows(&l, "mlx4_0", 1));
-  CHECK(mcp_hca_allows(&l, "mlx4_0", -1)); /* the device as a whole is named */
+  CHECK(mcp_match_allows(&l, "mlx5_0", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_0", 2));
+  CHECK(mcp_match_allows(&l, "mlx4_0", 2));
+  CHECK(!mcp_match_allows(&l, "mlx4_0", 1));
+  CHECK(mcp_match_allows(&l, "mlx4_0", -1)); /* the device as a whole is named */
   /* NCCL's "dev:port:rail:plane": the port counts, the rest is ignored. */
   l = parse_ok("mlx5_0:1:0:0");
   CHECK_EQ_INT(l.e[0].port, 1);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 #include "mcpnet/fabric_select.h"
 
 static struct mcp_rankmap map;

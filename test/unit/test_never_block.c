@@ -19,6 +19,7 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/verbs.h"
 
@@ -33,21 +34,20 @@ static int ev_destroyed[8];
 
 static int event(void) { return next_event++; } /* with lock held */
 
+/* Blocks RTR until the test releases it: with no time limit, so a slow host cannot
+ * end the block early and reorder the events the tests check (every test releases;
+ * a hang is ended by ctest's TIMEOUT, as a failure). */
 static int fake_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask)
 {
-  struct timespec until;
-
   (void)qp;
   (void)mask;
   if (attr->qp_state != IBV_QPS_RTR)
     return 0;
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 10;
   pthread_mutex_lock(&lock);
   in_rtr++;
   pthread_cond_broadcast(&cond);
-  while (!released && pthread_cond_timedwait(&cond, &lock, &until) == 0)
-    ;
+  while (!released)
+    pthread_cond_wait(&cond, &lock);
   ev_rtr_returned = event();
   pthread_mutex_unlock(&lock);
   return 0;
@@ -125,17 +125,15 @@ static struct mcp_comm *comm_connecting(void)
   return fake_comm_connecting(&fake_dc, &fake_ctx, stream, fake_now);
 }
 
-/* Waits (bounded) until the fake's counter reaches want; returns the counter. */
+/* Waits until the fake's counter reaches want; returns the counter. No wall-clock
+ * bound: what never happens hangs the test until ctest's TIMEOUT fails it. */
 static int wait_for(int *counter, int want)
 {
-  struct timespec until;
   int v;
 
-  clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 20;
   pthread_mutex_lock(&lock);
-  while (*counter < want && pthread_cond_timedwait(&cond, &lock, &until) == 0)
-    ;
+  while (*counter < want)
+    pthread_cond_wait(&cond, &lock);
   v = *counter;
   pthread_mutex_unlock(&lock);
   return v;
@@ -311,7 +309,7 @@ int main(void)
   fake_dc.info = &fake_dev;
   fake_dc.refs = 1000; /* never closed by the comms' puts */
   fake_now = 1000000000000ull;
-  mcp_recover_now_ns = test_clock;
+  mcp_clock_test_set(test_clock);
 
   test_deadline_and_close();
   test_new_round_does_not_wait();

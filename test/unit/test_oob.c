@@ -25,12 +25,14 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
+#include "mcpnet/clock.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/param.h"
 
 static uint64_t fake_ms = 1000000;
-static uint64_t fake_now(void) { return fake_ms; }
+/* The library's one clock (clock.h) reads this, in ns. */
+static uint64_t fake_now(void) { return fake_ms * MCP_NS_PER_MS; }
 
 /* Every message the channel logs, for the checks on what it says. */
 static char logbuf[1 << 16];
@@ -469,7 +471,7 @@ int main(void)
   cfg.connect_timeout_s = 5;
   cfg.local_rank = 3;
   mcp_log_set_logger(capture);
-  mcp_oob_test_set_clock(fake_now);
+  mcp_clock_test_set(fake_now);
   if (mcp_oob_acquire(&cfg) != 0) {
     fprintf(stderr, "cannot start the out-of-band channel on lo\n");
     return 1;
@@ -482,6 +484,6 @@ int main(void)
   RUN_TEST(test_peer_fin_mid_frame);
   RUN_TEST(test_peer_rst_mid_frame);
   mcp_oob_release();
-  mcp_oob_test_set_clock(NULL);
+  mcp_clock_test_set(NULL);
   return TEST_EXIT();
 }

@@ -18,6 +18,7 @@
 #include "mcp_test.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
+#include "mcpnet/rankmap.h"
 
 /* A fake environment plus a record of what the loader reported. */
 struct fake {
@@ -879,6 +880,46 @@ static void remove_tmpdir(void)
   rmdir(tmpdir);
 }
 
+/* MCPNET_RANK_MAP is parsed once, by the loader, into the typed map the configuration
+ * keeps (discovery and the doctor read it there); a refused map leaves neither text nor map. */
+static void test_rank_map_parsed_once(void)
+{
+  struct fake f;
+  const struct mcp_rankmap_entry *e;
+
+  fake_init(&f);
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK(f.cfg.rank_map_parsed == NULL);
+  mcp_param_free(&f.cfg);
+
+  fake_init(&f);
+  fake_set(&f, "MCPNET_RANK_MAP", " 0-3=mlx5_0:1 ; 4-7=mlx5_1:1+mlx5_2,sl=3 ");
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK(f.cfg.rank_map_parsed != NULL);
+  if (f.cfg.rank_map_parsed != NULL) {
+    CHECK_EQ_INT(f.cfg.rank_map_parsed->n, 2);
+    e = mcp_rankmap_find(f.cfg.rank_map_parsed, 5);
+    CHECK(e != NULL);
+    if (e != NULL) {
+      CHECK_EQ_INT(e->ndev, 2);
+      CHECK_EQ_STR(e->dev[1].name, "mlx5_2");
+      CHECK_EQ_INT(e->dev[1].port, -1);
+      CHECK_EQ_INT(e->sl, 3);
+    }
+  }
+  mcp_param_free(&f.cfg);
+  CHECK(f.cfg.rank_map_parsed == NULL);
+
+  fake_init(&f);
+  fake_set(&f, "MCPNET_RANK_MAP", "0-3=mlx5_0;2-5=mlx5_1"); /* overlapping ranks */
+  CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
+  CHECK(f.cfg.rank_map == NULL);
+  CHECK(f.cfg.rank_map_parsed == NULL);
+  CHECK(f.cfg.origin[MCP_PARAM_RANK_MAP].rejected);
+  CHECK(strstr(f.warns, "MCPNET_RANK_MAP=0-3=mlx5_0;2-5=mlx5_1 (environment)") != NULL);
+  mcp_param_free(&f.cfg);
+}
+
 int main(void)
 {
   if (mkdtemp(tmpdir) == NULL) {
@@ -906,6 +947,7 @@ int main(void)
   RUN_TEST(test_formatting);
   RUN_TEST(test_log);
   RUN_TEST(test_reentrant);
+  RUN_TEST(test_rank_map_parsed_once);
   remove_tmpdir();
   return TEST_EXIT();
 }

@@ -4,7 +4,7 @@
  * their own calls, the RECOVER frames travel over a real out-of-band connection on the
  * loopback interface (this process to its own listener), the QP walks run on their
  * threads against the fake, and the recovery's deadlines run on the test's clock
- * (mcp_recover_now_ns).
+ * (mcp_clock_test_set).
  *
  * Why: test_xfer_protocol.c checks the replay functions called directly; this checks
  * that the state machine gets there: the failed completion starts a round, the peer
@@ -18,6 +18,7 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
@@ -249,7 +250,7 @@ int main(void)
   cfg.socket_af = AF_INET;
   cfg.connect_timeout_s = 5;
   mcp_log_set_logger(capture);
-  mcp_recover_now_ns = test_clock;
+  mcp_clock_test_set(test_clock);
   if (mcp_oob_acquire(&cfg) != 0) {
     fprintf(stderr, "cannot start the out-of-band channel on lo\n");
     return 1;
@@ -257,5 +258,6 @@ int main(void)
   RUN_TEST(test_recover_sender_noticed);
   RUN_TEST(test_recover_both_noticed);
   mcp_oob_release();
+  mcp_clock_test_set(NULL);
   return TEST_EXIT();
 }

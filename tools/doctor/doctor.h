@@ -184,7 +184,6 @@ struct doctor_report {
   struct doctor_selection *sel[DOCTOR_MAX_SELECTIONS];
   int own_rank;                 /* this process's local rank, -1 unknown */
   int ranks_capped;             /* a rank map had more ranks than DOCTOR_RANKS_CHECKED */
-  char rank_map_err[256];
   struct doctor_pair_result pair;
   /* Host facts for both outputs. */
   long long memlock_bytes;      /* -1: unlimited */

@@ -17,18 +17,13 @@
 #include <unistd.h>
 
 #include "doctor_ctl.h"
+#include "mcpnet/clock.h"
 #include "mcpnet/sock.h"
 
 #define CTL_MAGIC 0x4d435044u /* "MCPD" */
 #define CTL_HDR 12
 
-static double now_s(void)
-{
-  struct timespec ts;
-
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)mcp_clock_ns() * 1e-9; }
 
 /* "HOST", "HOST:PORT", "[V6]:PORT", "V6" (more than one colon, no brackets). */
 static int split_hostport(const char *s, char *host, size_t hlen, int *port)

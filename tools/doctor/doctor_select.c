@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "doctor.h"
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 
 static const char *env_get(void *arg, const char *name)
 {
@@ -165,7 +165,8 @@ static void selection_findings(struct doctor_report *r, const struct doctor_sele
 
 void doctor_select_run(struct doctor_report *r)
 {
-  static struct mcp_rankmap map;
+  static const struct mcp_rankmap no_map;
+  const struct mcp_rankmap *map = &no_map;
   const char *source = NULL;
   char err[256];
   int own, checked = 0;
@@ -179,15 +180,14 @@ void doctor_select_run(struct doctor_report *r)
     own = -1;
   }
   r->own_rank = own;
-  memset(&map, 0, sizeof(map));
-  if (r->cfg.rank_map != NULL &&
-      mcp_rankmap_parse(r->cfg.rank_map, &map, r->rank_map_err, sizeof(r->rank_map_err)) != 0)
-    map.n = 0; /* the configuration section already reports the bad map */
-  if (map.n == 0) {
+  /* Parsed by the loader; a bad map was refused there (the configuration section says so). */
+  if (r->cfg.rank_map_parsed != NULL)
+    map = r->cfg.rank_map_parsed;
+  if (map->n == 0) {
     keep(r, run_one(r, own, source));
   } else {
-    for (int e = 0; e < map.n; e++) {
-      for (int rank = map.e[e].lo; rank <= map.e[e].hi; rank++) {
+    for (int e = 0; e < map->n; e++) {
+      for (int rank = map->e[e].lo; rank <= map->e[e].hi; rank++) {
         if (checked++ == DOCTOR_RANKS_CHECKED) {
           r->ranks_capped = 1;
           break;
@@ -196,7 +196,7 @@ void doctor_select_run(struct doctor_report *r)
       }
     }
     /* This process's own rank, when the map does not cover it: the plugin would fail. */
-    if (own >= 0 && !covered(&map, own))
+    if (own >= 0 && !covered(map, own))
       keep(r, run_one(r, own, source));
   }
   for (int i = 0; i < r->nsel; i++)

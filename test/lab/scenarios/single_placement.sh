@@ -104,6 +104,13 @@ expect /tmp/r2.err 'local rank 2 \(from MCPNET_LOCAL_RANK\)' "MCPNET_LOCAL_RANK 
 probe nomap NCCL_IB_HCA==rxe0,rxe1
 expect /tmp/nomap.out '^  1: ' "without a map, NCCL_IB_HCA=rxe0,rxe1 gives two devices"
 refute /tmp/nomap.out 'rxe2' "without a map, rxe2 is not listed"
+# A space after the comma: NCCL keeps it (its own transports skip " rxe1"); mcpnet trims
+# it, uses both devices in strict mode, and WARNs that NCCL itself would not match it.
+probe spaced NCCL_IB_HCA="=rxe0, rxe1"
+expect /tmp/spaced.out '^  1: ' "NCCL_IB_HCA='=rxe0, rxe1' gives two devices"
+refute /tmp/spaced.out 'rxe2' "with the spaced list, rxe2 is not listed"
+expect /tmp/spaced.err "NCCL_IB_HCA entry ' rxe1' has spaces around its name: mcpnet ignores them, but NCCL itself" \
+  "the trimmed entry is named in a WARN"
 
 # --- strict mode ----------------------------------------------------------------------
 probe missing --fail MCPNET_RANK_MAP='0=rxe9+rxe1' LOCAL_RANK=0

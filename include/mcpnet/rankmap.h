@@ -1,22 +1,24 @@
 /*
- * fabric_rankmap.h - MCPNET_RANK_MAP: which devices, GID, P_Key, SL and TC each local
- * rank uses (see mcp_fabric_rankmap.c), and where the local rank comes from.
+ * rankmap.h - MCPNET_RANK_MAP: which devices, GID, P_Key, SL and TC each local rank
+ * uses (see mcp_rankmap.c), and where the local rank comes from. Parsed in core, once,
+ * when the configuration is read (struct mcp_config.rank_map_parsed); fabric resolves
+ * the result against the devices it finds.
  */
-#ifndef MCPNET_FABRIC_RANKMAP_H
-#define MCPNET_FABRIC_RANKMAP_H
+#ifndef MCPNET_RANKMAP_H
+#define MCPNET_RANKMAP_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/fabric.h"
-#include "mcpnet/fabric_gid.h"
+#include "mcpnet/gid_range.h"
 
 #define MCP_RANKMAP_MAX 64      /* entries */
 #define MCP_RANKMAP_DEVS 8      /* devices per entry */
 #define MCP_RANKMAP_RANK_MAX 4095
+#define MCP_RANKMAP_NAME_MAX 64 /* a verbs device name; fabric checks it is MCP_DEV_NAME_MAX */
 
 struct mcp_rankmap_dev {
-  char name[MCP_DEV_NAME_MAX];  /* exact verbs device name */
+  char name[MCP_RANKMAP_NAME_MAX]; /* exact verbs device name */
   int port;                     /* -1: every active port */
 };
 

@@ -1,5 +1,6 @@
 /*
- * mcp_fabric_rankmap.c - MCPNET_RANK_MAP and the local rank it is indexed by.
+ * mcp_rankmap.c - MCPNET_RANK_MAP and the local rank it is indexed by. Pure parsing (in
+ * core, run once by the parameter loader); fabric resolves the result against devices.
  *
  * On a node with one NIC per GPU, every local rank must use its own NIC, and every
  * node must make the same choice: left to topology detection, a container that hides
@@ -14,26 +15,21 @@
  * variable (torchrun, Slurm, Open MPI, MPICH, PMI), whichever is set first.
  */
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_rankmap.h"
+#include "mcpnet/rankmap.h"
 #include "mcpnet/param.h"
+#include "mcpnet/text.h"
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
 
 /* Copy [s, s+n) trimmed into buf; returns the trimmed length or -1 if it does not fit. */
 static int trim_copy(const char *s, size_t n, char *buf, size_t len)
 {
-  while (n > 0 && isspace((unsigned char)*s)) {
-    s++;
-    n--;
-  }
-  while (n > 0 && isspace((unsigned char)s[n - 1]))
-    n--;
+  mcp_trim_span(&s, &n);
   if (n >= len)
     return -1;
   memmove(buf, s, n);
@@ -79,7 +75,7 @@ static int parse_devices(const char *s, struct mcp_rankmap_entry *e, char *err, 
   for (;;) {
     const char *plus = strchr(p, '+'), *end = plus != NULL ? plus : p + strlen(p);
     struct mcp_rankmap_dev *d;
-    char tok[MCP_DEV_NAME_MAX + 8], *colon;
+    char tok[MCP_RANKMAP_NAME_MAX + 8], *colon;
     int i;
 
     if (e->ndev == MCP_RANKMAP_DEVS)

@@ -1,0 +1,69 @@
+/*
+ * match_list.h - NCCL's name-list grammar, parsed and matched in one place for every
+ * variable that uses it (NCCL_IB_HCA, NCCL_SOCKET_IFNAME), so that one setting means
+ * the same to NCCL and to every part of mcpnet.
+ *
+ * Grammar (NCCL 2.28): an optional leading '^' (exclude what the list names), then an
+ * optional '=' (exact names; otherwise every token is a name prefix: "mlx5_1" also
+ * names "mlx5_10"), then comma-separated tokens "name[:port[:...]]". Empty tokens are
+ * skipped. An empty list passes every name (mcpnet's long-standing reading of "^"
+ * alone too). Where mcpnet differs from NCCL on purpose: white space around a token is
+ * trimmed (NCCL keeps it, so its own transports match nothing with " mlx5_1"), and the
+ * parser reports it so the caller can say so once.
+ */
+#ifndef MCPNET_MATCH_LIST_H
+#define MCPNET_MATCH_LIST_H
+
+#include <stddef.h>
+
+#define MCP_MATCH_LIST_MAX 32
+#define MCP_MATCH_NAME_MAX 64 /* with the NUL, as NCCL's own list entries */
+
+struct mcp_match_list {
+  int exclude; /* '^' */
+  int exact;   /* '=' */
+  int n;
+  struct {
+    char name[MCP_MATCH_NAME_MAX];
+    int port; /* -1: every port (no port given, or ports not used by this variable) */
+  } e[MCP_MATCH_LIST_MAX];
+  int ntrimmed;                          /* tokens that had spaces around them */
+  char trimmed[MCP_MATCH_NAME_MAX + 8];  /* the first such token as written, quoted */
+};
+
+/* Why a list was refused; the variable's owner words the message (see mcp_match_list_parse). */
+enum mcp_match_error {
+  MCP_MATCH_OK = 0,
+  MCP_MATCH_TOO_MANY,  /* more than MCP_MATCH_LIST_MAX tokens */
+  MCP_MATCH_NO_NAME,   /* ":1": a port without a name */
+  MCP_MATCH_TOO_LONG,  /* name_max characters or more */
+  MCP_MATCH_BAD_PORT,  /* port not a decimal 1..255 */
+};
+
+struct mcp_match_fault {
+  enum mcp_match_error kind;
+  const char *token; /* the token as written (not NUL-terminated: use token_len) */
+  int token_len;
+  char port[16];     /* MCP_MATCH_BAD_PORT: the port text; "" when too long to hold */
+};
+
+/*
+ * Parse text (NULL or "" gives the empty list). name_max: names must be shorter than
+ * this (at most MCP_MATCH_NAME_MAX). with_ports: 1 parses ":port" (1..255; further
+ * ":rail:plane" fields are ignored, as mcpnet has no rails), 0 drops everything from
+ * the first ':' on, as NCCL does for interface names. Returns 0, or -EINVAL with
+ * *fault filled.
+ */
+int mcp_match_list_parse(const char *text, size_t name_max, int with_ports,
+                         struct mcp_match_list *list, struct mcp_match_fault *fault);
+/* 1 when token i names name (its port ignored): exact or prefix as the list says. */
+int mcp_match_token(const struct mcp_match_list *list, int i, const char *name);
+/* 1 when name:port passes the list (exclusion applied; port -1 = any; empty list: 1). */
+int mcp_match_allows(const struct mcp_match_list *list, const char *name, int port);
+/*
+ * WARN, once per *once flag (one per variable), that tokens of var had spaces that
+ * mcpnet trimmed and NCCL itself would not match. No-op when nothing was trimmed.
+ */
+void mcp_match_list_warn_trimmed(const char *var, const struct mcp_match_list *list, int *once);
+
+#endif

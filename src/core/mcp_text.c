@@ -1,0 +1,29 @@
+/*
+ * mcp_text.c - the white-space trim every text reader in mcpnet shares (see text.h).
+ * Kept apart from the parsers so that they cannot drift on what a space is.
+ */
+#include <ctype.h>
+#include <string.h>
+
+#include "mcpnet/text.h"
+
+size_t mcp_trim_span(const char **s, size_t *n)
+{
+  while (*n > 0 && isspace((unsigned char)**s)) {
+    (*s)++;
+    (*n)--;
+  }
+  while (*n > 0 && isspace((unsigned char)(*s)[*n - 1]))
+    (*n)--;
+  return *n;
+}
+
+char *mcp_trim_inplace(char *s)
+{
+  const char *p = s;
+  size_t n = strlen(s);
+
+  mcp_trim_span(&p, &n);
+  s[(p - s) + n] = '\0';
+  return s + (p - s);
+}
