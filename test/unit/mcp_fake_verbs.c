@@ -332,7 +332,6 @@ static int fake_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
   return n;
 }
 
-static struct fake_side *side_of_ctx(struct ibv_context *ctx) { return CONTAINER(ctx, struct fake_side, ctx); }
 static struct fake_side *side_of_pd(struct ibv_pd *pd) { return CONTAINER(pd, struct fake_side, pd); }
 
 static struct ibv_cq *fake_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
@@ -345,7 +344,6 @@ static struct ibv_cq *fake_create_cq(struct ibv_context *ctx, int cqe, void *cq_
   (void)comp_vector;
   cq->cq.context = ctx;
   cq->cq.cq_context = cq_context;
-  (void)side_of_ctx(ctx);
   return &cq->cq;
 }
 
@@ -887,43 +885,6 @@ void fake_comm_peer_closed(struct mcp_comm *c)
 {
   atomic_store(&c->stream->closed_by_peer, 1);
   c->next_alive_check_ns = 0;
-}
-
-struct mcp_comm *fake_comm_bare(int kind)
-{
-  struct fake_side *s = side_new(0);
-  struct mcp_comm *c = comm_new(s, kind, "lab-b pid 42 (192.0.2.2:40000)");
-
-  c->stream = calloc(1, sizeof(*c->stream));
-
-  snprintf(s->info.name, sizeof(s->info.name), "rxe0");
-  snprintf(s->info.ibdev, sizeof(s->info.ibdev), "rxe0");
-  snprintf(s->info.driver, sizeof(s->info.driver), "rxe");
-  if (kind == MCP_COMM_SEND) {
-    c->ring_elems = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
-    c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
-    mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
-  } else {
-    c->staging = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
-    c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
-    c->ring_records = calloc(MCP_SLOTS, sizeof(struct mcp_record));
-    mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
-  }
-  return c;
-}
-
-void fake_comm_bare_free(struct mcp_comm *c)
-{
-  struct fake_side *s = CONTAINER(c->dc, struct fake_side, dc);
-
-  free(c->ring);
-  free(c->sslots);
-  free(c->staging);
-  free(c->rslots);
-  free(c->reqs);
-  free(c->stream);
-  free(c);
-  free(s);
 }
 
 struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context *ctx,

@@ -168,9 +168,4 @@ void fake_comm_check_due(struct mcp_comm *c);
 /* Recoveries the comm completed. */
 int fake_comm_recoveries(const struct mcp_comm *c);
 
-/* A bare comm of one kind on a fake device, not connected (for tests of single
- * functions such as the watchdog's description). */
-struct mcp_comm *fake_comm_bare(int kind);
-void fake_comm_bare_free(struct mcp_comm *c);
-
 #endif
