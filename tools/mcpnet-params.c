@@ -1,8 +1,8 @@
 /*
  * mcpnet-params - print mcpnet's configuration reference from the parameter table.
  *
- * `--markdown` writes the table the README carries between its params markers (a
- * test compares them, so the README cannot drift from the code); the default is the
+ * `--markdown` writes the table docs/configuration.md carries between its params markers
+ * (a test compares them, so the document cannot drift from the code); the default is the
  * same in plain text for a terminal; `--effective` loads the configuration the way
  * the plugin would (plus NCCL's configuration files with `--nccl-conf`) and prints
  * each value with where it came from; `--check` vets an environment before a job
@@ -21,7 +21,7 @@ static void usage(FILE *out)
 {
   fputs("usage: mcpnet-params [--markdown | --text | --effective | --check] [--nccl-conf]\n"
         "  --text       the configuration reference as plain text (default)\n"
-        "  --markdown   the same as a markdown table (the README's reference)\n"
+        "  --markdown   the same as a markdown table (docs/configuration.md's reference)\n"
         "  --effective  the values this environment gives, and where each came from\n"
         "  --check      vet this environment as the plugin's init would: WARN about set\n"
         "               NCCL_IB_* variables mcpnet ignores and unknown MCPNET_* names\n"

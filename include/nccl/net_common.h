@@ -2,9 +2,10 @@
  * net_common.h - the parts of NCCL's network-plugin ABI that every version shares.
  *
  * mcpnet declares NCCL's plugin ABI itself instead of vendoring NCCL's headers: the
- * values and layouts below are facts of the ABI (NCCL 2.20 - 2.28), written from the
- * reference notes in docs/architecture.md. Sizes and offsets of the versioned structs
- * are pinned with static asserts in the per-version headers.
+ * values and layouts below are facts of the ABI (NCCL 2.20 - 2.28), written from NCCL's
+ * public source (ext-net/example/nccl/ in NCCL's repository: err.h, common.h, net.h).
+ * Sizes and offsets of the versioned structs are pinned with static asserts in the
+ * per-version headers.
  */
 #ifndef MCPNET_NCCL_NET_COMMON_H
 #define MCPNET_NCCL_NET_COMMON_H

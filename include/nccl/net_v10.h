@@ -4,7 +4,8 @@
  * mcpnet exports a v10 table for NCCL releases that know v10 but not v11. v10 keeps
  * v9's properties and adds the profiler callback to init, per-connect configuration
  * (the traffic class) and profiler handles on isend/irecv. Layouts are ABI facts from
- * the reference notes (nccl-net-abi.md, section 3), written by hand and pinned below.
+ * NCCL's public source (ext-net/example/nccl/net_v10.h in NCCL's repository), written
+ * by hand and pinned below (and by test/unit/test_abi_layout.c).
  */
 #ifndef MCPNET_NCCL_NET_V10_H
 #define MCPNET_NCCL_NET_V10_H

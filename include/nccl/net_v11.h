@@ -5,8 +5,9 @@
  * init per communicator: init returns a context that listen/connect/finalize receive,
  * and the traffic class travels in that context instead of through connect. It also
  * added maxMultiRequestSize to the properties and the optional setNetAttr hint. The
- * layouts are ABI facts from the reference notes (nccl-net-abi.md, section 3), written
- * by hand rather than vendored, with every size and offset pinned by static asserts.
+ * layouts are ABI facts from NCCL's public source (ext-net/example/nccl/net_v11.h in
+ * NCCL 2.28's repository), written by hand rather than vendored, with every size and
+ * offset pinned by static asserts (and test/unit/test_abi_layout.c).
  */
 #ifndef MCPNET_NCCL_NET_V11_H
 #define MCPNET_NCCL_NET_V11_H

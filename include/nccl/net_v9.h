@@ -3,8 +3,9 @@
  *
  * mcpnet exports a v9 table for NCCL releases that know v9 but not v10. v9 added the
  * virtual-device list (NIC fusion), forceFlush and the per-transfer byte limits to the
- * properties, and size_t transfer sizes. The layouts are ABI facts from the reference
- * notes (nccl-net-abi.md, section 3), written by hand and pinned by static asserts;
+ * properties, and size_t transfer sizes. The layouts are ABI facts from NCCL's public
+ * source (ext-net/example/nccl/net_v9.h in NCCL's repository), written by hand and
+ * pinned by static asserts (and test/unit/test_abi_layout.c);
  * v10 reuses the properties and vprops declared here because their layout is the same.
  */
 #ifndef MCPNET_NCCL_NET_V9_H

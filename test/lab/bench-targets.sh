@@ -1,4 +1,4 @@
-# bench-targets.sh - the measurement behind the README's lab table (issue #6's targets).
+# bench-targets.sh - the measurement behind the lab table in docs/benchmarking.md (issue #6's targets).
 # Not a test: it asserts no speed. Run it in the single lab with the vCPUs pinned:
 #
 #   test/lab/lab --pin-vcpus --deadline 2400 --name targets single -- bash test/lab/bench-targets.sh

@@ -7,7 +7,7 @@
  *
  * Why: the conformance suite calls the tables as we imagined NCCL does. This program
  * replays what NCCL's src/transport/net.cc really does (sendProxyProgress and
- * recvProxyProgress, read for facts; see /work/shared/reference/nccl-proxy-patterns.md),
+ * recvProxyProgress, and src/proxy.cc's progress loop, read for facts),
  * so a plugin that passes it survives NCCL's call patterns:
  *
  * - Threads: per node one "progress" thread makes every data-path call (isend, irecv,

@@ -318,8 +318,8 @@ int main(int argc, char **argv)
     return fail("not every receive was flushed", flushes);
   /* With --finish-together, both ends finish before either closes: a receiver that exits as soon
    * as it has everything can close the channel before the sender has polled its last
-   * completions (architecture.md section 13, item 5), a teardown race this test is not
-   * about. NCCL's own teardown does not close comms under a peer's pending sends. */
+   * completions (a race the liveness check's drain now closes: architecture.md section
+   * 3.7), and this test is not about teardown. NCCL's own teardown does not close comms under a peer's pending sends. */
   if (together) {
     char flag;
     snprintf(name, sizeof(name), "%c.finished", role);
