@@ -39,9 +39,9 @@ struct fake_qp {
   struct ibv_qp qp;
   struct fake_side *side;
   struct fake_cq *send_cq, *recv_cq;
-  uint32_t dest_qpn;        /* the peer QP, resolved when work executes */
+  uint32_t dest_qpn; /* the peer QP, resolved when work executes */
   int max_inline;
-  int held, broken, land;   /* see fake_pair_break */
+  int held, broken, land; /* see fake_pair_break */
   uint64_t rq[FAKE_RQ_DEPTH];
   int rq_head, rq_count;
   int used;
@@ -56,7 +56,7 @@ struct fake_mr {
 /* A posted send WR waiting to be executed. */
 struct fake_op {
   struct fake_qp *qp;
-  struct ibv_send_wr wr;     /* next, sg_list cleared */
+  struct ibv_send_wr wr; /* next, sg_list cleared */
   struct ibv_sge sge;
   int has_sge;
   unsigned char *inline_copy; /* IBV_SEND_INLINE: the bytes at post time */
@@ -74,7 +74,7 @@ static struct fake_post post_log[FAKE_MAX_LOG];
 static int nlog;
 static struct fake_pair *cur_pair; /* for the log's side/QP names */
 
-#define CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 static struct fake_qp *qp_of(struct ibv_qp *qp) { return CONTAINER(qp, struct fake_qp, qp); }
 static struct fake_cq *cq_of(struct ibv_cq *cq) { return CONTAINER(cq, struct fake_cq, cq); }
@@ -218,12 +218,13 @@ static void execute(struct fake_op *op)
     return;
   }
   if (peer != NULL && peer->broken) { /* the other end is gone: nothing lands */
-    complete(q->send_cq, wr->wr_id, q->broken ? IBV_WC_WR_FLUSH_ERR : IBV_WC_RETRY_EXC_ERR, opc, q->qp.qp_num);
+    complete(q->send_cq, wr->wr_id, q->broken ? IBV_WC_WR_FLUSH_ERR : IBV_WC_RETRY_EXC_ERR, opc,
+             q->qp.qp_num);
     q->broken = 2;
     return;
   }
-  if (peer == NULL || (op->has_sge && op->inline_copy == NULL &&
-                       !key_covers(q->side, op->sge.lkey, op->sge.addr, len))) {
+  if (peer == NULL ||
+      (op->has_sge && op->inline_copy == NULL && !key_covers(q->side, op->sge.lkey, op->sge.addr, len))) {
     complete(q->send_cq, wr->wr_id, IBV_WC_LOC_PROT_ERR, opc, q->qp.qp_num);
     q->broken = 2;
     return;
@@ -439,7 +440,8 @@ static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t length)
   return NULL;
 }
 
-static struct ibv_mr *fake_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova, unsigned access)
+static struct ibv_mr *fake_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+                                  unsigned access)
 {
   (void)iova;
   (void)access;
@@ -554,8 +556,8 @@ static void comm_resources(struct mcp_comm *c, int nqps)
     c->ring = ring_alloc(c->ring_bytes);
     c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, rw);
     c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
-    c->records_mr = mcp_mr_internal(c->dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
-                                    IBV_ACCESS_LOCAL_WRITE);
+    c->records_mr =
+      mcp_mr_internal(c->dc, c->records, MCP_SLOTS * sizeof(struct mcp_record), IBV_ACCESS_LOCAL_WRITE);
     c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
     mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
     if (mcp_qp_create_all(c, nqps, 2 * MCP_SEND_REQS, 1) != 0)
@@ -566,8 +568,8 @@ static void comm_resources(struct mcp_comm *c, int nqps)
   c->ring = ring_alloc(c->ring_bytes);
   c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, rw);
   c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
-  c->staging_mr = mcp_mr_internal(c->dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
-                                  IBV_ACCESS_LOCAL_WRITE);
+  c->staging_mr =
+    mcp_mr_internal(c->dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot), IBV_ACCESS_LOCAL_WRITE);
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
   if (mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH) != 0)
@@ -829,7 +831,7 @@ int fake_count_data_writes(void)
 
   for (i = 0; i < nlog; i++)
     n += post_log[i].side == FAKE_SEND_SIDE && post_log[i].opcode != IBV_WR_RDMA_READ &&
-         !(post_log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM && MCP_IMM_REC(post_log[i].imm));
+      !(post_log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM && MCP_IMM_REC(post_log[i].imm));
   return n;
 }
 
@@ -839,7 +841,7 @@ int fake_count_records(void)
 
   for (i = 0; i < nlog; i++)
     n += post_log[i].side == FAKE_SEND_SIDE && post_log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
-         MCP_IMM_REC(post_log[i].imm);
+      MCP_IMM_REC(post_log[i].imm);
   return n;
 }
 
@@ -858,7 +860,8 @@ void fake_pair_set_seq(struct fake_pair *p, uint32_t seq)
   /* As if the connection had carried seq - 1 messages: every slot's last seq is behind. */
   p->send->seq = p->recv->seq = seq;
   for (i = 0; i < MCP_SLOTS; i++)
-    p->recv->rslots[i].seq = seq - MCP_SLOTS + (uint32_t)((i - (int)(seq % MCP_SLOTS) + MCP_SLOTS) % MCP_SLOTS);
+    p->recv->rslots[i].seq =
+      seq - MCP_SLOTS + (uint32_t)((i - (int)(seq % MCP_SLOTS) + MCP_SLOTS) % MCP_SLOTS);
 }
 int fake_comm_inflight(const struct mcp_comm *c) { return c->inflight; }
 int fake_req_seq(const void *request) { return (int)((const struct mcp_request *)request)->seq; }

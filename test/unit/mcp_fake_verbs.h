@@ -33,11 +33,11 @@ struct mcp_oob_stream;
 
 /* One posted send WR, as the fake saw it (for checks on what was posted). */
 struct fake_post {
-  int side;               /* FAKE_SEND_SIDE or FAKE_RECV_SIDE (or -1: a QP of neither) */
-  int qp;                 /* index of the QP in its comm, -1 for the flush QP */
+  int side; /* FAKE_SEND_SIDE or FAKE_RECV_SIDE (or -1: a QP of neither) */
+  int qp;   /* index of the QP in its comm, -1 for the flush QP */
   enum ibv_wr_opcode opcode;
   unsigned send_flags;
-  uint32_t imm;           /* host order */
+  uint32_t imm; /* host order */
   uint32_t len;
   uint64_t wr_id;
   uint64_t remote_addr;
@@ -46,14 +46,14 @@ struct fake_post {
 enum { FAKE_SEND_SIDE = 0, FAKE_RECV_SIDE = 1 };
 
 struct fake_pair_opts {
-  int nqps;         /* QPs of the connection (default 1) */
-  int cts_batch;    /* MCPNET_CTS_BATCH (default 4) */
-  int max_inline;   /* the provider's inline limit (default 256) */
-  int data_inline;  /* MCPNET_INLINE_BYTES (default 64) */
+  int nqps;        /* QPs of the connection (default 1) */
+  int cts_batch;   /* MCPNET_CTS_BATCH (default 4) */
+  int max_inline;  /* the provider's inline limit (default 256) */
+  int data_inline; /* MCPNET_INLINE_BYTES (default 64) */
 };
 
 struct fake_pair {
-  struct mcp_comm *send, *recv;   /* pass these to mcp_net_isend / mcp_net_irecv */
+  struct mcp_comm *send, *recv; /* pass these to mcp_net_isend / mcp_net_irecv */
   struct fake_side *side[2];
   struct mcp_oob_stream *stub[2]; /* the stand-in streams the pair made (freed with it) */
 };
@@ -130,11 +130,11 @@ int fake_count_records(void);
 int fake_rnr_count(void);
 
 /* Observable state of a comm, for checks (through accessors, not fields). */
-int fake_comm_error(const struct mcp_comm *c);          /* ncclResult_t of a failed comm, 0 */
+int fake_comm_error(const struct mcp_comm *c); /* ncclResult_t of a failed comm, 0 */
 const char *fake_comm_errmsg(const struct mcp_comm *c);
-uint32_t fake_comm_seq(const struct mcp_comm *c);       /* send: next CTS; recv: next irecv */
-int fake_comm_inflight(const struct mcp_comm *c);       /* recv: receives not yet tested done */
-int fake_req_seq(const void *request);                  /* the sequence number of a request */
+uint32_t fake_comm_seq(const struct mcp_comm *c); /* send: next CTS; recv: next irecv */
+int fake_comm_inflight(const struct mcp_comm *c); /* recv: receives not yet tested done */
+int fake_req_seq(const void *request);            /* the sequence number of a request */
 /* Flush reads lost with a flush QP and not yet posted again; whether the comm still
  * counts the flush QP as lost. */
 int fake_comm_flush_reposts(const struct mcp_comm *c);

@@ -24,8 +24,8 @@ static int warns;
 static char lastwarn[1024];
 static unsigned char *mem;
 
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                    const char *fmt, ...)
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   va_list ap;
 

@@ -28,8 +28,8 @@ static struct mcp_mr *smh, *rmh;
 static int warns;
 static char lastwarn[1024];
 
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                    const char *fmt, ...)
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   va_list ap;
 
@@ -402,8 +402,9 @@ static void test_pxn_head_only(void)
   CHECK(a2 == NULL);
   CHECK_EQ_INT(rc, ncclSuccess);
   mcp_xfer_watchdog_describe(p->send, why, sizeof(why));
-  CHECK(strstr(why, "isend with tag 1 finds no free buffer for its tag in the oldest receive (seq 1, "
-                    "tags 1(sent),2)") != NULL);
+  CHECK(strstr(why,
+               "isend with tag 1 finds no free buffer for its tag in the oldest receive (seq 1, "
+               "tags 1(sent),2)") != NULL);
   b = isend(p, 0, 32, 2, &rc);
   CHECK(b != NULL);
   a2 = isend(p, 4096, 64, 1, &rc); /* now seq 2 is the head */

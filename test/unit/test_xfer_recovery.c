@@ -34,8 +34,8 @@ static char logbuf[1 << 16];
 static size_t loglen;
 static unsigned char sbuf[N * 4096], rbuf[N * 4096];
 
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                    const char *fmt, ...)
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   va_list ap;
   int n;
@@ -219,12 +219,14 @@ static void run(int both)
   CHECK_EQ_INT(fake_comm_recoveries(p->recv), 1);
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
   /* Who started the round, and how the other side learned of it. */
-  CHECK(strstr(logbuf, "send to fake-receiver pid 2 (192.0.2.2:40000): work completion error Work Request "
-                       "Flushed Error (5) on QP") != NULL);
-  CHECK(strstr(logbuf, both ? "receive from fake-sender pid 1 (192.0.2.1:40000): work completion error Work "
-                              "Request Flushed Error (5) on QP"
-                            : "receive from fake-sender pid 1 (192.0.2.1:40000): the peer lost the connection's "
-                              "RDMA path and re-created its QPs") != NULL);
+  CHECK(strstr(logbuf,
+               "send to fake-receiver pid 2 (192.0.2.2:40000): work completion error Work Request "
+               "Flushed Error (5) on QP") != NULL);
+  CHECK(strstr(logbuf,
+               both ? "receive from fake-sender pid 1 (192.0.2.1:40000): work completion error Work "
+                      "Request Flushed Error (5) on QP"
+                    : "receive from fake-sender pid 1 (192.0.2.1:40000): the peer lost the connection's "
+                      "RDMA path and re-created its QPs") != NULL);
   CHECK(strstr(logbuf, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from") != NULL);
   CHECK(strstr(logbuf, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from") != NULL);
 out:
