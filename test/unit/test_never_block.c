@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
@@ -120,30 +121,8 @@ static struct mcp_oob_stream *stream;
 
 static struct mcp_comm *comm_connecting(void)
 {
-  struct mcp_comm *c = calloc(1, sizeof(*c));
-
-  c->link.kind = MCP_COMM_SEND;
-  c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
-  c->link.dc = &fake_dc;
-  c->link.cq = calloc(1, sizeof(*c->link.cq));
-  c->link.cq->context = &fake_ctx;
-  c->link.nqps = 1;
-  c->link.sq_depth = 8;
-  c->link.rq_depth = 8;
-  c->link.qp[0] = fake_create_qp(NULL, NULL);
-  c->ring_mr = calloc(1, sizeof(*c->ring_mr)); /* the new round's endpoint names it */
-  c->link.remote.nqps = 1;
-  c->link.remote.qps[0].qpn = 0x900;
-  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "fake-peer");
   stream = mcp_oob_test_stream_new();
-  c->link.stream = stream;
-  c->link.rec.round = 1;
-  c->link.rec.phase = MCP_REC_CONNECTING;
-  c->link.rec.start_ns = fake_now;
-  c->link.rec.deadline_ns = fake_now + 6000000000ull;
-  snprintf(c->link.rec.cause, sizeof(c->link.rec.cause), "a fake link went down");
-  mcp_fabric_comm_ref(); /* the comm's, given back when it is freed */
-  return c;
+  return fake_comm_connecting(&fake_dc, &fake_ctx, stream, fake_now);
 }
 
 /* Waits until the fake's counter reaches want; returns the counter. No wall-clock
@@ -201,22 +180,22 @@ static void test_deadline_and_close(void)
 
   reset();
   c = comm_connecting();
-  walked = c->link.qp[0];
+  walked = fake_comm_qp(c, 0);
   CHECK_EQ_INT(mcp_qp_connect_start(&c->link), 0);
   CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
 
   fake_now += 1000000000ull; /* 1 s in: still connecting, no verdict, no wait */
   CHECK_EQ_INT(mcp_recover_progress(&c->link), 0);
-  CHECK_EQ_INT(c->link.error, 0);
+  CHECK_EQ_INT(fake_comm_error(c), 0);
 
   fake_now += 6000000000ull; /* past the deadline */
   CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
   ev_failed = now_event();
-  CHECK(c->link.error != 0);
-  CHECK(strstr(c->link.errmsg, "did not reach RTS") != NULL);
-  CHECK(strstr(c->link.errmsg, "round 1") != NULL);
+  CHECK(fake_comm_error(c) != 0);
+  CHECK(strstr(fake_comm_errmsg(c), "did not reach RTS") != NULL);
+  CHECK(strstr(fake_comm_errmsg(c), "round 1") != NULL);
 
-  c->link.stream = NULL; /* a fake: nothing of the out-of-band channel to close */
+  fake_comm_detach_stream(c); /* a fake: nothing of the out-of-band channel to close */
   free(stream);
   mcp_comm_destroy(&c->link); /* NCCL's close (or abort) */
   ev_closed = now_event();
@@ -245,7 +224,7 @@ static void test_new_round_does_not_wait(void)
 
   reset();
   c = comm_connecting();
-  old = c->link.qp[0];
+  old = fake_comm_qp(c, 0);
   CHECK_EQ_INT(mcp_qp_connect_start(&c->link), 0);
   CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
 
@@ -254,11 +233,11 @@ static void test_new_round_does_not_wait(void)
   mcp_oob_test_stream_end(stream, 1, 0, NULL);
   mcp_recover_start(&c->link, "another fake error");
   ev_started = now_event();
-  CHECK_EQ_INT(c->link.rec.round, 2);
-  CHECK(c->link.qp[0] != NULL && c->link.qp[0] != old);
-  CHECK(strstr(c->link.errmsg, "RECOVER frame") != NULL);
+  CHECK_EQ_INT(fake_comm_rec_round(c), 2);
+  CHECK(fake_comm_qp(c, 0) != NULL && fake_comm_qp(c, 0) != old);
+  CHECK(strstr(fake_comm_errmsg(c), "RECOVER frame") != NULL);
 
-  c->link.stream = NULL;
+  fake_comm_detach_stream(c);
   free(stream);
   mcp_comm_destroy(&c->link);
   ev_closed = now_event();
@@ -286,29 +265,29 @@ static void test_verdict(int peer_closes)
 
   reset();
   c = comm_connecting();
-  c->link.rec.phase = MCP_REC_NONE;
+  fake_comm_set_rec_phase(c, MCP_REC_NONE);
   memset(&wc, 0, sizeof(wc));
   wc.status = IBV_WC_REM_ACCESS_ERR;
-  wc.qp_num = c->link.qp[0]->qp_num;
+  wc.qp_num = fake_comm_qp(c, 0)->qp_num;
   wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0, 0);
   mcp_recover_await_verdict(&c->link, &wc);
-  CHECK_EQ_INT(c->link.rec.phase, MCP_REC_VERDICT);
+  CHECK_EQ_INT(fake_comm_rec_phase(c), MCP_REC_VERDICT);
 
   fake_now += 100000000ull; /* 100 ms: no FIN yet, no verdict */
   CHECK_EQ_INT(mcp_recover_progress(&c->link), 0);
-  CHECK_EQ_INT(c->link.error, 0);
+  CHECK_EQ_INT(fake_comm_error(c), 0);
   if (peer_closes) {
     mcp_oob_test_stream_end(stream, 0, 1, NULL);
     CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
-    CHECK(strstr(c->link.errmsg, "the peer closed this connection; its adapter refused the work in flight") != NULL);
+    CHECK(strstr(fake_comm_errmsg(c), "the peer closed this connection; its adapter refused the work in flight") != NULL);
   } else {
     fake_now += 150000000ull; /* 250 ms: a real fault, with the completion's diagnosis */
     CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
-    CHECK(strstr(c->link.errmsg, "work completion error fake") != NULL);
+    CHECK(strstr(fake_comm_errmsg(c), "work completion error fake") != NULL);
   }
-  CHECK_EQ_INT(c->link.rec.phase, MCP_REC_NONE);
-  CHECK(c->link.error != 0);
-  c->link.stream = NULL;
+  CHECK_EQ_INT(fake_comm_rec_phase(c), MCP_REC_NONE);
+  CHECK(fake_comm_error(c) != 0);
+  fake_comm_detach_stream(c);
   free(stream);
   mcp_comm_destroy(&c->link);
   CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1); /* nothing kept it: freed by the close */

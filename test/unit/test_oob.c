@@ -7,7 +7,11 @@
  *   with a SILENT notice first, while a real peer on the same listener stays up;
  * - a dialler told SILENT (it dialled, then made no call for 10 s) dials again instead of
  *   failing its streams;
- * - the INFO/WARN schedule for a long wait.
+ * - the INFO/WARN schedule for a long wait;
+ * - frames that arrive split over many reads, or several in one, reach their stream
+ *   whole and in order; a peer's CONN_REJECT reaches the stream it names;
+ * - a peer that closes (FIN) or resets (RST) in the middle of a frame kills the stream,
+ *   and the FIN case says how many bytes of the frame were left.
  * The fake peers are plain sockets that speak the wire format by hand.
  */
 #include <arpa/inet.h>
@@ -304,6 +308,159 @@ static void test_wait_notice_schedule(void)
   CHECK_EQ_INT(mcp_oob_wait_notice(t0, t0 - 1, &n), 0);
 }
 
+/* A stream to a fake peer that said HELLO (its socket in *fd), or NULL. */
+static struct mcp_oob_stream *stream_up(int lfd, const union mcp_sockaddr *a, uint64_t nonce, int *fd)
+{
+  struct mcp_oob_stream *s = mcp_oob_stream_open_to(a, nonce);
+  struct mcp_wire_msg m;
+
+  *fd = -1;
+  if (s == NULL)
+    return NULL;
+  if (drive_to(s, MCP_OOB_TCP_UP) != MCP_OOB_TCP_UP || (*fd = accept(lfd, NULL, NULL)) < 0 ||
+      read_msg(*fd, &m) != 1 || m.type != MCP_WIRE_HELLO || send_hello(*fd, nonce) != 0 ||
+      drive_to(s, MCP_OOB_UP) != MCP_OOB_UP) {
+    mcp_oob_stream_close(s, 0);
+    return NULL;
+  }
+  return s;
+}
+
+static size_t encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap)
+{
+  char err[MCP_WIRE_ERRLEN];
+  size_t len = 0;
+
+  if (mcp_wire_encode(m, buf, cap, &len, err, sizeof(err)) != 0)
+    return 0;
+  return len;
+}
+
+/* Progress passes until the stream has a frame (1) or many passes went by (0). */
+static int recv_some(struct mcp_oob_stream *s, struct mcp_wire_msg *m)
+{
+  for (int turn = 0; turn < 2000; turn++) {
+    mcp_oob_progress();
+    if (mcp_oob_stream_recv(s, m) == 1)
+      return 1;
+    if (turn > 0 && turn % 10 == 0)
+      sleep_ms(1);
+  }
+  return 0;
+}
+
+/* A frame one byte per read: nothing before the last byte, the whole frame after it.
+ * Then two frames in one send: both, in order. And a CONN_REJECT for the stream. */
+static void test_frames_split_and_joined(void)
+{
+  union mcp_sockaddr a;
+  int lfd = fake_listener(&a), fd;
+  struct mcp_oob_stream *s = stream_up(lfd, &a, 0x2222, &fd);
+  struct mcp_wire_msg m, got;
+  uint8_t buf[2 * MCP_WIRE_MSG_MAX];
+  size_t len, len2, i;
+
+  CHECK(s != NULL);
+  if (s == NULL)
+    return;
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REJECT;
+  m.stream_id = mcp_oob_stream_id(s);
+  m.u.reject.code = MCP_WIRE_REJECT_MISMATCH;
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "NCCL_IB_TC differs: 106 here, 0 there");
+  len = encode(&m, buf, sizeof(buf));
+  CHECK(len > 16);
+  for (i = 0; i < len; i++) {
+    CHECK_EQ_INT(send(fd, buf + i, 1, MSG_NOSIGNAL), 1);
+    /* Give the channel its reads; the frame is not there before its last byte. */
+    for (int k = 0; k < 3; k++)
+      mcp_oob_progress();
+    if (i + 1 < len)
+      CHECK_EQ_INT(mcp_oob_stream_recv(s, &got), 0);
+  }
+  CHECK_EQ_INT(recv_some(s, &got), 1);
+  CHECK_EQ_INT(got.type, MCP_WIRE_CONN_REJECT);
+  CHECK_EQ_INT(got.u.reject.code, MCP_WIRE_REJECT_MISMATCH);
+  CHECK_EQ_STR(got.u.reject.reason, "NCCL_IB_TC differs: 106 here, 0 there");
+
+  /* Two in one segment: CONN_READY, then a CONN_REJECT with its code and reason. */
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_READY;
+  m.stream_id = mcp_oob_stream_id(s);
+  len = encode(&m, buf, sizeof(buf));
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REJECT;
+  m.stream_id = mcp_oob_stream_id(s);
+  m.u.reject.code = MCP_WIRE_REJECT_RESOURCES;
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no QPs left");
+  len2 = encode(&m, buf + len, sizeof(buf) - len);
+  CHECK(len > 0 && len2 > 0);
+  CHECK_EQ_INT(send(fd, buf, len + len2, MSG_NOSIGNAL), (ssize_t)(len + len2));
+  CHECK_EQ_INT(recv_some(s, &got), 1);
+  CHECK_EQ_INT(got.type, MCP_WIRE_CONN_READY);
+  CHECK_EQ_INT(recv_some(s, &got), 1);
+  CHECK_EQ_INT(got.type, MCP_WIRE_CONN_REJECT);
+  CHECK_EQ_INT(got.u.reject.code, MCP_WIRE_REJECT_RESOURCES);
+  CHECK_EQ_STR(got.u.reject.reason, "no QPs left");
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
+  mcp_oob_stream_close(s, 0);
+  close(fd);
+  close(lfd);
+}
+
+/* Half a frame, then the peer's process exits (FIN) or its connection is reset (RST):
+ * the stream dies either way; the FIN says what was left of the frame. */
+static void test_peer_gone_mid_frame(int rst)
+{
+  union mcp_sockaddr a;
+  int lfd = fake_listener(&a), fd;
+  struct mcp_oob_stream *s = stream_up(lfd, &a, rst ? 0x4444 : 0x3333, &fd);
+  struct mcp_wire_msg m, got;
+  uint8_t buf[2 * MCP_WIRE_MSG_MAX];
+  size_t len, len2;
+
+  CHECK(s != NULL);
+  if (s == NULL)
+    return;
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_READY;
+  m.stream_id = mcp_oob_stream_id(s);
+  len = encode(&m, buf, sizeof(buf));
+  m.type = MCP_WIRE_CONN_REJECT;
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "a reason long enough to be cut");
+  len2 = encode(&m, buf + len, sizeof(buf) - len);
+  CHECK(len > 0 && len2 > 20);
+  /* The whole CONN_READY and 20 bytes of the CONN_REJECT. */
+  CHECK_EQ_INT(send(fd, buf, len + 20, MSG_NOSIGNAL), (ssize_t)(len + 20));
+  loglen = 0;
+  if (rst) {
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  }
+  close(fd);
+  CHECK_EQ_INT(drive_to(s, MCP_OOB_DEAD), MCP_OOB_DEAD);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 1);
+  if (!rst) {
+    CHECK(strstr(logbuf, "closed in the middle of a frame (20 bytes left)") != NULL);
+    CHECK(strstr(mcp_oob_stream_dead_reason(s), "closed the out-of-band connection") != NULL);
+    /* What arrived whole before the FIN was delivered. */
+    CHECK_EQ_INT(mcp_oob_stream_recv(s, &got), 1);
+    CHECK_EQ_INT(got.type, MCP_WIRE_CONN_READY);
+  } else {
+    /* A reset may drop what the kernel had not handed over yet: only the death counts. */
+    CHECK(strstr(mcp_oob_stream_dead_reason(s), "out-of-band connection") != NULL);
+    while (mcp_oob_stream_recv(s, &got) == 1)
+      CHECK_EQ_INT(got.type, MCP_WIRE_CONN_READY);
+  }
+  /* The half frame is never delivered. */
+  CHECK_EQ_INT(mcp_oob_stream_recv(s, &got), 0);
+  mcp_oob_stream_close(s, 0);
+  close(lfd);
+}
+
+static void test_peer_fin_mid_frame(void) { test_peer_gone_mid_frame(0); }
+static void test_peer_rst_mid_frame(void) { test_peer_gone_mid_frame(1); }
+
 int main(void)
 {
   struct mcp_config cfg;
@@ -323,6 +480,9 @@ int main(void)
   RUN_TEST(test_late_acceptor_is_waited_for);
   RUN_TEST(test_stray_dropped_real_peer_kept);
   RUN_TEST(test_silent_dialler_redials);
+  RUN_TEST(test_frames_split_and_joined);
+  RUN_TEST(test_peer_fin_mid_frame);
+  RUN_TEST(test_peer_rst_mid_frame);
   mcp_oob_release();
   mcp_clock_test_set(NULL);
   return TEST_EXIT();

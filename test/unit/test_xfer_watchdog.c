@@ -1,5 +1,6 @@
 /*
- * test_xfer_watchdog.c - the watchdog on comms built by hand (no verbs): what it says
+ * test_xfer_watchdog.c - the watchdog on a fake connected pair (mcp_fake_verbs.c), the
+ * stalls made by holding the fake's QPs back: what it says
  * about each kind of stall (a send whose receive buffer the peer never advertised, data
  * written but not acknowledged, a receive advertised and never filled), and when it
  * speaks: once per stall, after MCPNET_WATCHDOG_SEC without progress, never for a
@@ -8,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
+#include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
@@ -16,6 +18,8 @@
 
 static int warns;
 static char last[4096];
+static char sbuf[1 << 20], rbuf[1 << 20];
+static struct mcp_mr *smh, *rmh;
 
 static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
                     const char *fmt, ...)
@@ -33,166 +37,162 @@ static void capture(ncclDebugLogLevel level, unsigned long flags, const char *fi
   warns++;
 }
 
-static struct mcp_net_dev info;
-static struct mcp_devctx dc;
-
-static struct mcp_comm *comm_make(int kind)
+static struct fake_pair *pair_make(int nqps)
 {
-  struct mcp_comm *c = calloc(1, sizeof(*c));
+  struct fake_pair_opts o = {.nqps = nqps};
+  struct fake_pair *p;
 
-  snprintf(info.name, sizeof(info.name), "rxe0");
-  snprintf(info.ibdev, sizeof(info.ibdev), "rxe0");
-  info.port = 1;
-  snprintf(info.driver, sizeof(info.driver), "rxe");
-  dc.info = &info;
-  c->link.kind = kind;
-  c->link.dc = &dc;
-  c->seq = 1;
-  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "lab-b pid 42 (192.0.2.2:40000)");
-  if (kind == MCP_COMM_SEND) {
-    c->ring_elems = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
-    c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
-    mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
-  } else {
-    c->staging = calloc(MCP_SLOTS, sizeof(struct mcp_cts_slot));
-    c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
-    mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
-  }
-  return c;
+  fake_verbs_install();
+  p = fake_pair_make(&o);
+  smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
+  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
+  return p;
 }
 
-static void comm_free(struct mcp_comm *c)
+/* The receiver's irecv of n buffers of size bytes (tags 0..n-1). */
+static void *irecv(struct fake_pair *p, int n, size_t size)
 {
-  free(c->ring_elems);
-  free(c->sslots);
-  free(c->staging);
-  free(c->rslots);
-  free(c->reqs);
-  free(c);
-}
-
-/* The receiver's irecv of seq: its clear-to-send has landed in the sender's ring. */
-static void cts_arrive(struct mcp_comm *c, uint32_t seq, int n)
-{
-  int i;
+  void *data[MCP_MAX_RECVS], *mh[MCP_MAX_RECVS], *req = (void *)0xbad;
+  size_t sizes[MCP_MAX_RECVS];
+  int tags[MCP_MAX_RECVS], i;
 
   for (i = 0; i < n; i++) {
-    struct mcp_cts_elem *e = &c->ring_elems[seq % MCP_SLOTS].e[i];
-    e->n = (uint16_t)n;
-    e->idx = (uint16_t)i;
-    e->size = 4096;
-    e->seq = seq;
+    data[i] = rbuf;
+    mh[i] = rmh;
+    sizes[i] = size;
+    tags[i] = i;
   }
+  CHECK_EQ_INT(mcp_net_irecv(p->recv, n, data, sizes, tags, mh, &req), ncclSuccess);
+  return req;
+}
+
+static void *isend(struct fake_pair *p, size_t size, int tag)
+{
+  void *req = NULL;
+
+  CHECK_EQ_INT(mcp_net_isend(p->send, sbuf, size, tag, smh, &req), ncclSuccess);
+  CHECK(req != NULL);
+  return req;
 }
 
 static void test_send_no_cts(void)
 {
-  struct mcp_comm *c = comm_make(MCP_COMM_SEND);
+  struct fake_pair *p = pair_make(1);
   char buf[1024];
 
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
   CHECK(strstr(buf, "the send of seq 1 waits for its receive buffer, which was never advertised by the "
                     "peer (no clear-to-send)") != NULL);
   CHECK(strstr(buf, "not acknowledged") == NULL);
-  comm_free(c);
+  fake_pair_free(p);
 }
 
 static void test_send_unacked(void)
 {
-  struct mcp_comm *c = comm_make(MCP_COMM_SEND);
-  struct mcp_request *a, *b;
+  struct fake_pair *p = pair_make(3);
   char buf[1024];
+  void *s1;
+  int i, done = 0;
 
-  /* Seq 1 and 2 were sent (their CTS came), seq 2 striped over 3 writes; seq 3's CTS is here. */
-  cts_arrive(c, 1, 1);
-  cts_arrive(c, 2, 1);
-  a = mcp_req_get(c);
-  a->kind = MCP_REQ_SEND;
-  a->seq = 2;
-  a->pending = 3;
-  b = mcp_req_get(c);
-  b->kind = MCP_REQ_SEND;
-  b->seq = 1;
-  b->pending = 1;
-  c->seq = 3;
-  cts_arrive(c, 3, 1);
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  /* Seq 1 and 2 were sent (their CTS came), seq 2 striped over 3 writes (QPs 2, 0, 1);
+   * seq 3's CTS is here. No write is acknowledged: every QP of the sender is held. */
+  for (i = 0; i < 3; i++)
+    irecv(p, 1, 1 << 20);
+  fake_progress();
+  for (i = 0; i < 3; i++)
+    fake_pair_hold(p, FAKE_SEND_SIDE, i, 1);
+  s1 = isend(p, 100, 0);
+  isend(p, 3 * 64 * 1024, 0);
+  mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
   CHECK(strstr(buf, "2 send(s) written but not acknowledged by the peer's adapter (oldest seq 1, 1 write(s) "
                     "of it unacknowledged)") == buf);
   CHECK(strstr(buf, "never advertised") == NULL);
-  /* A completed send is not waiting. */
-  b->done = 1;
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  /* A completed send is not waiting: seq 1's write (first on QP 1) is acknowledged. */
+  fake_pair_release_n(p, FAKE_SEND_SIDE, 1, 1);
+  CHECK_EQ_INT(mcp_net_test(s1, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
   CHECK(strstr(buf, "1 send(s) written but not acknowledged by the peer's adapter (oldest seq 2, 3 write(s)") == buf);
   /* Without its CTS the next send waits too: both are said. */
-  c->seq = 4;
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  isend(p, 100, 0);
+  mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
   CHECK(strstr(buf, "not acknowledged") != NULL);
   CHECK(strstr(buf, "; the send of seq 4 waits for its receive buffer") != NULL);
-  comm_free(c);
+  fake_pair_free(p);
 }
 
 static void test_send_partial(void)
 {
-  struct mcp_comm *c = comm_make(MCP_COMM_SEND);
+  struct fake_pair *p = pair_make(1);
   char buf[1024];
 
-  /* A grouped receive of 3 buffers whose entry is still arriving. */
-  cts_arrive(c, 1, 3);
-  c->ring_elems[1].e[2].seq = 0;
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  /* A grouped receive of 3 buffers whose entry is still arriving: 2 of its 3 elements
+   * (32 bytes each) are in the sender's ring. */
+  fake_pair_hold(p, FAKE_RECV_SIDE, 0, 1);
+  irecv(p, 3, 4096);
+  fake_pair_release_bytes(p, FAKE_RECV_SIDE, 0, 2 * sizeof(struct mcp_cts_elem));
+  mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
   CHECK(strstr(buf, "the clear-to-send of seq 1 arrived for 2 of its 3 buffers") != NULL);
   /* Whole, one element sent: the others wait for isend with their tags. */
-  c->ring_elems[1].e[2].seq = 1;
-  c->sslots[1].seq = 1;
-  c->sslots[1].n = 3;
-  c->sslots[1].matched = 1;
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  fake_pair_hold(p, FAKE_RECV_SIDE, 0, 0);
+  fake_progress();
+  isend(p, 10, 1);
+  mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
   CHECK(strstr(buf, "the grouped receive of seq 1 has 1 of its 3 buffers sent") != NULL);
-  comm_free(c);
+  fake_pair_free(p);
 }
 
 static void test_recv_no_data(void)
 {
-  struct mcp_comm *c = comm_make(MCP_COMM_RECV);
-  struct mcp_request *r;
+  struct fake_pair *p = pair_make(1);
   char buf[1024];
+  void *r;
+  int done = 0;
 
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  mcp_xfer_watchdog_describe(p->recv, buf, sizeof(buf));
   CHECK_EQ_STR(buf, "nothing is in flight on this comm");
-  r = mcp_req_get(c);
-  r->kind = MCP_REQ_RECV;
-  r->seq = 1;
-  r->n = 2;
-  c->rslots[1].req = r;
-  c->rslots[1].seq = 1;
-  c->seq = 2;
-  c->inflight = 1;
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  irecv(p, 2, 4096);
+  mcp_xfer_watchdog_describe(p->recv, buf, sizeof(buf));
   CHECK(strstr(buf, "1 receive(s) advertised to the peer but no data arrived (oldest seq 1, 2 buffer(s))") == buf);
-  /* Part of a striped message arrived. */
-  c->rslots[1].expected = 4;
-  c->rslots[1].got = 1;
-  mcp_xfer_watchdog_describe(c, buf, sizeof(buf));
+  fake_pair_free(p);
+
+  /* Part of a striped message arrived: one of its 4 writes (QPs 1, 2, 3, 0; only QP 1
+   * is not held). */
+  p = pair_make(4);
+  r = irecv(p, 1, 1 << 20);
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 2, 1);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 3, 1);
+  isend(p, 4 * 64 * 1024, 0);
+  CHECK_EQ_INT(mcp_net_test(r, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
+  mcp_xfer_watchdog_describe(p->recv, buf, sizeof(buf));
   CHECK(strstr(buf, "the oldest (seq 1) got 1 of its 4 writes: the rest never arrived") != NULL);
-  comm_free(c);
+  fake_pair_free(p);
+}
+
+/* Progress on the receive comm through its own calls: a completion polled by test. */
+static void progress(struct fake_pair *p, void *r)
+{
+  int done = 0;
+
+  fake_pair_inject_wc(p, FAKE_RECV_SIDE, MCP_WR(MCP_WR_CTS, 0, 0, 0), IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+  CHECK_EQ_INT(mcp_net_test(r, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
 }
 
 /* When it speaks: after the period without progress, once; again only after progress. */
 static void test_timing(void)
 {
-  struct mcp_comm *c = comm_make(MCP_COMM_RECV);
-  struct mcp_request *r = mcp_req_get(c);
+  struct fake_pair *p = pair_make(1);
+  struct mcp_comm *c = p->recv;
   uint64_t t = 1000 * SEC;
+  void *r;
   int i;
 
   mcp_log_set_logger(capture);
-  r->kind = MCP_REQ_RECV;
-  r->seq = 1;
-  r->n = 1;
-  c->rslots[1].req = r;
-  c->rslots[1].seq = 1;
-  c->seq = 2;
+  r = irecv(p, 1, 4096);
   warns = 0;
   /* Off: never. */
   for (i = 0; i < 50; i++)
@@ -203,14 +203,15 @@ static void test_timing(void)
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + (uint64_t)i * SEC / 10, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC, 1), 1);
   CHECK_EQ_INT(warns, 1);
-  CHECK(strstr(last, "NET/MCP watchdog: receive from lab-b pid 42 (192.0.2.2:40000) on rxe0 port 1: no progress for "
-                     "1 s (MCPNET_WATCHDOG_SEC=1): 1 receive(s) advertised to the peer but no data arrived") == last);
+  CHECK(strstr(last, "NET/MCP watchdog: receive from fake-sender pid 1 (192.0.2.1:40000) on fake1 port 1: no "
+                     "progress for 1 s (MCPNET_WATCHDOG_SEC=1): 1 receive(s) advertised to the peer but no data "
+                     "arrived") == last);
   CHECK(strstr(last, "reported once per stall") != NULL);
   for (i = 11; i < 40; i++)
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + (uint64_t)i * SEC / 10, 1), 0);
   CHECK_EQ_INT(warns, 1);
   /* Progress ends the stall; a new one is reported again after the period. */
-  c->wd_progress++;
+  progress(p, r);
   t += 4 * SEC;
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC / 2, 1), 0);
@@ -218,7 +219,7 @@ static void test_timing(void)
   CHECK_EQ_INT(warns, 2);
   /* Progress that keeps coming: never. */
   for (i = 0; i < 100; i++) {
-    c->wd_progress++;
+    progress(p, r);
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + 2 * SEC + (uint64_t)i * SEC / 10, 1), 0);
   }
   /* A comm nobody waited on for a while was idle: its clock starts at the next wait. */
@@ -228,7 +229,7 @@ static void test_timing(void)
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC, 1), 1);
   CHECK_EQ_INT(warns, 3);
   mcp_log_set_logger(NULL);
-  comm_free(c);
+  fake_pair_free(p);
 }
 
 int main(void)

@@ -1,0 +1,926 @@
+/*
+ * mcp_fake_verbs.c - the in-memory verbs provider and the comm-pair builder of
+ * mcp_fake_verbs.h (see there for why). Single-threaded, deterministic: work posted on
+ * a QP is executed in posting order when a CQ is polled; nothing here looks at a clock.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp_fake_verbs.h"
+#include "mcpnet/comm.h"
+#include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
+
+#define FAKE_MAX_QPS 64
+#define FAKE_MAX_MRS 256
+#define FAKE_CQ_DEPTH 8192
+#define FAKE_RQ_DEPTH 1024
+#define FAKE_MAX_OPS 4096
+#define FAKE_MAX_LOG 4096
+
+struct fake_side {
+  struct ibv_context ctx;
+  struct ibv_pd pd;
+  struct mcp_net_dev info;
+  struct mcp_devctx dc;
+  int index;
+};
+
+struct fake_cq {
+  struct ibv_cq cq;
+  struct ibv_wc wc[FAKE_CQ_DEPTH];
+  int head, count;
+};
+
+struct fake_qp {
+  struct ibv_qp qp;
+  struct fake_side *side;
+  struct fake_cq *send_cq, *recv_cq;
+  uint32_t dest_qpn; /* the peer QP, resolved when work executes */
+  int max_inline;
+  int held, broken, land; /* see fake_pair_break */
+  uint64_t rq[FAKE_RQ_DEPTH];
+  int rq_head, rq_count;
+  int used;
+};
+
+struct fake_mr {
+  struct ibv_mr mr;
+  struct fake_side *side;
+  int used;
+};
+
+/* A posted send WR waiting to be executed. */
+struct fake_op {
+  struct fake_qp *qp;
+  struct ibv_send_wr wr; /* next, sg_list cleared */
+  struct ibv_sge sge;
+  int has_sge;
+  unsigned char *inline_copy; /* IBV_SEND_INLINE: the bytes at post time */
+};
+
+static struct fake_qp qps[FAKE_MAX_QPS];
+static struct fake_mr mrs[FAKE_MAX_MRS];
+static struct fake_op ops[FAKE_MAX_OPS];
+static int nops;
+static uint32_t next_qpn = 0x100, next_key = 0x1000;
+static int fail_next_post;
+static int ncreated, ndestroyed;
+static int rnr;
+static struct fake_post post_log[FAKE_MAX_LOG];
+static int nlog;
+static struct fake_pair *cur_pair; /* for the log's side/QP names */
+
+#define CONTAINER(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
+
+static struct fake_qp *qp_of(struct ibv_qp *qp) { return CONTAINER(qp, struct fake_qp, qp); }
+static struct fake_cq *cq_of(struct ibv_cq *cq) { return CONTAINER(cq, struct fake_cq, cq); }
+
+static struct fake_qp *qp_by_num(uint32_t qpn)
+{
+  int i;
+
+  for (i = 0; i < FAKE_MAX_QPS; i++)
+    if (qps[i].used && qps[i].qp.qp_num == qpn)
+      return &qps[i];
+  return NULL;
+}
+
+static void cq_push(struct fake_cq *cq, const struct ibv_wc *wc)
+{
+  if (cq == NULL || cq->count == FAKE_CQ_DEPTH)
+    abort(); /* a test that overflows the fake's CQ is broken */
+  cq->wc[(cq->head + cq->count++) % FAKE_CQ_DEPTH] = *wc;
+}
+
+/* The memory a key grants on a side: the registration must cover [addr, addr+len). */
+static int key_covers(const struct fake_side *side, uint32_t key, uint64_t addr, uint64_t len)
+{
+  int i;
+
+  for (i = 0; i < FAKE_MAX_MRS; i++) {
+    const struct fake_mr *m = &mrs[i];
+    if (m->used && m->side == side && (m->mr.rkey == key || m->mr.lkey == key) &&
+        (uintptr_t)m->mr.addr <= addr && addr + len <= (uintptr_t)m->mr.addr + m->mr.length)
+      return 1;
+  }
+  return 0;
+}
+
+static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp);
+
+/* ---- the verbs ---- */
+
+static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+  struct fake_qp *q = qp_of(ibqp);
+
+  for (; wr != NULL; wr = wr->next) {
+    struct fake_op *op;
+    uint32_t len = wr->num_sge > 0 ? wr->sg_list[0].length : 0;
+
+    if (fail_next_post != 0) {
+      int err = fail_next_post;
+      fail_next_post = 0;
+      *bad = wr;
+      return err;
+    }
+    if (wr->num_sge > 1 || nops == FAKE_MAX_OPS ||
+        ((wr->send_flags & IBV_SEND_INLINE) && (int)len > q->max_inline)) {
+      *bad = wr;
+      return EINVAL;
+    }
+    op = &ops[nops++];
+    memset(op, 0, sizeof(*op));
+    op->qp = q;
+    op->wr = *wr;
+    op->wr.next = NULL;
+    op->wr.sg_list = NULL;
+    if (wr->num_sge == 1) {
+      op->sge = wr->sg_list[0];
+      op->has_sge = 1;
+      if (wr->send_flags & IBV_SEND_INLINE) {
+        op->inline_copy = malloc(len ? len : 1);
+        memcpy(op->inline_copy, (void *)(uintptr_t)op->sge.addr, len);
+      }
+    }
+    if (nlog < FAKE_MAX_LOG) {
+      struct fake_post *l = &post_log[nlog++];
+      int s, i;
+      l->side = -1;
+      l->qp = -1;
+      for (s = 0; cur_pair != NULL && s < 2; s++) {
+        struct mcp_comm *c = s == FAKE_SEND_SIDE ? cur_pair->send : cur_pair->recv;
+        for (i = 0; i < c->link.nqps; i++)
+          if (c->link.qp[i] == ibqp) {
+            l->side = s;
+            l->qp = i;
+          }
+        if (c->flush_qp == ibqp)
+          l->side = s;
+      }
+      l->opcode = wr->opcode;
+      l->send_flags = wr->send_flags;
+      l->imm = ntohl(wr->imm_data);
+      l->len = len;
+      l->wr_id = wr->wr_id;
+      l->remote_addr = wr->wr.rdma.remote_addr;
+    }
+  }
+  return 0;
+}
+
+static int fake_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+  struct fake_qp *q = qp_of(ibqp);
+
+  for (; wr != NULL; wr = wr->next) {
+    if (q->rq_count == FAKE_RQ_DEPTH) {
+      *bad = wr;
+      return ENOMEM;
+    }
+    q->rq[(q->rq_head + q->rq_count++) % FAKE_RQ_DEPTH] = wr->wr_id;
+  }
+  return 0;
+}
+
+static void complete(struct fake_cq *cq, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode opc,
+                     uint32_t qpn)
+{
+  struct ibv_wc wc;
+
+  memset(&wc, 0, sizeof(wc));
+  wc.wr_id = wr_id;
+  wc.status = st;
+  wc.opcode = opc;
+  wc.qp_num = qpn;
+  cq_push(cq, &wc);
+}
+
+/* Executes one op: the bytes move, the completions are queued. */
+static void execute(struct fake_op *op)
+{
+  struct fake_qp *q = op->qp, *peer = qp_by_num(q->dest_qpn);
+  struct ibv_send_wr *wr = &op->wr;
+  uint32_t len = op->has_sge ? op->sge.length : 0;
+  enum ibv_wc_opcode opc = wr->opcode == IBV_WR_RDMA_READ ? IBV_WC_RDMA_READ : IBV_WC_RDMA_WRITE;
+  enum ibv_wc_status st = IBV_WC_SUCCESS;
+  int signalled = (wr->send_flags & IBV_SEND_SIGNALED) != 0;
+
+  if (q->broken && !q->land) {
+    /* The first WR of a broken QP reports the loss, the rest are flushed. */
+    st = q->broken == 1 ? IBV_WC_RETRY_EXC_ERR : IBV_WC_WR_FLUSH_ERR;
+    q->broken = 2;
+    complete(q->send_cq, wr->wr_id, st, opc, q->qp.qp_num);
+    return;
+  }
+  if (peer != NULL && peer->broken) { /* the other end is gone: nothing lands */
+    complete(q->send_cq, wr->wr_id, q->broken ? IBV_WC_WR_FLUSH_ERR : IBV_WC_RETRY_EXC_ERR, opc,
+             q->qp.qp_num);
+    q->broken = 2;
+    return;
+  }
+  if (peer == NULL ||
+      (op->has_sge && op->inline_copy == NULL && !key_covers(q->side, op->sge.lkey, op->sge.addr, len))) {
+    complete(q->send_cq, wr->wr_id, IBV_WC_LOC_PROT_ERR, opc, q->qp.qp_num);
+    q->broken = 2;
+    return;
+  }
+  if (len > 0 && !key_covers(peer->side, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, len)) {
+    complete(q->send_cq, wr->wr_id, IBV_WC_REM_ACCESS_ERR, opc, q->qp.qp_num);
+    q->broken = 2;
+    return;
+  }
+  if (wr->opcode == IBV_WR_RDMA_READ) {
+    memcpy((void *)(uintptr_t)op->sge.addr, (void *)(uintptr_t)wr->wr.rdma.remote_addr, len);
+  } else if (len > 0) {
+    memcpy((void *)(uintptr_t)wr->wr.rdma.remote_addr,
+           op->inline_copy != NULL ? op->inline_copy : (unsigned char *)(uintptr_t)op->sge.addr, len);
+  }
+  if (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
+    struct ibv_wc wc;
+    if (peer->rq_count == 0 || peer->broken) {
+      rnr++;
+      complete(q->send_cq, wr->wr_id, IBV_WC_RNR_RETRY_EXC_ERR, opc, q->qp.qp_num);
+      q->broken = 2;
+      return;
+    }
+    memset(&wc, 0, sizeof(wc));
+    wc.wr_id = peer->rq[peer->rq_head];
+    peer->rq_head = (peer->rq_head + 1) % FAKE_RQ_DEPTH;
+    peer->rq_count--;
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+    wc.wc_flags = IBV_WC_WITH_IMM;
+    wc.imm_data = wr->imm_data;
+    wc.byte_len = len;
+    wc.qp_num = peer->qp.qp_num;
+    cq_push(peer->recv_cq, &wc);
+  }
+  if (q->broken) /* landed, but the acknowledgement was lost with the link */
+    complete(q->send_cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR, opc, q->qp.qp_num);
+  else if (signalled)
+    complete(q->send_cq, wr->wr_id, IBV_WC_SUCCESS, opc, q->qp.qp_num);
+}
+
+int fake_progress(void)
+{
+  int i, kept = 0, done = 0;
+
+  for (i = 0; i < nops; i++) {
+    struct fake_op *op = &ops[i];
+    if (op->qp->held) {
+      ops[kept++] = *op;
+      continue;
+    }
+    execute(op);
+    free(op->inline_copy);
+    done++;
+  }
+  nops = kept;
+  return done;
+}
+
+void fake_pair_release_n(struct fake_pair *p, int side, int qp, int n)
+{
+  struct fake_qp *q = pair_qp(p, side, qp);
+  int i, kept = 0;
+
+  for (i = 0; i < nops; i++) {
+    if (ops[i].qp == q && n > 0) {
+      execute(&ops[i]);
+      free(ops[i].inline_copy);
+      n--;
+    } else {
+      ops[kept++] = ops[i];
+    }
+  }
+  nops = kept;
+}
+
+void fake_pair_release_bytes(struct fake_pair *p, int side, int qp, uint32_t nbytes)
+{
+  struct fake_qp *q = pair_qp(p, side, qp);
+  int i;
+
+  for (i = 0; i < nops; i++) {
+    struct fake_op *op = &ops[i];
+    if (op->qp != q)
+      continue;
+    if (op->has_sge && op->wr.opcode != IBV_WR_RDMA_READ) {
+      uint32_t len = op->sge.length < nbytes ? op->sge.length : nbytes;
+      memcpy((void *)(uintptr_t)op->wr.wr.rdma.remote_addr,
+             op->inline_copy != NULL ? op->inline_copy : (unsigned char *)(uintptr_t)op->sge.addr, len);
+    }
+    return;
+  }
+}
+
+static int fake_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+{
+  struct fake_cq *cq = cq_of(ibcq);
+  int n = 0;
+
+  fake_progress();
+  while (n < num && cq->count > 0) {
+    wc[n++] = cq->wc[cq->head];
+    cq->head = (cq->head + 1) % FAKE_CQ_DEPTH;
+    cq->count--;
+  }
+  return n;
+}
+
+static struct fake_side *side_of_pd(struct ibv_pd *pd) { return CONTAINER(pd, struct fake_side, pd); }
+
+static struct ibv_cq *fake_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
+                                     struct ibv_comp_channel *channel, int comp_vector)
+{
+  struct fake_cq *cq = calloc(1, sizeof(*cq));
+
+  (void)cqe;
+  (void)channel;
+  (void)comp_vector;
+  cq->cq.context = ctx;
+  cq->cq.cq_context = cq_context;
+  return &cq->cq;
+}
+
+static int fake_destroy_cq(struct ibv_cq *cq)
+{
+  free(cq_of(cq));
+  return 0;
+}
+
+static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+{
+  struct fake_side *s = side_of_pd(pd);
+  int i;
+
+  if (init->cap.max_inline_data > 256) {
+    errno = EINVAL;
+    return NULL;
+  }
+  for (i = 0; i < FAKE_MAX_QPS; i++) {
+    struct fake_qp *q = &qps[i];
+    if (q->used)
+      continue;
+    memset(q, 0, sizeof(*q));
+    q->used = 1;
+    q->side = s;
+    q->qp.context = &s->ctx;
+    q->qp.pd = pd;
+    q->qp.qp_num = next_qpn++;
+    q->qp.qp_context = init->qp_context;
+    q->qp.qp_type = init->qp_type;
+    q->send_cq = cq_of(init->send_cq);
+    q->recv_cq = cq_of(init->recv_cq);
+    q->max_inline = (int)init->cap.max_inline_data;
+    ncreated++;
+    return &q->qp;
+  }
+  errno = ENOMEM;
+  return NULL;
+}
+
+static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+  if ((mask & IBV_QP_DEST_QPN) != 0)
+    qp_of(ibqp)->dest_qpn = attr->dest_qp_num;
+  return 0;
+}
+
+static int fake_destroy_qp(struct ibv_qp *ibqp)
+{
+  struct fake_qp *q = qp_of(ibqp);
+  int i, kept = 0;
+
+  /* A destroyed QP's work and receive WRs vanish without completions. */
+  for (i = 0; i < nops; i++) {
+    if (ops[i].qp == q)
+      free(ops[i].inline_copy);
+    else
+      ops[kept++] = ops[i];
+  }
+  nops = kept;
+  q->used = 0;
+  ndestroyed++;
+  return 0;
+}
+
+static int fail_next_reg;
+
+static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t length)
+{
+  int i;
+
+  if (fail_next_reg != 0) {
+    errno = fail_next_reg;
+    fail_next_reg = 0;
+    return NULL;
+  }
+  for (i = 0; i < FAKE_MAX_MRS; i++) {
+    struct fake_mr *m = &mrs[i];
+    if (m->used)
+      continue;
+    memset(m, 0, sizeof(*m));
+    m->used = 1;
+    m->side = side_of_pd(pd);
+    m->mr.pd = pd;
+    m->mr.context = pd->context;
+    m->mr.addr = addr;
+    m->mr.length = length;
+    m->mr.lkey = next_key++;
+    m->mr.rkey = next_key++;
+    return &m->mr;
+  }
+  errno = ENOMEM;
+  return NULL;
+}
+
+static struct ibv_mr *fake_reg_mr(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
+                                  unsigned access)
+{
+  (void)iova;
+  (void)access;
+  return reg(pd, addr, length);
+}
+
+static struct ibv_mr *fake_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
+                                         int fd, int access)
+{
+  (void)offset;
+  (void)fd;
+  (void)access;
+  return reg(pd, (void *)(uintptr_t)iova, length);
+}
+
+static int fake_dereg_mr(struct ibv_mr *mr)
+{
+  CONTAINER(mr, struct fake_mr, mr)->used = 0;
+  return 0;
+}
+
+static const char *fake_wc_status_str(enum ibv_wc_status st)
+{
+  switch (st) {
+  case IBV_WC_SUCCESS: return "success";
+  case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+  case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+  case IBV_WC_REM_ACCESS_ERR: return "remote access error";
+  default: return "fake error";
+  }
+}
+
+void fake_verbs_install(void)
+{
+  mcp_ibv.create_cq = fake_create_cq;
+  mcp_ibv.destroy_cq = fake_destroy_cq;
+  mcp_ibv.create_qp = fake_create_qp;
+  mcp_ibv.modify_qp = fake_modify_qp;
+  mcp_ibv.destroy_qp = fake_destroy_qp;
+  mcp_ibv.reg_mr_iova2 = fake_reg_mr;
+  mcp_ibv.reg_dmabuf_mr = fake_reg_dmabuf_mr;
+  mcp_ibv.dereg_mr = fake_dereg_mr;
+  mcp_ibv.wc_status_str = fake_wc_status_str;
+  fail_next_post = 0;
+  rnr = 0;
+  ncreated = ndestroyed = 0;
+  nlog = 0;
+}
+
+/* ---- the comm pair ---- */
+
+static struct fake_side *side_new(int index)
+{
+  struct fake_side *s = calloc(1, sizeof(*s));
+
+  s->index = index;
+  s->ctx.ops.post_send = fake_post_send;
+  s->ctx.ops.post_recv = fake_post_recv;
+  s->ctx.ops.poll_cq = fake_poll_cq;
+  s->pd.context = &s->ctx;
+  snprintf(s->info.name, sizeof(s->info.name), "fake%d", index);
+  snprintf(s->info.ibdev, sizeof(s->info.ibdev), "fake%d", index);
+  snprintf(s->info.driver, sizeof(s->info.driver), "fake");
+  s->info.port = 1;
+  s->info.link_layer = IBV_LINK_LAYER_INFINIBAND;
+  s->info.lid = (uint16_t)(index + 1);
+  s->info.active_mtu = IBV_MTU_1024;
+  s->info.sl = -1;
+  s->info.tc = -1;
+  s->dc.info = &s->info;
+  s->dc.ctx = &s->ctx;
+  s->dc.pd = &s->pd;
+  s->dc.refs = 1000; /* never closed by a comm */
+  pthread_mutex_init(&s->dc.mr_lock, NULL);
+  mcp_list_init(&s->dc.mrs);
+  pthread_mutex_init(&s->dc.ev_lock, NULL);
+  return s;
+}
+
+static void *ring_alloc(size_t bytes)
+{
+  void *p = NULL;
+
+  if (posix_memalign(&p, 4096, bytes) != 0)
+    abort();
+  memset(p, 0, bytes);
+  return p;
+}
+
+static struct mcp_comm *comm_new(struct fake_side *s, int kind, const char *peer)
+{
+  struct mcp_comm *c = calloc(1, sizeof(*c));
+
+  c->link.kind = kind;
+  c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
+  c->link.dc = &s->dc;
+  c->seq = 1;
+  c->link.mtu = IBV_MTU_1024;
+  /* The 100 ms liveness check reads the clock; not due in these tests (they have no
+   * out-of-band peer). A test of it sets its own. */
+  c->next_alive_check_ns = UINT64_MAX;
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "%s", peer);
+  return c;
+}
+
+/* Rings, requests and QPs as mcp_conn_setup.c's comm_resources makes them. */
+static void comm_resources(struct mcp_comm *c, int nqps)
+{
+  int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+  if (c->link.kind == MCP_COMM_SEND) {
+    c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_cts_slot);
+    c->ring = ring_alloc(c->ring_bytes);
+    c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, rw);
+    c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
+    c->records_mr =
+      mcp_mr_internal(c->link.dc, c->records, MCP_SLOTS * sizeof(struct mcp_record), IBV_ACCESS_LOCAL_WRITE);
+    c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
+    mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
+    if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SEND_REQS, 1) != 0)
+      abort();
+    return;
+  }
+  c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_record);
+  c->ring = ring_alloc(c->ring_bytes);
+  c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, rw);
+  c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
+  c->staging_mr =
+    mcp_mr_internal(c->link.dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot), IBV_ACCESS_LOCAL_WRITE);
+  c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
+  mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
+  if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH) != 0)
+    abort();
+}
+
+static void connect_qps(struct fake_pair *p)
+{
+  struct mcp_comm *s = p->send, *r = p->recv;
+  int i;
+
+  for (i = 0; i < s->link.nqps; i++) {
+    if (mcp_qp_to_rts(&s->link, s->link.qp[i], s->link.psn[i], r->link.qp[i]->qp_num, r->link.psn[i], r->link.dc->info->gid.raw,
+                      r->link.dc->info->lid) != 0 ||
+        mcp_qp_to_rts(&r->link, r->link.qp[i], r->link.psn[i], s->link.qp[i]->qp_num, s->link.psn[i], s->link.dc->info->gid.raw,
+                      s->link.dc->info->lid) != 0)
+      abort();
+  }
+  for (i = 0; i < r->link.nqps; i++)
+    if (mcp_qp_post_recvs(&r->link, i, MCP_RQ_DEPTH) != 0)
+      abort();
+}
+
+struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
+{
+  struct fake_pair *p = calloc(1, sizeof(*p));
+  int nqps = o != NULL && o->nqps > 0 ? o->nqps : 1;
+  struct mcp_comm *s, *r;
+
+  p->side[0] = side_new(0);
+  p->side[1] = side_new(1);
+  s = p->send = comm_new(p->side[0], MCP_COMM_SEND, "fake-receiver pid 2 (192.0.2.2:40000)");
+  r = p->recv = comm_new(p->side[1], MCP_COMM_RECV, "fake-sender pid 1 (192.0.2.1:40000)");
+  /* Stand-ins for the out-of-band connection: alive, no frames. */
+  p->stub[0] = s->link.stream = mcp_oob_test_stream_new();
+  p->stub[1] = r->link.stream = mcp_oob_test_stream_new();
+  comm_resources(s, nqps);
+  comm_resources(r, nqps);
+  /* Each side writes into the other's ring (the endpoints' ring_addr/ring_rkey). */
+  s->remote_ring = (uintptr_t)r->ring;
+  s->remote_rkey = r->ring_mr->rkey;
+  r->remote_ring = (uintptr_t)s->ring;
+  r->remote_rkey = s->ring_mr->rkey;
+  s->cts_batch = r->cts_batch = o != NULL && o->cts_batch > 0 ? o->cts_batch : 4;
+  if (o != NULL && o->max_inline > 0)
+    s->link.max_inline = r->link.max_inline = o->max_inline;
+  s->data_inline = r->data_inline = o != NULL && o->data_inline > 0 ? o->data_inline : 64;
+  if (s->data_inline > s->link.max_inline)
+    s->data_inline = r->data_inline = s->link.max_inline;
+  connect_qps(p);
+  cur_pair = p;
+  return p;
+}
+
+static void comm_free(struct mcp_comm *c)
+{
+  int i;
+
+  for (i = 0; i < c->link.nqps; i++)
+    if (c->link.qp[i] != NULL)
+      mcp_ibv.destroy_qp(c->link.qp[i]);
+  if (c->flush_qp != NULL)
+    mcp_ibv.destroy_qp(c->flush_qp);
+  if (c->link.cq != NULL)
+    mcp_ibv.destroy_cq(c->link.cq);
+  if (c->ring_mr != NULL)
+    mcp_ibv.dereg_mr(c->ring_mr);
+  if (c->staging_mr != NULL)
+    mcp_ibv.dereg_mr(c->staging_mr);
+  if (c->records_mr != NULL)
+    mcp_ibv.dereg_mr(c->records_mr);
+  if (c->flush_mr != NULL)
+    mcp_ibv.dereg_mr(c->flush_mr);
+  free(c->ring);
+  free(c->staging);
+  free(c->records);
+  free(c->flush_buf);
+  free(c->reqs);
+  free(c->sslots);
+  free(c->rslots);
+  free(c);
+}
+
+void fake_pair_free(struct fake_pair *p)
+{
+  comm_free(p->send);
+  comm_free(p->recv);
+  /* The cache's leftovers (a test that did not deregister) go with the device. */
+  while (!mcp_list_empty(&p->side[0]->dc.mrs))
+    mcp_mr_release(mcp_list_first(&p->side[0]->dc.mrs, struct mcp_mr, link));
+  while (!mcp_list_empty(&p->side[1]->dc.mrs))
+    mcp_mr_release(mcp_list_first(&p->side[1]->dc.mrs, struct mcp_mr, link));
+  free(p->side[0]);
+  free(p->side[1]);
+  free(p->stub[0]);
+  free(p->stub[1]);
+  if (cur_pair == p)
+    cur_pair = NULL;
+  free(p);
+}
+
+struct mcp_mr *fake_pair_reg(struct fake_pair *p, int side, void *buf, size_t len, int type)
+{
+  struct mcp_mr *m = NULL;
+
+  if (mcp_mr_register(&p->side[side]->dc, buf, len, type, &m) != 0)
+    return NULL;
+  return m;
+}
+
+struct mcp_mr *fake_pair_reg_dmabuf(struct fake_pair *p, int side, void *buf, size_t len, int type)
+{
+  struct mcp_mr *m = NULL;
+
+  if (mcp_mr_register_dmabuf(&p->side[side]->dc, buf, len, type, 0, 99, &m) != 0)
+    return NULL;
+  return m;
+}
+
+void fake_pair_dereg(struct mcp_mr *mh) { mcp_mr_release(mh); }
+
+struct mcp_devctx *fake_pair_devctx(struct fake_pair *p, int side) { return &p->side[side]->dc; }
+
+static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp)
+{
+  struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
+
+  return qp_of(c->link.qp[qp]);
+}
+
+void fake_pair_hold(struct fake_pair *p, int side, int qp, int hold) { pair_qp(p, side, qp)->held = hold; }
+
+void fake_pair_break(struct fake_pair *p, int side, int qp, int land)
+{
+  struct fake_qp *q = pair_qp(p, side, qp);
+
+  q->broken = 1;
+  q->land = land;
+  /* Receive WRs of a QP in error are flushed to its CQ. */
+  while (q->rq_count > 0) {
+    complete(q->recv_cq, q->rq[q->rq_head], IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, q->qp.qp_num);
+    q->rq_head = (q->rq_head + 1) % FAKE_RQ_DEPTH;
+    q->rq_count--;
+  }
+}
+
+void fake_fail_next_post(int err) { fail_next_post = err; }
+
+void fake_pair_break_flush(struct fake_pair *p)
+{
+  struct fake_qp *q = qp_of(p->recv->flush_qp);
+
+  q->broken = 1;
+  q->land = 0;
+}
+
+void fake_pair_hold_flush(struct fake_pair *p, int hold) { qp_of(p->recv->flush_qp)->held = hold; }
+
+void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv_wc_status status,
+                         enum ibv_wc_opcode opcode)
+{
+  struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
+
+  complete(cq_of(c->link.cq), wr_id, status, opcode, 0);
+}
+
+int fake_mrs_live(void)
+{
+  int i, n = 0;
+
+  for (i = 0; i < FAKE_MAX_MRS; i++)
+    n += mrs[i].used;
+  return n;
+}
+
+void fake_fail_next_reg(int err) { fail_next_reg = err; }
+
+int fake_qps_created(void) { return ncreated; }
+int fake_qps_destroyed(void) { return ndestroyed; }
+
+/* rebuild_qps of mcp_conn_recover.c, for one comm. */
+static int rebuild(struct mcp_comm *c)
+{
+  int i;
+
+  c->link.rec.phase = MCP_REC_WAIT_PEER; /* errors drained below are the recovery's, not new */
+  for (i = 0; i < c->link.nqps; i++) {
+    mcp_ibv.destroy_qp(c->link.qp[i]);
+    c->link.qp[i] = NULL;
+  }
+  while (c->link.error == 0 && mcp_xfer_poll(c) > 0)
+    ;
+  if (c->link.error != 0)
+    return -1;
+  c->link.epoch++;
+  for (i = 0; i < c->link.nqps; i++) {
+    c->link.recv_posted[i] = 0;
+    c->link.recv_consumed[i] = 0;
+  }
+  c->cts_unsignaled = 0;
+  if (mcp_qp_create_qps(&c->link) != 0)
+    return -1;
+  if (c->link.kind == MCP_COMM_RECV)
+    for (i = 0; i < MCP_SLOTS; i++)
+      if (c->rslots[i].req != NULL) {
+        c->rslots[i].expected = 0;
+        c->rslots[i].got = 0;
+        c->rslots[i].bytes = 0;
+      }
+  return 0;
+}
+
+int fake_pair_recover(struct fake_pair *p)
+{
+  struct mcp_config *cfg = (struct mcp_config *)mcp_param_process();
+  int timeout = cfg->recovery_timeout_s, rc = -1;
+  uint32_t done[MCP_SLOTS];
+
+  /* Errors drained during a round are the round's (recovery enabled, phase set). */
+  cfg->recovery_timeout_s = 30;
+  fake_progress(); /* what the broken QPs still do (lands or fails) happens first */
+  if (rebuild(p->recv) != 0 || rebuild(p->send) != 0)
+    goto out;
+  connect_qps(p);
+  /* The receiver's RECOVER frame carries its done table (computed after its drain). */
+  mcp_xfer_recv_done_table(p->recv, done);
+  if (mcp_xfer_recv_replay(p->recv) != 0 || mcp_xfer_send_replay(p->send, done) != 0)
+    goto out;
+  p->recv->link.rec.phase = MCP_REC_NONE;
+  p->send->link.rec.phase = MCP_REC_NONE;
+  rc = 0;
+out:
+  cfg->recovery_timeout_s = timeout;
+  return rc;
+}
+
+/* ---- the post log ---- */
+
+int fake_posts(const struct fake_post **log)
+{
+  *log = post_log;
+  return nlog;
+}
+
+void fake_posts_reset(void) { nlog = 0; }
+
+int fake_count_cts_writes(void)
+{
+  int i, n = 0;
+
+  for (i = 0; i < nlog; i++)
+    n += post_log[i].side == FAKE_RECV_SIDE && post_log[i].opcode == IBV_WR_RDMA_WRITE;
+  return n;
+}
+
+int fake_count_data_writes(void)
+{
+  int i, n = 0;
+
+  for (i = 0; i < nlog; i++)
+    n += post_log[i].side == FAKE_SEND_SIDE && post_log[i].opcode != IBV_WR_RDMA_READ &&
+      !(post_log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM && MCP_IMM_REC(post_log[i].imm));
+  return n;
+}
+
+int fake_count_records(void)
+{
+  int i, n = 0;
+
+  for (i = 0; i < nlog; i++)
+    n += post_log[i].side == FAKE_SEND_SIDE && post_log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
+      MCP_IMM_REC(post_log[i].imm);
+  return n;
+}
+
+int fake_rnr_count(void) { return rnr; }
+
+/* ---- accessors ---- */
+
+int fake_comm_error(const struct mcp_comm *c) { return c->link.error; }
+const char *fake_comm_errmsg(const struct mcp_comm *c) { return c->link.errmsg; }
+uint32_t fake_comm_seq(const struct mcp_comm *c) { return c->seq; }
+
+void fake_pair_set_seq(struct fake_pair *p, uint32_t seq)
+{
+  int i;
+
+  /* As if the connection had carried seq - 1 messages: every slot's last seq is behind. */
+  p->send->seq = p->recv->seq = seq;
+  for (i = 0; i < MCP_SLOTS; i++)
+    p->recv->rslots[i].seq =
+      seq - MCP_SLOTS + (uint32_t)((i - (int)(seq % MCP_SLOTS) + MCP_SLOTS) % MCP_SLOTS);
+}
+int fake_comm_inflight(const struct mcp_comm *c) { return c->inflight; }
+int fake_req_seq(const void *request) { return (int)((const struct mcp_request *)request)->seq; }
+int fake_comm_flush_reposts(const struct mcp_comm *c) { return c->flush_reposts; }
+int fake_comm_flush_lost(const struct mcp_comm *c) { return c->flush_lost_ns != 0; }
+
+void fake_pair_attach_streams(struct fake_pair *p, struct mcp_oob_stream *send_stream,
+                              struct mcp_oob_stream *recv_stream)
+{
+  p->send->link.stream = send_stream;
+  p->recv->link.stream = recv_stream;
+}
+
+void fake_comm_endpoint(struct mcp_comm *c, struct mcp_wire_endpoint *ep)
+{
+  mcp_comm_fill_endpoint(&c->link);
+  *ep = c->link.local;
+}
+
+void fake_comm_check_due(struct mcp_comm *c) { c->next_alive_check_ns = 0; }
+int fake_comm_recoveries(const struct mcp_comm *c) { return c->link.rec.count; }
+
+void fake_comm_peer_closed(struct mcp_comm *c)
+{
+  mcp_oob_test_stream_end(c->link.stream, 0, 1, NULL);
+  c->next_alive_check_ns = 0;
+}
+
+struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context *ctx,
+                                      struct mcp_oob_stream *stream, uint64_t now_ns)
+{
+  struct mcp_comm *c = calloc(1, sizeof(*c));
+
+  c->link.kind = MCP_COMM_SEND;
+  c->link.ops = &mcp_xfer_link_ops;
+  c->link.dc = dc;
+  c->link.cq = calloc(1, sizeof(*c->link.cq));
+  c->link.cq->context = ctx;
+  c->link.nqps = 1;
+  c->link.sq_depth = 8;
+  c->link.rq_depth = 8;
+  c->link.qp[0] = mcp_ibv.create_qp(NULL, NULL);
+  c->ring_mr = calloc(1, sizeof(*c->ring_mr)); /* the new round's endpoint names it */
+  c->link.remote.nqps = 1;
+  c->link.remote.qps[0].qpn = 0x900;
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "fake-peer");
+  c->link.stream = stream;
+  c->link.rec.round = 1;
+  c->link.rec.phase = MCP_REC_CONNECTING;
+  c->link.rec.start_ns = now_ns;
+  c->link.rec.deadline_ns = now_ns + 6000000000ull;
+  snprintf(c->link.rec.cause, sizeof(c->link.rec.cause), "a fake link went down");
+  mcp_fabric_comm_ref(); /* the comm's, given back when it is freed */
+  return c;
+}
+
+struct ibv_qp *fake_comm_qp(const struct mcp_comm *c, int i) { return c->link.qp[i]; }
+int fake_comm_rec_phase(const struct mcp_comm *c) { return c->link.rec.phase; }
+uint32_t fake_comm_rec_round(const struct mcp_comm *c) { return c->link.rec.round; }
+void fake_comm_set_rec_phase(struct mcp_comm *c, int phase) { c->link.rec.phase = phase; }
+void fake_comm_detach_stream(struct mcp_comm *c) { c->link.stream = NULL; }

@@ -1,0 +1,684 @@
+/*
+ * test_xfer_protocol.c - the slot protocol end to end on a fake connected pair
+ * (mcp_fake_verbs.c): irecv writes clear-to-send entries into the sender's ring, isend
+ * writes the data into the receiver's registered buffers, test reports what landed.
+ *
+ * Why: these are the rules a real job depends on and that used to be checked only on
+ * soft-RoCE in the lab: the sequence numbers (and their wrap, in the ring of MCP_SLOTS
+ * and in the 16-bit immediate), a stale entry never taken for a current one, slots
+ * completing out of order, grouped receives matched by tag, CTS batching, sizes
+ * records (inline or from registered memory), the optional-completion hint, and the
+ * replay after a QP loss delivering each message exactly once. Every check is on what
+ * is observable: bytes in buffers, sizes reported, requests done or NULL, the work
+ * requests posted, errors. Nothing here reads a clock.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "mcp_fake_verbs.h"
+#include "mcp_test.h"
+#include "mcpnet/comm.h"
+#include "mcpnet/log.h"
+
+#define BUFSZ (1 << 20)
+#define POLLS 64 /* test calls before a request counts as stuck: a count, not a time */
+
+static unsigned char *sbuf, *rbuf;
+static struct mcp_mr *smh, *rmh;
+static int warns;
+static char lastwarn[1024];
+
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
+{
+  va_list ap;
+
+  (void)flags;
+  (void)file;
+  (void)line;
+  if (level != NCCL_LOG_WARN)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(lastwarn, sizeof(lastwarn), fmt, ap);
+  va_end(ap);
+  warns++;
+}
+
+static struct fake_pair *pair(int nqps, int cts_batch, int max_inline)
+{
+  struct fake_pair_opts o = {.nqps = nqps, .cts_batch = cts_batch, .max_inline = max_inline};
+  struct fake_pair *p;
+
+  fake_verbs_install();
+  p = fake_pair_make(&o);
+  smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, BUFSZ, NCCL_PTR_HOST);
+  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_HOST);
+  memset(rbuf, 0, BUFSZ);
+  warns = 0;
+  return p;
+}
+
+static void pattern(unsigned char *b, size_t n, unsigned seed)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    b[i] = (unsigned char)(seed * 131 + i * 7 + 1);
+}
+
+static int same(const unsigned char *b, size_t n, unsigned seed)
+{
+  size_t i;
+
+  for (i = 0; i < n; i++)
+    if (b[i] != (unsigned char)(seed * 131 + i * 7 + 1))
+      return 0;
+  return 1;
+}
+
+static void *irecv1(struct fake_pair *p, size_t off, size_t size, int tag, int hint)
+{
+  void *data = rbuf + off, *mh = rmh, *req = hint ? (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION : (void *)0xbad;
+
+  CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &req), ncclSuccess);
+  return req;
+}
+
+static void *irecvn(struct fake_pair *p, int n, const size_t *offs, const size_t *sizes, const int *tags)
+{
+  void *data[MCP_MAX_RECVS], *mh[MCP_MAX_RECVS], *req = (void *)0xbad;
+  size_t sz[MCP_MAX_RECVS];
+  int t[MCP_MAX_RECVS], i;
+
+  for (i = 0; i < n; i++) {
+    data[i] = rbuf + offs[i];
+    mh[i] = rmh;
+    sz[i] = sizes[i];
+    t[i] = tags[i];
+  }
+  CHECK_EQ_INT(mcp_net_irecv(p->recv, n, data, sz, t, mh, &req), ncclSuccess);
+  return req;
+}
+
+/* isend from sbuf+off; the sender's ring is filled by the fake when any CQ is polled,
+ * so it first lets the receiver's CTS writes execute. */
+static void *isend(struct fake_pair *p, size_t off, size_t size, int tag, ncclResult_t *rc)
+{
+  void *req = (void *)0xdead;
+
+  fake_progress();
+  *rc = mcp_net_isend(p->send, sbuf + off, size, tag, smh, &req);
+  return req;
+}
+
+/* Calls test up to POLLS times; 1 when done (sizes filled), 0 if not, -1 on an error. */
+static int wait_done(void *req, int *sizes)
+{
+  int i, done = 0;
+
+  for (i = 0; i < POLLS; i++) {
+    if (mcp_net_test(req, &done, sizes) != ncclSuccess)
+      return -1;
+    if (done)
+      return 1;
+  }
+  return 0;
+}
+
+/* One message of size bytes through a receive of rsize bytes; returns the size reported. */
+static int one_message(struct fake_pair *p, size_t size, size_t rsize, unsigned seed)
+{
+  ncclResult_t rc;
+  int sizes[1] = {-1}, ss[1] = {-1};
+  void *r, *s;
+
+  pattern(sbuf, size, seed);
+  memset(rbuf, 0, rsize);
+  r = irecv1(p, 0, rsize, 7, 0);
+  s = isend(p, 0, size, 7, &rc);
+  CHECK_EQ_INT(rc, ncclSuccess);
+  CHECK(s != NULL && r != NULL);
+  if (s == NULL || r == NULL)
+    return -2;
+  CHECK_EQ_INT(wait_done(r, sizes), 1);
+  CHECK_EQ_INT(wait_done(s, ss), 1);
+  CHECK_EQ_INT(ss[0], size);
+  CHECK(same(rbuf, size, seed));
+  return sizes[0];
+}
+
+/* Three trips around the ring of MCP_SLOTS; sizes are the bytes sent, not the buffer's. */
+static void test_ring_wrap_sizes(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  int i;
+
+  for (i = 0; i < 3 * MCP_SLOTS + 5; i++) {
+    size_t size = (size_t)(i * 37) % 4000;
+    CHECK_EQ_INT(one_message(p, size, 4096, (unsigned)i), size);
+  }
+  CHECK_EQ_INT(fake_comm_seq(p->send), 3 * MCP_SLOTS + 6);
+  CHECK_EQ_INT(fake_comm_inflight(p->recv), 0);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  CHECK_EQ_INT(fake_rnr_count(), 0);
+  CHECK_EQ_INT(warns, 0);
+  fake_pair_free(p);
+}
+
+/* NCCL's pace: receives posted 8 ahead of the sends, 300 messages, batches of 4 CTS
+ * entries per write, around the ring's end several times (a batch never spans it: the
+ * fake refuses a write past the sender's ring). */
+static void test_pipelined_batches_wrap(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  void *r[8] = {NULL}, *s[8] = {NULL};
+  int posted = 0, sent = 0, got = 0, turn, sizes[1];
+  ncclResult_t rc;
+
+  for (turn = 0; turn < 10000 && got < 300; turn++) {
+    int k;
+    while (posted < 300 && posted - got < 8) {
+      k = posted % 8;
+      r[k] = irecv1(p, (size_t)k * 4096, 4096, 5, 0);
+      posted++;
+    }
+    if (sent < posted) {
+      k = sent % 8;
+      pattern(sbuf + (size_t)k * 4096, 64 + (size_t)sent % 500, (unsigned)sent);
+      s[k] = isend(p, (size_t)k * 4096, 64 + (size_t)sent % 500, 5, &rc);
+      CHECK_EQ_INT(rc, ncclSuccess);
+      if (s[k] != NULL)
+        sent++;
+    }
+    k = got % 8;
+    if (got < sent && wait_done(r[k], sizes) == 1) {
+      CHECK_EQ_INT(sizes[0], 64 + got % 500);
+      CHECK(same(rbuf + (size_t)k * 4096, 64 + (size_t)got % 500, (unsigned)got));
+      CHECK_EQ_INT(wait_done(s[k], NULL), 1);
+      got++;
+    }
+    if (fake_comm_error(p->send) || fake_comm_error(p->recv))
+      break;
+  }
+  CHECK_EQ_INT(got, 300);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  CHECK(fake_count_cts_writes() < 300); /* batched */
+  fake_pair_free(p);
+}
+
+/* The immediate carries 16 bits of seq; the seq itself is 32 bits: both wrap. */
+static void test_seq_wraps(void)
+{
+  static const uint32_t starts[2] = {0x10000u - 40, 0xffffffffu - 40};
+  int k, i;
+
+  for (k = 0; k < 2; k++) {
+    struct fake_pair *p = pair(1, 4, 0);
+    fake_pair_set_seq(p, starts[k]);
+    for (i = 0; i < 100; i++)
+      CHECK_EQ_INT(one_message(p, 100 + (size_t)i, 4096, (unsigned)i), 100 + i);
+    CHECK_EQ_INT(fake_comm_seq(p->recv), starts[k] + 100);
+    CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+    CHECK_EQ_INT(warns, 0);
+    fake_pair_free(p);
+  }
+}
+
+/* After a full ring, the sender's slot for seq 65 still holds seq 1's entry: the send of
+ * seq 65 must wait for its own entry, not write into seq 1's buffer. */
+static void test_stale_cts_not_consumed(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+  int i, writes, sizes[1];
+  void *r, *s;
+
+  for (i = 0; i < MCP_SLOTS; i++)
+    one_message(p, 8, 4096, (unsigned)i);
+  writes = fake_count_data_writes();
+  for (i = 0; i < 3; i++) {
+    CHECK(isend(p, 0, 8, 7, &rc) == NULL);
+    CHECK_EQ_INT(rc, ncclSuccess);
+  }
+  CHECK_EQ_INT(fake_count_data_writes(), writes);
+  CHECK_EQ_INT(fake_comm_seq(p->send), MCP_SLOTS + 1);
+  /* Its receive comes: now it goes, to the new buffer. */
+  pattern(sbuf, 8, 99);
+  r = irecv1(p, 8192, 4096, 7, 0);
+  s = isend(p, 0, 8, 7, &rc);
+  CHECK(s != NULL);
+  CHECK_EQ_INT(wait_done(r, sizes), 1);
+  CHECK(same(rbuf + 8192, 8, 99));
+  CHECK_EQ_INT(fake_comm_error(p->send), 0);
+  fake_pair_free(p);
+}
+
+/* A grouped entry whose last element has not arrived yet (its CTS write is still in
+ * flight, 2 of 3 elements landed): no send takes any of its elements until it is whole. */
+static void test_partial_group_entry_waits(void)
+{
+  static const size_t offs[3] = {0, 4096, 8192}, sizes[3] = {4096, 4096, 4096};
+  static const int tags[3] = {1, 2, 3};
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+  int writes, got[3] = {-1, -1, -1};
+  void *r, *s = (void *)0xdead;
+
+  fake_pair_hold(p, FAKE_RECV_SIDE, 0, 1);
+  r = irecvn(p, 3, offs, sizes, tags);
+  fake_pair_release_bytes(p, FAKE_RECV_SIDE, 0, 2 * sizeof(struct mcp_cts_elem));
+  writes = fake_count_data_writes();
+  CHECK_EQ_INT(mcp_net_isend(p->send, sbuf, 8, 1, smh, &s), ncclSuccess);
+  CHECK(s == NULL);
+  CHECK_EQ_INT(fake_count_data_writes(), writes);
+  CHECK_EQ_INT(fake_comm_error(p->send), 0);
+  fake_pair_hold(p, FAKE_RECV_SIDE, 0, 0);
+  CHECK(isend(p, 0, 8, 1, &rc) != NULL);
+  CHECK(isend(p, 0, 9, 2, &rc) != NULL);
+  CHECK(isend(p, 0, 10, 3, &rc) != NULL);
+  CHECK_EQ_INT(wait_done(r, got), 1);
+  CHECK_EQ_INT(got[0], 8);
+  CHECK_EQ_INT(got[1], 9);
+  CHECK_EQ_INT(got[2], 10);
+  fake_pair_free(p);
+}
+
+/* Two QPs: seq 1 rides QP 1, seq 2 QP 0. QP 1 is slow: seq 2 completes first. */
+static void test_out_of_order_slots(void)
+{
+  struct fake_pair *p = pair(2, 4, 0);
+  ncclResult_t rc;
+  int sizes[1] = {-1}, done = 0;
+  void *r1, *r2, *s1, *s2;
+
+  pattern(sbuf, 300, 1);
+  pattern(sbuf + 4096, 200, 2);
+  r1 = irecv1(p, 0, 4096, 1, 0);
+  r2 = irecv1(p, 4096, 4096, 1, 0);
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 1, 1);
+  s1 = isend(p, 0, 300, 1, &rc);
+  s2 = isend(p, 4096, 200, 1, &rc);
+  CHECK(s1 != NULL && s2 != NULL);
+  CHECK_EQ_INT(wait_done(r2, sizes), 1);
+  CHECK_EQ_INT(sizes[0], 200);
+  CHECK(same(rbuf + 4096, 200, 2));
+  CHECK_EQ_INT(mcp_net_test(r1, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
+  CHECK_EQ_INT(wait_done(s2, NULL), 1);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 1, 0);
+  CHECK_EQ_INT(wait_done(r1, sizes), 1);
+  CHECK_EQ_INT(sizes[0], 300);
+  CHECK(same(rbuf, 300, 1));
+  CHECK_EQ_INT(wait_done(s1, NULL), 1);
+  CHECK_EQ_INT(fake_comm_error(p->recv), 0);
+  fake_pair_free(p);
+}
+
+/* A large single receive is striped over the QPs; its size is the sum of the writes. */
+static void test_striped_size(void)
+{
+  struct fake_pair *p = pair(4, 4, 0);
+  size_t size = 512 * 1024 + 3;
+
+  fake_posts_reset();
+  CHECK_EQ_INT(one_message(p, size, BUFSZ, 5), size);
+  CHECK_EQ_INT(fake_count_data_writes(), 4);
+  fake_pair_free(p);
+}
+
+static void test_larger_than_receive_fails(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+
+  irecv1(p, 0, 4096, 1, 0);
+  fake_posts_reset();
+  CHECK(isend(p, 0, 4097, 1, &rc) == NULL);
+  CHECK_EQ_INT(rc, ncclInvalidUsage);
+  CHECK_EQ_INT(fake_count_data_writes(), 0);
+  CHECK(strstr(fake_comm_errmsg(p->send), "larger than the posted receive buffer of 4096 bytes") != NULL);
+  /* The comm stays failed. */
+  CHECK(isend(p, 0, 1, 1, &rc) == NULL);
+  CHECK_EQ_INT(rc, ncclInvalidUsage);
+  fake_pair_free(p);
+}
+
+/* A grouped receive of three tags, sent out of order: each buffer gets its own send's
+ * bytes, the sizes come from the record, one record write closes the group. */
+static void test_grouped_by_tag(void)
+{
+  static const size_t offs[3] = {0, 65536, 131072}, sizes[3] = {4096, 4096, 4096};
+  static const int tags[3] = {10, 11, 12}, order[3] = {2, 0, 1}, lens[3] = {100, 0, 4096};
+  struct fake_pair *p = pair(1, 4, 0);
+  void *r, *s[3];
+  int got[3] = {-1, -1, -1}, i, done = 0;
+  ncclResult_t rc;
+
+  for (i = 0; i < 3; i++)
+    pattern(sbuf + offs[i], (size_t)lens[i], (unsigned)(20 + i));
+  r = irecvn(p, 3, offs, sizes, tags);
+  fake_posts_reset();
+  for (i = 0; i < 3; i++) {
+    int k = order[i];
+    s[k] = isend(p, offs[k], (size_t)lens[k], tags[k], &rc);
+    CHECK(s[k] != NULL);
+    if (i < 2) { /* not complete before the group is */
+      CHECK_EQ_INT(mcp_net_test(r, &done, got), ncclSuccess);
+      CHECK_EQ_INT(done, 0);
+    }
+  }
+  CHECK_EQ_INT(fake_count_records(), 1);
+  CHECK_EQ_INT(fake_count_data_writes(), 2); /* the empty one writes nothing */
+  CHECK_EQ_INT(wait_done(r, got), 1);
+  for (i = 0; i < 3; i++) {
+    CHECK_EQ_INT(got[i], lens[i]);
+    CHECK(same(rbuf + offs[i], (size_t)lens[i], (unsigned)(20 + i)));
+    CHECK_EQ_INT(wait_done(s[i], NULL), 1);
+  }
+  fake_pair_free(p);
+}
+
+/* PXN: two local ranks share the comm with tags 1 and 2, out of step. Tag 1's second
+ * send may not take seq 2's buffer while seq 1 waits for tag 2. */
+static void test_pxn_head_only(void)
+{
+  static const size_t offs1[2] = {0, 4096}, offs2[2] = {8192, 12288}, sizes[2] = {4096, 4096};
+  static const int tags[2] = {1, 2};
+  struct fake_pair *p = pair(1, 4, 0);
+  void *r1, *r2, *a, *b, *a2, *b2;
+  int got[2];
+  char why[1024];
+  ncclResult_t rc;
+
+  r1 = irecvn(p, 2, offs1, sizes, tags);
+  r2 = irecvn(p, 2, offs2, sizes, tags);
+  pattern(sbuf, 64, 1);
+  pattern(sbuf + 4096, 64, 2);
+  a = isend(p, 0, 64, 1, &rc);
+  CHECK(a != NULL);
+  CHECK_EQ_INT(fake_req_seq(a), 1);
+  a2 = isend(p, 4096, 64, 1, &rc); /* tag 1 again: its element of seq 1 is used */
+  CHECK(a2 == NULL);
+  CHECK_EQ_INT(rc, ncclSuccess);
+  mcp_xfer_watchdog_describe(p->send, why, sizeof(why));
+  CHECK(strstr(why,
+               "isend with tag 1 finds no free buffer for its tag in the oldest receive (seq 1, "
+               "tags 1(sent),2)") != NULL);
+  b = isend(p, 0, 32, 2, &rc);
+  CHECK(b != NULL);
+  a2 = isend(p, 4096, 64, 1, &rc); /* now seq 2 is the head */
+  CHECK(a2 != NULL);
+  CHECK_EQ_INT(a2 != NULL ? fake_req_seq(a2) : 0, 2);
+  b2 = isend(p, 0, 16, 2, &rc);
+  CHECK(b2 != NULL);
+  CHECK_EQ_INT(wait_done(r1, got), 1);
+  CHECK_EQ_INT(got[0], 64);
+  CHECK_EQ_INT(got[1], 32);
+  CHECK(same(rbuf, 64, 1));
+  CHECK_EQ_INT(wait_done(r2, got), 1);
+  CHECK_EQ_INT(got[0], 64);
+  CHECK_EQ_INT(got[1], 16);
+  CHECK(same(rbuf + 8192, 64, 2));
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  CHECK_EQ_INT(warns, 0);
+  fake_pair_free(p);
+}
+
+/* A tag with no element in the head receive, and none in any later one: NULL, no error. */
+static void test_unknown_tag_waits(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+  int i;
+
+  irecv1(p, 0, 4096, 3, 0);
+  for (i = 0; i < 5; i++) {
+    CHECK(isend(p, 0, 8, 4, &rc) == NULL);
+    CHECK_EQ_INT(rc, ncclSuccess);
+  }
+  CHECK(isend(p, 0, 8, 3, &rc) != NULL);
+  CHECK_EQ_INT(fake_comm_error(p->send), 0);
+  fake_pair_free(p);
+}
+
+/* MCPNET_CTS_BATCH=4: the first four receives are advertised one by one (the sender
+ * holds fewer than a batch), the next four wait and go out in one write. With 1, every
+ * receive is its own write. */
+static void test_cts_batching(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  int i;
+
+  fake_posts_reset();
+  for (i = 0; i < 8; i++)
+    irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+  CHECK_EQ_INT(fake_count_cts_writes(), 5);
+  fake_pair_free(p);
+
+  p = pair(1, 1, 0);
+  fake_posts_reset();
+  for (i = 0; i < 8; i++)
+    irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+  CHECK_EQ_INT(fake_count_cts_writes(), 8);
+  fake_pair_free(p);
+}
+
+/* Held entries go out when data lands: six receives, two held; the sender cannot send
+ * seq 5 until the first receive completes, then it can, without a new irecv. */
+static void test_cts_held_flushed_on_landing(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+  void *r[6], *s;
+  int i, sizes[1];
+
+  fake_posts_reset();
+  for (i = 0; i < 6; i++)
+    r[i] = irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+  CHECK_EQ_INT(fake_count_cts_writes(), 4);
+  for (i = 0; i < 4; i++)
+    CHECK(isend(p, 0, 10, 1, &rc) != NULL);
+  CHECK(isend(p, 0, 10, 1, &rc) == NULL); /* seq 5's entry is held by the receiver */
+  CHECK_EQ_INT(wait_done(r[0], sizes), 1);
+  CHECK_EQ_INT(fake_count_cts_writes(), 5);
+  s = isend(p, 0, 10, 1, &rc);
+  CHECK(s != NULL);
+  CHECK(isend(p, 0, 10, 1, &rc) != NULL);
+  for (i = 1; i < 6; i++)
+    CHECK_EQ_INT(wait_done(r[i], sizes), 1);
+  fake_pair_free(p);
+}
+
+/* The optional-completion hint (LL/LL128): the entry goes out at once although the
+ * sender holds a batch, and the receive is done only once its data landed. */
+static void test_optional_completion_hint(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+  void *r;
+  int i, done = 0, sizes[1] = {-1};
+
+  for (i = 0; i < 4; i++)
+    irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+  fake_posts_reset();
+  r = irecv1(p, 4 * 4096, 4096, 1, 1);
+  CHECK(r != NULL && r != (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION);
+  CHECK_EQ_INT(fake_count_cts_writes(), 1);
+  for (i = 0; i < 3; i++) {
+    CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
+    CHECK_EQ_INT(done, 0);
+  }
+  for (i = 0; i < 4; i++)
+    CHECK(isend(p, 0, 1, 1, &rc) != NULL);
+  CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
+  CHECK_EQ_INT(done, 0); /* seqs 1..4 landed, not ours */
+  pattern(sbuf, 77, 3);
+  CHECK(isend(p, 0, 77, 1, &rc) != NULL);
+  CHECK_EQ_INT(wait_done(r, sizes), 1);
+  CHECK_EQ_INT(sizes[0], 77);
+  CHECK(same(rbuf + 4 * 4096, 77, 3));
+  fake_pair_free(p);
+}
+
+/* The sizes record of a group: inline when the provider takes 64 bytes inline, else
+ * from the registered records buffer (the fake checks its lkey). Same result. */
+static void test_record_inline_and_registered(void)
+{
+  static const size_t offs[2] = {0, 4096}, sizes[2] = {4096, 4096};
+  static const int tags[2] = {1, 2};
+  int k;
+
+  for (k = 0; k < 2; k++) {
+    struct fake_pair *p = pair(1, 4, k == 0 ? 256 : 32);
+    const struct fake_post *log;
+    ncclResult_t rc;
+    int got[2] = {-1, -1}, n, i, seen = 0;
+    void *r = irecvn(p, 2, offs, sizes, tags);
+
+    fake_posts_reset();
+    CHECK(isend(p, 0, 5, 1, &rc) != NULL);
+    CHECK(isend(p, 0, 9, 2, &rc) != NULL);
+    n = fake_posts(&log);
+    for (i = 0; i < n; i++)
+      if (log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM && MCP_IMM_REC(log[i].imm)) {
+        seen++;
+        CHECK_EQ_INT(log[i].send_flags & IBV_SEND_INLINE, k == 0 ? IBV_SEND_INLINE : 0);
+        CHECK_EQ_INT(log[i].len, sizeof(struct mcp_record));
+      }
+    CHECK_EQ_INT(seen, 1);
+    CHECK_EQ_INT(wait_done(r, got), 1);
+    CHECK_EQ_INT(got[0], 5);
+    CHECK_EQ_INT(got[1], 9);
+    CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+    fake_pair_free(p);
+  }
+}
+
+/* The link goes down with eight messages in flight: 1-3 were acknowledged, 4-5 landed
+ * but their acknowledgements were lost, 6-8 never landed. After the QPs are re-created,
+ * the receiver's done table completes 4-5 at the sender, 6-8 are written again once
+ * each, and every receive reports its own bytes. */
+static void test_replay_after_qp_loss(void)
+{
+  struct fake_pair *p = pair(1, 8, 0);
+  const struct fake_post *log;
+  void *r[8], *s[8];
+  int i, n, again[9] = {0}, sizes[1];
+  ncclResult_t rc;
+
+  for (i = 0; i < 8; i++) {
+    r[i] = irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+    pattern(sbuf + (size_t)i * 4096, 100 + (size_t)i, (unsigned)(40 + i));
+  }
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
+  for (i = 0; i < 8; i++) {
+    s[i] = isend(p, (size_t)i * 4096, 100 + (size_t)i, 1, &rc);
+    CHECK(s[i] != NULL);
+  }
+  fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 3);
+  fake_pair_break(p, FAKE_SEND_SIDE, 0, 1);
+  fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 2);
+  fake_pair_break(p, FAKE_SEND_SIDE, 0, 0);
+  fake_pair_break(p, FAKE_RECV_SIDE, 0, 0);
+  fake_posts_reset();
+  CHECK_EQ_INT(fake_pair_recover(p), 0);
+  n = fake_posts(&log);
+  for (i = 0; i < n; i++)
+    if (log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
+        MCP_IMM_SEQ(log[i].imm) >= 1 && MCP_IMM_SEQ(log[i].imm) <= 8)
+      again[MCP_IMM_SEQ(log[i].imm)]++;
+  for (i = 1; i <= 5; i++)
+    CHECK_EQ_INT(again[i], 0);
+  for (i = 6; i <= 8; i++)
+    CHECK_EQ_INT(again[i], 1);
+  for (i = 0; i < 8; i++) {
+    CHECK_EQ_INT(wait_done(r[i], sizes), 1);
+    CHECK_EQ_INT(sizes[0], 100 + i);
+    CHECK(same(rbuf + (size_t)i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
+    CHECK_EQ_INT(wait_done(s[i], NULL), 1);
+  }
+  /* And the connection works on. */
+  CHECK_EQ_INT(one_message(p, 33, 4096, 77), 33);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  fake_pair_free(p);
+}
+
+/* A group in flight when the link goes down is written again whole, record last. */
+static void test_replay_group(void)
+{
+  static const size_t offs[2] = {0, 4096}, sizes[2] = {4096, 4096};
+  static const int tags[2] = {1, 2};
+  struct fake_pair *p = pair(1, 4, 0);
+  void *r, *a, *b;
+  int got[2] = {-1, -1};
+  ncclResult_t rc;
+
+  r = irecvn(p, 2, offs, sizes, tags);
+  pattern(sbuf, 50, 1);
+  pattern(sbuf + 4096, 60, 2);
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
+  a = isend(p, 0, 50, 1, &rc);
+  b = isend(p, 4096, 60, 2, &rc);
+  CHECK(a != NULL && b != NULL);
+  fake_pair_break(p, FAKE_SEND_SIDE, 0, 0);
+  fake_pair_break(p, FAKE_RECV_SIDE, 0, 0);
+  fake_posts_reset();
+  CHECK_EQ_INT(fake_pair_recover(p), 0);
+  CHECK_EQ_INT(fake_count_records(), 1);
+  CHECK_EQ_INT(fake_count_data_writes(), 2);
+  CHECK_EQ_INT(wait_done(r, got), 1);
+  CHECK_EQ_INT(got[0], 50);
+  CHECK_EQ_INT(got[1], 60);
+  CHECK(same(rbuf, 50, 1));
+  CHECK(same(rbuf + 4096, 60, 2));
+  CHECK_EQ_INT(wait_done(a, NULL), 1);
+  CHECK_EQ_INT(wait_done(b, NULL), 1);
+  fake_pair_free(p);
+}
+
+/* A post the provider refuses fails the comm with the reason. */
+static void test_post_failure(void)
+{
+  struct fake_pair *p = pair(1, 4, 0);
+  ncclResult_t rc;
+
+  irecv1(p, 0, 4096, 1, 0);
+  fake_progress();
+  fake_fail_next_post(ENOMEM);
+  CHECK(isend(p, 0, 8, 1, &rc) == NULL);
+  CHECK_EQ_INT(rc, ncclSystemError);
+  CHECK(strstr(fake_comm_errmsg(p->send), "ibv_post_send on QP") != NULL);
+  fake_pair_free(p);
+}
+
+int main(void)
+{
+  setvbuf(stdout, NULL, _IONBF, 0);
+  sbuf = aligned_alloc(4096, BUFSZ);
+  rbuf = aligned_alloc(4096, BUFSZ);
+  mcp_log_set_logger(capture);
+  RUN_TEST(test_ring_wrap_sizes);
+  RUN_TEST(test_seq_wraps);
+  RUN_TEST(test_pipelined_batches_wrap);
+  RUN_TEST(test_stale_cts_not_consumed);
+  RUN_TEST(test_partial_group_entry_waits);
+  RUN_TEST(test_out_of_order_slots);
+  RUN_TEST(test_striped_size);
+  RUN_TEST(test_larger_than_receive_fails);
+  RUN_TEST(test_grouped_by_tag);
+  RUN_TEST(test_pxn_head_only);
+  RUN_TEST(test_unknown_tag_waits);
+  RUN_TEST(test_cts_batching);
+  RUN_TEST(test_cts_held_flushed_on_landing);
+  RUN_TEST(test_optional_completion_hint);
+  RUN_TEST(test_record_inline_and_registered);
+  RUN_TEST(test_replay_after_qp_loss);
+  RUN_TEST(test_replay_group);
+  RUN_TEST(test_post_failure);
+  free(sbuf);
+  free(rbuf);
+  return TEST_EXIT();
+}

@@ -1,0 +1,265 @@
+/*
+ * test_xfer_recovery.c - the whole recovery of a connection after its QPs were lost,
+ * without a VM: the fake pair's QPs break (mcp_fake_verbs.c), the comms notice it in
+ * their own calls, the RECOVER frames travel over a real out-of-band connection on the
+ * loopback interface (this process to its own listener), the QP walks run on their
+ * threads against the fake, and the recovery's deadlines run on the test's clock
+ * (mcp_clock_test_set).
+ *
+ * Why: test_xfer_protocol.c checks the replay functions called directly; this checks
+ * that the state machine gets there: the failed completion starts a round, the peer
+ * that saw nothing learns of it from the frame, both re-create and connect QPs, and
+ * the replay delivers each message exactly once, in order. The loop that drives it
+ * counts its turns and never bounds wall-clock time.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "mcp_fake_verbs.h"
+#include "mcp_test.h"
+#include "mcpnet/clock.h"
+#include "mcpnet/comm.h"
+#include "mcpnet/log.h"
+#include "mcpnet/oob.h"
+#include "mcpnet/param.h"
+
+#define N 8
+#define TURNS 20000
+
+static uint64_t now_ns = 1000000000000ull;
+static uint64_t test_clock(void) { return now_ns; }
+
+static char logbuf[1 << 16];
+static size_t loglen;
+static unsigned char sbuf[N * 4096], rbuf[N * 4096];
+
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
+{
+  va_list ap;
+  int n;
+
+  (void)flags;
+  (void)file;
+  (void)line;
+  if (level != NCCL_LOG_WARN || loglen + 1024 > sizeof(logbuf))
+    return;
+  va_start(ap, fmt);
+  n = vsnprintf(logbuf + loglen, 1024, fmt, ap);
+  va_end(ap);
+  loglen += n > 0 && n < 1024 ? (size_t)n : 0;
+  logbuf[loglen++] = '\n';
+  logbuf[loglen] = '\0';
+}
+
+static void nap(void)
+{
+  struct timespec ts = {0, 200000};
+
+  nanosleep(&ts, NULL);
+}
+
+/* Two streams of one out-of-band connection from this process to its own listener, as
+ * connect and accept open them. 0 on success. */
+static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct mcp_oob_stream **rs)
+{
+  struct mcp_oob_listener *l = mcp_oob_listener_add();
+  struct mcp_oob_request *req = NULL;
+  struct mcp_wire_msg m;
+  union mcp_sockaddr addr;
+  uint64_t nonce;
+  int turn;
+
+  mcp_oob_local(&addr, &nonce);
+  *ss = mcp_oob_stream_open_to(&addr, nonce);
+  *rs = NULL;
+  if (l == NULL || *ss == NULL)
+    return -1;
+  for (turn = 0; turn < TURNS && mcp_oob_stream_ready(*ss) == 0; turn++)
+    nap();
+  if (mcp_oob_stream_ready(*ss) != 1)
+    return -1;
+  fake_pair_attach_streams(p, *ss, p->stub[1]);
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REQ;
+  m.u.conn_req.listen_token = l->token;
+  fake_comm_endpoint(p->send, &m.u.conn_req.ep);
+  if (mcp_oob_stream_send(*ss, &m) != 0)
+    return -1;
+  for (turn = 0; turn < TURNS && !mcp_oob_listener_take(l, &req); turn++) {
+    mcp_oob_progress();
+    nap();
+  }
+  if (req == NULL)
+    return -1;
+  *rs = mcp_oob_stream_open_for(req);
+  mcp_oob_request_free(req);
+  mcp_oob_listener_remove(l);
+  if (*rs == NULL)
+    return -1;
+  mcp_oob_stream_set_remote_id(*ss, mcp_oob_stream_id(*rs)); /* what the CONN_ACK tells the connecting side */
+  fake_pair_attach_streams(p, *ss, *rs);
+  return 0;
+}
+
+static void pattern(unsigned char *b, size_t n, unsigned seed)
+{
+  for (size_t i = 0; i < n; i++)
+    b[i] = (unsigned char)(seed * 131 + i * 7 + 1);
+}
+
+static int same(const unsigned char *b, size_t n, unsigned seed)
+{
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != (unsigned char)(seed * 131 + i * 7 + 1))
+      return 0;
+  return 1;
+}
+
+/* The link goes down under eight messages: 1-3 acknowledged, 4-5 landed without their
+ * acknowledgements, 6-8 lost. Only the sender's adapter reports it (both = 0), or both
+ * adapters do (both = 1). */
+static void run(int both)
+{
+  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8};
+  struct mcp_config *cfg = mcp_param_process();
+  struct fake_pair *p;
+  struct mcp_oob_stream *ss = NULL, *rs = NULL;
+  struct mcp_mr *smh, *rmh;
+  const struct fake_post *log;
+  void *r[N], *s[N];
+  int rdone[N] = {0}, sdone[N] = {0}, rsize[N], again[N + 1] = {0};
+  int i, n, turn, left = 2 * N;
+  ncclResult_t rc;
+
+  fake_verbs_install();
+  p = fake_pair_make(&o);
+  smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
+  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
+  memset(rbuf, 0, sizeof(rbuf));
+  CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
+  if (rs == NULL)
+    goto out;
+  cfg->recovery_timeout_s = 30;
+  loglen = 0;
+
+  for (i = 0; i < N; i++) {
+    void *data = rbuf + i * 4096, *mh = rmh;
+    size_t size = 4096;
+    int tag = 1;
+    r[i] = (void *)0xbad;
+    CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r[i]), ncclSuccess);
+    pattern(sbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i));
+  }
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
+  for (i = 0; i < N; i++) {
+    s[i] = NULL;
+    CHECK_EQ_INT(mcp_net_isend(p->send, sbuf + i * 4096, 100 + (size_t)i, 1, smh, &s[i]), ncclSuccess);
+    CHECK(s[i] != NULL);
+  }
+  fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 3);
+  fake_pair_break(p, FAKE_SEND_SIDE, 0, 1);
+  fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 2);
+  fake_pair_break(p, FAKE_SEND_SIDE, 0, 0);
+  if (both)
+    fake_pair_break(p, FAKE_RECV_SIDE, 0, 0);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 0);
+  fake_posts_reset();
+
+  /* NCCL's proxy: test every request in flight, round after round. */
+  for (turn = 0; turn < TURNS && left > 0; turn++) {
+    for (i = 0; i < N; i++) {
+      int done = 0, size = -1;
+      if (!rdone[i]) {
+        fake_comm_check_due(p->recv);
+        rc = mcp_net_test(r[i], &done, &size);
+        CHECK_EQ_INT(rc, ncclSuccess);
+        if (rc != ncclSuccess)
+          goto out;
+        if (done) {
+          rdone[i] = 1;
+          rsize[i] = size;
+          left--;
+        }
+      }
+      if (!sdone[i]) {
+        fake_comm_check_due(p->send);
+        rc = mcp_net_test(s[i], &done, NULL);
+        CHECK_EQ_INT(rc, ncclSuccess);
+        if (rc != ncclSuccess)
+          goto out;
+        if (done) {
+          sdone[i] = 1;
+          left--;
+        }
+      }
+    }
+    mcp_oob_progress();
+    now_ns += 1000000ull; /* 1 ms of the recovery's clock per round of calls */
+    if (turn % 4 == 3)
+      nap(); /* the QP walks run on their own threads */
+  }
+  CHECK_EQ_INT(left, 0);
+  for (i = 0; i < N; i++) {
+    CHECK_EQ_INT(rdone[i], 1);
+    CHECK_EQ_INT(rdone[i] ? rsize[i] : 100 + i, 100 + i);
+    CHECK(same(rbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
+  }
+  /* Exactly once: 4-5 completed from the receiver's table, 6-8 written again once. */
+  n = fake_posts(&log);
+  for (i = 0; i < n; i++)
+    if (log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
+        MCP_IMM_SEQ(log[i].imm) >= 1 && MCP_IMM_SEQ(log[i].imm) <= N)
+      again[MCP_IMM_SEQ(log[i].imm)]++;
+  for (i = 1; i <= N; i++)
+    CHECK_EQ_INT(again[i], i <= 5 ? 0 : 1);
+  CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
+  CHECK_EQ_INT(fake_comm_recoveries(p->recv), 1);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  /* Who started the round, and how the other side learned of it. */
+  CHECK(strstr(logbuf,
+               "send to fake-receiver pid 2 (192.0.2.2:40000): work completion error Work Request "
+               "Flushed Error (5) on QP") != NULL);
+  CHECK(strstr(logbuf,
+               both ? "receive from fake-sender pid 1 (192.0.2.1:40000): work completion error Work "
+                      "Request Flushed Error (5) on QP"
+                    : "receive from fake-sender pid 1 (192.0.2.1:40000): the peer lost the connection's "
+                      "RDMA path and re-created its QPs") != NULL);
+  CHECK(strstr(logbuf, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from") != NULL);
+  CHECK(strstr(logbuf, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from") != NULL);
+out:
+  cfg->recovery_timeout_s = 0;
+  if (rs != NULL)
+    mcp_oob_stream_close(rs, 0);
+  if (ss != NULL)
+    mcp_oob_stream_close(ss, 0);
+  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
+  fake_pair_free(p);
+}
+
+static void test_recover_sender_noticed(void) { run(0); }
+static void test_recover_both_noticed(void) { run(1); }
+
+int main(void)
+{
+  struct mcp_config cfg;
+
+  setvbuf(stdout, NULL, _IONBF, 0);
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.socket_ifname = "lo";
+  cfg.socket_af = AF_INET;
+  cfg.connect_timeout_s = 5;
+  mcp_log_set_logger(capture);
+  mcp_clock_test_set(test_clock);
+  if (mcp_oob_acquire(&cfg) != 0) {
+    fprintf(stderr, "cannot start the out-of-band channel on lo\n");
+    return 1;
+  }
+  RUN_TEST(test_recover_sender_noticed);
+  RUN_TEST(test_recover_both_noticed);
+  mcp_oob_release();
+  mcp_clock_test_set(NULL);
+  return TEST_EXIT();
+}
