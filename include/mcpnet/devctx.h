@@ -38,10 +38,12 @@ struct mcp_devctx {
 };
 
 /* Reads and acknowledges the device's pending async events; never blocks. Events for a
- * QP are handed to its comm (the QP's context) through mcp_comm_async_qp_event. */
+ * QP are handed to the handler the layer above registered (conn: the QP's context is
+ * its comm); without one they are only acknowledged. */
 void mcp_devctx_poll_events(struct mcp_devctx *dc);
-/* Where such an event goes (mcp_conn_recover.c): comm is the QP's context. */
-void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
+typedef void (*mcp_devctx_qp_event_fn)(void *qp_context, uint32_t qpn, int event_type);
+/* Registers that handler, process-wide (conn does, before it creates a QP). */
+void mcp_devctx_set_qp_event_handler(mcp_devctx_qp_event_fn fn);
 
 /* A registration: the mhandle NCCL holds. */
 struct mcp_mr {
@@ -58,7 +60,7 @@ struct mcp_mr {
 struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev);
 void mcp_devctx_put(struct mcp_devctx *dc);
 
-/* The registration cache (mcp_xfer_mr.c). */
+/* The registration cache (mcp_fabric_mr.c). */
 int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, struct mcp_mr **out);
 int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type,
                            uint64_t offset, int fd, struct mcp_mr **out);

@@ -12,11 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mcpnet/limits.h"
 #include "nccl/net_common.h"
 
 #define MCP_NET_NAME "MCP"
-#define MCP_MAX_RECVS 8        /* grouped receives per irecv (props.maxRecvs) */
-#define MCP_MAX_P2P_BYTES (1ULL << 30)
 
 /* The canonical device properties; plugin/ copies them out per ABI version. */
 struct mcp_net_props {
@@ -73,5 +72,8 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes);
 ncclResult_t mcp_net_close_send(void *send_comm);
 ncclResult_t mcp_net_close_recv(void *recv_comm);
 ncclResult_t mcp_net_close_listen(void *listen_comm);
+
+/* What NCCL sees of a library error: 0 or a negative errno (mcpnet/err.h) below net. */
+ncclResult_t mcp_net_result(int err);
 
 #endif

@@ -22,19 +22,9 @@
 struct mcp_config;
 struct mcp_oob_peer;
 
-#define MCP_OOB_INBOX 8
-
-struct mcp_oob_stream {
-  uint32_t id;        /* ours: the peer puts it in frame headers to reach us */
-  uint32_t remote_id; /* the peer's id for the same connection, once known */
-  struct mcp_oob_peer *peer;
-  atomic_int dead;    /* the peer connection is gone; reason in dead_reason */
-  atomic_int closed_by_peer;
-  char dead_reason[MCP_WIRE_REASON_MAX];
-  int inbox_head, inbox_count;
-  struct mcp_wire_msg inbox[MCP_OOB_INBOX];
-  struct mcp_list link; /* on the channel's streams */
-};
+/* One comm's stream on the channel; opaque outside mcp_oob.c (its fields change under
+ * the channel's lock), read through the functions below. */
+struct mcp_oob_stream;
 
 /* A connection request waiting for accept. */
 struct mcp_oob_request {
@@ -87,6 +77,20 @@ int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m);
 void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify);
 /* "host pid N (addr)" of the peer, for messages. */
 const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t len);
+/* Our id for the stream (the peer puts it in frame headers to reach us). */
+uint32_t mcp_oob_stream_id(const struct mcp_oob_stream *s);
+/* The peer's id for the same connection, once its answer named it (0: not yet); set
+ * under the channel's lock, since the progress of other comms reads it. */
+uint32_t mcp_oob_stream_remote_id(struct mcp_oob_stream *s);
+void mcp_oob_stream_set_remote_id(struct mcp_oob_stream *s, uint32_t remote_id);
+/* Lock-free reads for any thread: the peer connection is gone (why: dead_reason, set
+ * before dead), or the peer closed this stream (CLOSE). */
+int mcp_oob_stream_dead(const struct mcp_oob_stream *s);
+const char *mcp_oob_stream_dead_reason(const struct mcp_oob_stream *s);
+int mcp_oob_stream_closed_by_peer(const struct mcp_oob_stream *s);
+/* Unit tests: a stream on no connection, and its end as the channel would mark it. */
+struct mcp_oob_stream *mcp_oob_test_stream_new(void);
+void mcp_oob_test_stream_end(struct mcp_oob_stream *s, int dead, int closed_by_peer, const char *reason);
 
 /* ---- Late peers ------------------------------------------------------------------
  * A peer process only answers while NCCL calls into it, and at scale one may reach its

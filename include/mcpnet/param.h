@@ -196,6 +196,9 @@ struct mcp_param_env {
 int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsigned flags,
                    char *err, size_t errlen);
 void mcp_param_free(struct mcp_config *cfg);
+/* The process's configuration (mcp_param_process.c): net's init loads it, every layer
+ * reads it, the fabric's teardown frees it. */
+struct mcp_config *mcp_param_process(void);
 
 /* One INFO line (subsystem NCCL_ENV) per parameter: NAME=value (source). Call once. */
 void mcp_param_log(const struct mcp_config *cfg);

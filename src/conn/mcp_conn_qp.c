@@ -16,7 +16,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "mcpnet/comm.h"
+#include "mcpnet/link.h"
 #include "mcpnet/fabric_gid.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
@@ -24,7 +24,7 @@
 
 #define QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
-void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...)
+void mcp_comm_fail(struct mcp_link *c, int code, const char *fmt, ...)
 {
   va_list ap;
 
@@ -35,10 +35,21 @@ void mcp_comm_fail(struct mcp_comm *c, int code, const char *fmt, ...)
   va_end(ap);
   c->error = code;
   MCP_WARN("%s", c->errmsg);
-  if (mcp_net_config()->abort_on_error) {
+  if (mcp_param_process()->abort_on_error) {
     MCP_WARN("MCPNET_ABORT_ON_ERROR=1: aborting for a core dump");
     abort();
   }
+}
+
+uint16_t mcp_comm_next_id(void)
+{
+  static atomic_uint next;
+  unsigned id;
+
+  do
+    id = atomic_fetch_add(&next, 1) + 1;
+  while ((uint16_t)id == 0);
+  return (uint16_t)id;
 }
 
 static uint32_t random_psn(void)
@@ -50,7 +61,7 @@ static uint32_t random_psn(void)
   return v & 0xffffff;
 }
 
-int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
+int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 {
   c->cq = mcp_ibv.create_cq(c->dc->ctx, nqps * (sq_depth + rq_depth) + 16, c, NULL, 0);
   if (c->cq == NULL) {
@@ -65,7 +76,7 @@ int mcp_qp_create_all(struct mcp_comm *c, int nqps, int sq_depth, int rq_depth)
 }
 
 /* The comm's QPs on its CQ, at INIT, with fresh PSNs: at setup and again in recovery. */
-int mcp_qp_create_qps(struct mcp_comm *c)
+int mcp_qp_create_qps(struct mcp_link *c)
 {
   static const int inline_try[] = {256, 64, 0};
   int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
@@ -95,7 +106,6 @@ int mcp_qp_create_qps(struct mcp_comm *c)
       return -1;
     }
     c->max_inline = (int)init.cap.max_inline_data;
-    c->data_inline = c->max_inline < mcp_net_config()->inline_bytes ? c->max_inline : mcp_net_config()->inline_bytes;
     c->psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;
@@ -113,7 +123,7 @@ int mcp_qp_create_qps(struct mcp_comm *c)
   return 0;
 }
 
-static void fill_av(const struct mcp_comm *c, int sgid_index, struct ibv_ah_attr *ah, const uint8_t *dgid,
+static void fill_av(const struct mcp_link *c, int sgid_index, struct ibv_ah_attr *ah, const uint8_t *dgid,
                     uint16_t dlid)
 {
   const struct mcp_net_dev *d = c->dc->info;
@@ -134,10 +144,10 @@ static void fill_av(const struct mcp_comm *c, int sgid_index, struct ibv_ah_attr
 
 /* RESET/INIT -> RTR -> RTS toward a destination QP. The GID index is the caller's: a
  * walk on a job's thread must not read c->sgid_index, which a later round rewrites. */
-static int qp_to_rts(const struct mcp_comm *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                      uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   const struct mcp_net_dev *d = c->dc->info;
   struct ibv_qp_attr attr;
   char lgid[64], rgid[64];
@@ -178,7 +188,7 @@ fail:
   return -1;
 }
 
-int mcp_qp_to_rts(struct mcp_comm *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
                   uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
   return qp_to_rts(c, c->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
@@ -188,7 +198,7 @@ struct mcp_qp_job {
   atomic_int state;     /* MCP_QP_THREAD_RUNNING, then _OK or _FAILED */
   atomic_int refs;      /* the comm's and the thread's */
   int abandoned;        /* set by the comm before it lets go: the QPs are the job's to destroy */
-  struct mcp_comm *c;   /* referenced until the job is freed */
+  struct mcp_link *c;   /* referenced until the job is freed */
   int nqps, sgid_index, first;
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
@@ -196,9 +206,9 @@ struct mcp_qp_job {
   uint16_t dlid;
 };
 
-static void comm_free(struct mcp_comm *c);
+static void comm_free(struct mcp_link *c);
 
-static void comm_unref(struct mcp_comm *c)
+static void comm_unref(struct mcp_link *c)
 {
   if (atomic_fetch_sub(&c->refs, 1) == 0)
     comm_free(c);
@@ -208,7 +218,7 @@ static void comm_unref(struct mcp_comm *c)
  * then the comm reference that kept their CQ alive. */
 static void job_unref(struct mcp_qp_job *j)
 {
-  struct mcp_comm *c = j->c;
+  struct mcp_link *c = j->c;
   int i;
 
   if (atomic_fetch_sub(&j->refs, 1) != 1)
@@ -221,13 +231,22 @@ static void job_unref(struct mcp_qp_job *j)
   comm_unref(c);
 }
 
+/* The port's error counters when the comm connected, for a failed completion's WARN
+ * (mcp_xfer_wc_diagnose compares with them). Read from sysfs, so off NCCL's thread. */
+static void counters_base(struct mcp_link *c)
+{
+  const struct mcp_net_dev *d = c->dc->info;
+
+  c->cnt_base_ok = mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &c->cnt_base) == 0;
+}
+
 static void *job_main(void *arg)
 {
   struct mcp_qp_job *j = arg;
   int i, ok = 1;
 
   if (j->first)
-    mcp_xfer_counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
+    counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
   for (i = 0; i < j->nqps && ok; i++)
     ok = qp_to_rts(j->c, j->sgid_index, j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid, j->dlid) == 0;
   atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
@@ -251,7 +270,7 @@ static void pin_library(void)
              "do not dlclose it before that thread ends");
 }
 
-int mcp_qp_connect_start(struct mcp_comm *c)
+int mcp_qp_connect_start(struct mcp_link *c)
 {
   struct mcp_qp_job *j;
   pthread_attr_t attr;
@@ -294,7 +313,7 @@ int mcp_qp_connect_start(struct mcp_comm *c)
   return 0;
 }
 
-int mcp_qp_connect_poll(struct mcp_comm *c)
+int mcp_qp_connect_poll(struct mcp_link *c)
 {
   struct mcp_qp_job *j = c->qp_job;
   int st;
@@ -309,7 +328,7 @@ int mcp_qp_connect_poll(struct mcp_comm *c)
   return st == MCP_QP_THREAD_OK ? 1 : -1;
 }
 
-int mcp_qp_connect_abandon(struct mcp_comm *c)
+int mcp_qp_connect_abandon(struct mcp_link *c)
 {
   struct mcp_qp_job *j = c->qp_job;
   int i, running;
@@ -330,7 +349,7 @@ int mcp_qp_connect_abandon(struct mcp_comm *c)
   return running;
 }
 
-int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
+int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count)
 {
   struct ibv_recv_wr wr[MCP_CQ_BATCH], *bad;
   int i, done = 0;
@@ -338,7 +357,7 @@ int mcp_qp_post_recvs(struct mcp_comm *c, int qp, int count)
   while (done < count) {
     int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
     for (i = 0; i < k; i++) {
-      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->epoch, qp);
+      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->id, c->epoch, qp);
       wr[i].sg_list = NULL;
       wr[i].num_sge = 0;
       wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
@@ -360,15 +379,15 @@ uint32_t mcp_version_number(void)
   return (major << 16) | ((minor & 0xff) << 8) | (patch & 0xff);
 }
 
-void mcp_comm_fill_endpoint(struct mcp_comm *c)
+void mcp_comm_fill_endpoint(struct mcp_link *c)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   const struct mcp_net_dev *d = c->dc->info;
   struct mcp_wire_endpoint *ep = &c->local;
   int i;
 
   memset(ep, 0, sizeof(*ep));
-  ep->stream_id = c->stream->id;
+  ep->stream_id = mcp_oob_stream_id(c->stream);
   snprintf(ep->dev_name, sizeof(ep->dev_name), "%s", d->name);
   ep->port = (uint8_t)d->port;
   ep->link_layer = d->link_layer == IBV_LINK_LAYER_ETHERNET ? MCP_WIRE_LINK_ETHERNET : MCP_WIRE_LINK_IB;
@@ -383,8 +402,8 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
     ep->qps[i].qpn = c->qp[i]->qp_num;
     ep->qps[i].psn = c->psn[i];
   }
-  ep->ring_addr = (uintptr_t)c->ring;
-  ep->ring_rkey = c->ring_mr->rkey;
+  ep->ring_addr = c->ring_addr;
+  ep->ring_rkey = c->ring_rkey;
   ep->ring_slots = MCP_SLOTS;
   ep->fp.plugin_version = mcp_version_number();
   ep->fp.gid_type = d->link_layer == IBV_LINK_LAYER_ETHERNET
@@ -402,16 +421,7 @@ void mcp_comm_fill_endpoint(struct mcp_comm *c)
   ep->fp.max_message = (uint32_t)MCP_MAX_P2P_BYTES;
 }
 
-static void free_ring(struct ibv_mr **mr, void **mem)
-{
-  if (*mr != NULL)
-    mcp_ibv.dereg_mr(*mr);
-  *mr = NULL;
-  free(*mem);
-  *mem = NULL;
-}
-
-void mcp_comm_destroy(struct mcp_comm *c)
+void mcp_comm_destroy(struct mcp_link *c)
 {
   if (c == NULL)
     return;
@@ -425,26 +435,20 @@ void mcp_comm_destroy(struct mcp_comm *c)
 }
 
 /* The last reference: the owner's close, or an abandoned setup thread that returned. */
-static void comm_free(struct mcp_comm *c)
+static void comm_free(struct mcp_link *c)
 {
   int i;
 
   for (i = 0; i < c->nqps; i++)
     if (c->qp[i] != NULL)
       mcp_ibv.destroy_qp(c->qp[i]);
-  if (c->flush_qp != NULL)
-    mcp_ibv.destroy_qp(c->flush_qp);
+  /* The upper layer's state (its flush QP shares the CQ) goes before the CQ. */
+  if (c->ops != NULL)
+    c->ops->release(c);
   if (c->cq != NULL)
     mcp_ibv.destroy_cq(c->cq);
-  free_ring(&c->ring_mr, &c->ring);
-  free_ring(&c->staging_mr, (void **)&c->staging);
-  free_ring(&c->records_mr, (void **)&c->records);
-  free_ring(&c->flush_mr, (void **)&c->flush_buf);
   mcp_devctx_put(c->dc);
-  free(c->reqs);
-  free(c->sslots);
-  free(c->rslots);
   free(c);
   mcp_oob_release();
-  mcp_net_comm_unref();
+  mcp_fabric_comm_unref();
 }

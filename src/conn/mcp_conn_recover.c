@@ -33,8 +33,9 @@
 #include <time.h>
 
 #include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/fabric_sysfs.h"
+#include "mcpnet/link.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -43,7 +44,7 @@
 
 static uint64_t mono_ns(void) { return mcp_clock_ns(); }
 
-static const char *dir_words(const struct mcp_comm *c)
+static const char *dir_words(const struct mcp_link *c)
 {
   return c->kind == MCP_COMM_SEND ? "send to" : "receive from";
 }
@@ -62,20 +63,20 @@ int mcp_recover_status_recoverable(int wc_status)
   }
 }
 
-static void rec_fail(struct mcp_comm *c, const char *what)
+static void rec_fail(struct mcp_link *c, const char *what)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
 
   c->rec.phase = MCP_REC_NONE;
-  mcp_comm_fail(c, ncclRemoteError, "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
+  mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
                 "MCPNET_RECOVERY_TIMEOUT=%d): %s", dir_words(c), c->peer_name, c->rec.cause, spent,
                 c->rec.round, cfg->recovery_timeout_s, what);
 }
 
 /* Our GID's index in the port's current table, found by address: after a link flap the
  * kernel may have put it back at another index. -1 while it is not (yet) there. */
-static int gid_find(const struct mcp_comm *c)
+static int gid_find(const struct mcp_link *c)
 {
   const struct mcp_net_dev *d = c->dc->info;
   struct mcp_sysfs_dev sys;
@@ -97,7 +98,7 @@ static int gid_find(const struct mcp_comm *c)
 }
 
 /* Destroy the QPs (their completions become stale with the epoch) and build new ones. */
-static int rebuild_qps(struct mcp_comm *c)
+static int rebuild_qps(struct mcp_link *c)
 {
   int i;
 
@@ -109,7 +110,7 @@ static int rebuild_qps(struct mcp_comm *c)
   /* The destroyed QPs add nothing more to the CQ. What they completed successfully
    * still counts: a receive whose data landed was acknowledged, so its sender may have
    * finished with it and will not write it again. Errors are ignored (phase is set). */
-  while (c->error == 0 && mcp_xfer_poll(c) > 0)
+  while (c->error == 0 && c->ops->poll(c) > 0)
     ;
   if (c->error != 0)
     return -1;
@@ -118,25 +119,18 @@ static int rebuild_qps(struct mcp_comm *c)
     c->recv_posted[i] = 0;
     c->recv_consumed[i] = 0;
   }
-  c->cts_unsignaled = 0;
   if (mcp_qp_create_qps(c) != 0)
     return -1;
   if (c->kind == MCP_COMM_RECV) {
     for (i = 0; i < c->nqps; i++)
       if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
         return -1;
-    /* Partial counts of the old QPs are void: the sender writes those slots again. */
-    for (i = 0; i < MCP_SLOTS; i++)
-      if (c->rslots[i].req != NULL) {
-        c->rslots[i].expected = 0;
-        c->rslots[i].got = 0;
-        c->rslots[i].bytes = 0;
-      }
   }
+  c->ops->qps_replaced(c);
   return 0;
 }
 
-static int send_recover(struct mcp_comm *c, uint32_t step)
+static int send_recover(struct mcp_link *c, uint32_t step)
 {
   struct mcp_wire_msg m;
 
@@ -144,18 +138,18 @@ static int send_recover(struct mcp_comm *c, uint32_t step)
   m.type = MCP_WIRE_RECOVER;
   m.u.recover.round = c->rec.round;
   m.u.recover.step = step;
-  m.u.recover.next_seq = c->seq;
+  m.u.recover.next_seq = c->ops->next_seq(c);
   if (c->kind == MCP_COMM_RECV)
-    mcp_xfer_recv_done_table(c, m.u.recover.done);
+    c->ops->done_table(c, m.u.recover.done);
   mcp_comm_fill_endpoint(c);
   m.u.recover.ep = c->local;
   return mcp_oob_stream_send(c->stream, &m);
 }
 
 /* Starts round `round` (the peer's, when it asked first). */
-static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
+static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
 {
-  const struct mcp_config *cfg = mcp_net_config();
+  const struct mcp_config *cfg = mcp_param_process();
   uint64_t now = mono_ns();
 
   if (c->rec.phase == MCP_REC_NONE) {
@@ -185,7 +179,7 @@ static void begin_round(struct mcp_comm *c, uint32_t round, const char *cause)
     rec_fail(c, "the RECOVER frame could not be queued on the out-of-band connection");
 }
 
-void mcp_recover_start(struct mcp_comm *c, const char *cause)
+void mcp_recover_start(struct mcp_link *c, const char *cause)
 {
   if (c->error != 0)
     return;
@@ -197,7 +191,7 @@ void mcp_recover_start(struct mcp_comm *c, const char *cause)
 }
 
 /* Frames of the peer about recovery; others do not travel on a connected stream. */
-static void on_frame(struct mcp_comm *c, const struct mcp_wire_msg *m)
+static void on_frame(struct mcp_link *c, const struct mcp_wire_msg *m)
 {
   const struct mcp_wire_recover *r = &m->u.recover;
 
@@ -221,7 +215,7 @@ static void on_frame(struct mcp_comm *c, const struct mcp_wire_msg *m)
     c->rec.peer = *r;
 }
 
-void mcp_recover_poll_stream(struct mcp_comm *c)
+void mcp_recover_poll_stream(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
 
@@ -229,7 +223,7 @@ void mcp_recover_poll_stream(struct mcp_comm *c)
     on_frame(c, &m);
 }
 
-static int connect_round(struct mcp_comm *c)
+static int connect_round(struct mcp_link *c)
 {
   const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
   int i, index;
@@ -264,10 +258,10 @@ static int connect_round(struct mcp_comm *c)
   return 0;
 }
 
-static int finish_round(struct mcp_comm *c)
+static int finish_round(struct mcp_link *c)
 {
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
-  int rc = c->kind == MCP_COMM_SEND ? mcp_xfer_send_replay(c, c->rec.peer.done) : mcp_xfer_recv_replay(c);
+  int rc = c->ops->replay(c, c->rec.peer.done);
 
   if (rc != 0)
     return -1;
@@ -280,7 +274,7 @@ static int finish_round(struct mcp_comm *c)
 
 #define VERDICT_NS 200000000ull /* how long a failed completion waits for the peer's FIN */
 
-void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc)
+void mcp_recover_await_verdict(struct mcp_link *c, const struct ibv_wc *wc)
 {
   if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
     return;
@@ -291,7 +285,7 @@ void mcp_recover_await_verdict(struct mcp_comm *c, const struct ibv_wc *wc)
 }
 
 /* No recovery here: the comm fails either way, only the message is open. */
-static int verdict(struct mcp_comm *c)
+static int verdict(struct mcp_link *c)
 {
   uint64_t now = mono_ns();
   int gone;
@@ -300,15 +294,15 @@ static int verdict(struct mcp_comm *c)
     c->rec.next_try_ns = now + RETRY_NS / 10;
     mcp_oob_progress();
   }
-  gone = atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer);
+  gone = mcp_oob_stream_dead(c->stream) || mcp_oob_stream_closed_by_peer(c->stream);
   if (!gone && now < c->rec.verdict_ns)
     return 0;
   c->rec.phase = MCP_REC_NONE;
-  mcp_xfer_fail_wc(c, &c->rec.verdict_wc, gone);
+  c->ops->fail_wc(c, &c->rec.verdict_wc, gone);
   return -1;
 }
 
-int mcp_recover_progress(struct mcp_comm *c)
+int mcp_recover_progress(struct mcp_link *c)
 {
   uint64_t now;
   int st;
@@ -319,8 +313,8 @@ int mcp_recover_progress(struct mcp_comm *c)
     return 1;
   if (c->rec.phase == MCP_REC_VERDICT)
     return verdict(c);
-  if (atomic_load(&c->stream->dead)) {
-    rec_fail(c, c->stream->dead_reason);
+  if (mcp_oob_stream_dead(c->stream)) {
+    rec_fail(c, mcp_oob_stream_dead_reason(c->stream));
     return -1;
   }
   now = mono_ns();
@@ -372,13 +366,13 @@ int mcp_recover_progress(struct mcp_comm *c)
 
 void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type)
 {
-  struct mcp_comm *c = comm;
+  struct mcp_link *c = comm;
 
   (void)qpn;
   atomic_store(&c->qp_event, event_type + 1);
 }
 
-void mcp_recover_check_events(struct mcp_comm *c)
+void mcp_recover_check_events(struct mcp_link *c)
 {
   unsigned gen;
   int ev;
@@ -386,11 +380,11 @@ void mcp_recover_check_events(struct mcp_comm *c)
 
   mcp_devctx_poll_events(c->dc);
   if (atomic_load(&c->dc->fatal)) {
-    mcp_comm_fail(c, ncclSystemError, "%s %s: %s reported a fatal device error; the adapter needs a reset",
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s %s: %s reported a fatal device error; the adapter needs a reset",
                   dir_words(c), c->peer_name, c->dc->info->ibdev);
     return;
   }
-  if (mcp_net_config()->recovery_timeout_s <= 0)
+  if (mcp_param_process()->recovery_timeout_s <= 0)
     return; /* without recovery, completions with errors decide */
   gen = atomic_load(&c->dc->port_err_gen);
   if (gen != c->port_err_seen) {

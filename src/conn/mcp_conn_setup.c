@@ -32,8 +32,9 @@
 #include <time.h>
 
 #include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/fabric_pkey.h"
+#include "mcpnet/link.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -45,7 +46,7 @@ enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_QP, ST_WAIT_READY, ST_DONE };
 struct connect_tail {
   uint32_t magic;
   uint32_t pad;
-  struct mcp_comm *comm;
+  struct mcp_link *comm;
 };
 _Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE, "connect state fits the handle tail");
 
@@ -58,21 +59,11 @@ static int choose_sl_tc(int configured, int traffic_class, int max)
   return traffic_class >= 0 && traffic_class <= max ? traffic_class : 0;
 }
 
-static void *ring_alloc(size_t bytes)
-{
-  void *p = NULL;
-
-  if (posix_memalign(&p, 4096, bytes) != 0)
-    return NULL;
-  memset(p, 0, bytes);
-  return p;
-}
-
 /* The parts of a comm that do not depend on the peer. */
-static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
+static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const struct mcp_link_ops *ops)
 {
-  const struct mcp_config *cfg = mcp_net_config();
-  struct mcp_comm *c = calloc(1, sizeof(*c));
+  const struct mcp_config *cfg = mcp_param_process();
+  struct mcp_link *c = calloc(1, ops->comm_size); /* the upper layer's comm: the link comes first */
 
   if (c == NULL)
     return NULL;
@@ -80,13 +71,15 @@ static struct mcp_comm *comm_new(int kind, int dev, int traffic_class)
     free(c);
     return NULL;
   }
-  mcp_net_comm_ref();
+  mcp_fabric_comm_ref();
   c->kind = kind;
   c->dev = dev;
+  c->ops = ops;
+  c->id = mcp_comm_next_id();
+  /* A QP's async event reaches its comm through the handler conn registers with fabric. */
+  mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;
-  c->seq = 1;
-  c->cts_batch = cfg->cts_batch;
-  c->dc = mcp_devctx_get(mcp_net_fabric(), dev);
+  c->dc = mcp_devctx_get(mcp_fabric_process(), dev);
   if (c->dc == NULL)
     goto fail;
   c->port_err_seen = atomic_load(&c->dc->port_err_gen); /* events before this comm are not its */
@@ -100,39 +93,16 @@ fail:
   return NULL;
 }
 
-/* Rings, requests and QPs: the send side gets a CTS ring, the receive side records. */
-static int comm_resources(struct mcp_comm *c, int nqps)
+/* The upper layer's state (it names the ring the handshake carries and the queue depths
+ * its traffic needs), then the QPs. */
+static int comm_resources(struct mcp_link *c, int nqps)
 {
-  int is_send = c->kind == MCP_COMM_SEND;
-  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-
-  c->ring_bytes = is_send ? MCP_SLOTS * sizeof(struct mcp_cts_slot) : MCP_SLOTS * sizeof(struct mcp_record);
-  c->ring = ring_alloc(c->ring_bytes);
-  if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, access)) == NULL)
+  if (c->ops->alloc(c) != 0)
     return -1;
-  if (is_send) {
-    c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
-    c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
-    if (c->records == NULL || c->sslots == NULL ||
-        (c->records_mr = mcp_mr_internal(c->dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
-                                         IBV_ACCESS_LOCAL_WRITE)) == NULL)
-      return -1;
-    if (mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND) != 0)
-      return -1;
-    return mcp_qp_create_all(c, nqps, 2 * MCP_SEND_REQS, 1);
-  }
-  c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
-  c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
-  if (c->staging == NULL || c->rslots == NULL ||
-      (c->staging_mr = mcp_mr_internal(c->dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
-                                       IBV_ACCESS_LOCAL_WRITE)) == NULL)
-    return -1;
-  if (mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV) != 0)
-    return -1;
-  return mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH);
+  return mcp_qp_create_all(c, nqps, c->sq_depth, c->rq_depth);
 }
 
-static int qp_thread_start(struct mcp_comm *c)
+static int qp_thread_start(struct mcp_link *c)
 {
   if (mcp_qp_connect_start(c) != 0)
     return -1;
@@ -141,18 +111,18 @@ static int qp_thread_start(struct mcp_comm *c)
 }
 
 /* 0 while the QPs are still being connected, 1 when they are at RTS, -1 failed. */
-static int qp_thread_poll(struct mcp_comm *c)
+static int qp_thread_poll(struct mcp_link *c)
 {
   return mcp_qp_connect_poll(c);
 }
 
 /* Tells the other end why the connection is abandoned, so it fails now, not at its
  * connect timeout. */
-static void send_reject(struct mcp_comm *c, uint32_t code, const char *why)
+static void send_reject(struct mcp_link *c, uint32_t code, const char *why)
 {
   struct mcp_wire_msg m;
 
-  if (c->stream == NULL || c->stream->remote_id == 0)
+  if (c->stream == NULL || mcp_oob_stream_remote_id(c->stream) == 0)
     return;
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REJECT;
@@ -162,7 +132,7 @@ static void send_reject(struct mcp_comm *c, uint32_t code, const char *why)
 }
 
 /* What only costs speed or changes when errors surface: said once per process. */
-static void warn_fingerprint(const struct mcp_comm *c, const struct mcp_wire_endpoint *l,
+static void warn_fingerprint(const struct mcp_link *c, const struct mcp_wire_endpoint *l,
                              const struct mcp_wire_endpoint *r)
 {
   static int rate_warned, timer_warned, version_warned;
@@ -189,7 +159,7 @@ static void warn_fingerprint(const struct mcp_comm *c, const struct mcp_wire_end
 }
 
 /* What must agree between the two ends; mismatches that only cost speed are warned. */
-static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, char *why, size_t len)
+static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, char *why, size_t len)
 {
   const struct mcp_wire_endpoint *l = &c->local;
   static int mtu_warned;
@@ -236,10 +206,10 @@ static int check_peer(struct mcp_comm *c, const struct mcp_wire_endpoint *r, cha
   return 0;
 }
 
-ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm)
+int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                    void **listen_comm)
 {
-  struct mcp_ctx *x = ctx;
-  const struct mcp_fabric *fab = mcp_net_fabric();
+  const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_listen_comm *lc;
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
@@ -248,19 +218,20 @@ ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm
   *listen_comm = NULL;
   if (fab == NULL || dev < 0 || dev >= fab->ndev) {
     MCP_WARN("listen on device %d: there are %d device(s) (was init called?)", dev, fab ? fab->ndev : 0);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   lc = calloc(1, sizeof(*lc));
   if (lc == NULL)
-    return ncclSystemError;
-  if (mcp_oob_acquire(mcp_net_config()) != 0) {
+    return MCP_ERR_SYSTEM;
+  if (mcp_oob_acquire(mcp_param_process()) != 0) {
     free(lc);
-    return ncclSystemError;
+    return MCP_ERR_SYSTEM;
   }
-  mcp_net_comm_ref();
+  mcp_fabric_comm_ref();
   lc->kind = MCP_COMM_LISTEN;
   lc->dev = dev;
-  lc->traffic_class = mcp_ctx_traffic_class(x);
+  lc->traffic_class = traffic_class;
+  lc->ops = ops;
   lc->listener = mcp_oob_listener_add();
   if (lc->listener == NULL)
     goto fail;
@@ -275,58 +246,57 @@ ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm
     goto fail;
   }
   *listen_comm = lc;
-  return ncclSuccess;
+  return 0;
 fail:
-  mcp_net_close_listen(lc);
-  return ncclSystemError;
+  mcp_conn_close_listen(lc);
+  return MCP_ERR_SYSTEM;
 }
 
-ncclResult_t mcp_net_close_listen(void *listen_comm)
+int mcp_conn_close_listen(void *listen_comm)
 {
   struct mcp_listen_comm *lc = listen_comm;
 
   if (lc == NULL)
-    return ncclSuccess;
+    return 0;
   if (lc->accepting != NULL)
     mcp_comm_destroy(lc->accepting);
   if (lc->listener != NULL)
     mcp_oob_listener_remove(lc->listener);
   free(lc);
   mcp_oob_release();
-  mcp_net_comm_unref();
-  return ncclSuccess;
+  mcp_fabric_comm_unref();
+  return 0;
 }
 
-static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_config *config,
-                                      const void *handle, ncclResult_t *rc)
+static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops *ops, const void *handle,
+                                      int *rc)
 {
-  const struct mcp_fabric *fab = mcp_net_fabric();
+  const struct mcp_fabric *fab = mcp_fabric_process();
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
   char err[MCP_WIRE_ERRLEN];
-  struct mcp_comm *c;
-  int tc = config != NULL ? config->traffic_class : mcp_ctx_traffic_class(ctx);
+  struct mcp_link *c;
 
   if (fab == NULL || dev < 0 || dev >= fab->ndev) {
     MCP_WARN("connect on device %d: there are %d device(s)", dev, fab ? fab->ndev : 0);
-    *rc = ncclInvalidArgument;
+    *rc = MCP_ERR_ARG;
     return NULL;
   }
   if (mcp_wire_handle_decode(handle, &h, err, sizeof(err)) != 0) {
     MCP_WARN("connect: the handle is not usable: %s", err);
-    *rc = ncclInvalidUsage;
+    *rc = MCP_ERR_USAGE;
     return NULL;
   }
-  c = comm_new(MCP_COMM_SEND, dev, tc);
+  c = comm_new(MCP_COMM_SEND, dev, tc, ops);
   if (c == NULL) {
-    *rc = ncclSystemError;
+    *rc = MCP_ERR_SYSTEM;
     return NULL;
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
   c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
   if (c->stream == NULL || comm_resources(c, c->dc->info->qps_per_conn) != 0) {
     mcp_comm_destroy(c);
-    *rc = ncclSystemError;
+    *rc = MCP_ERR_SYSTEM;
     return NULL;
   }
   mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
@@ -336,7 +306,7 @@ static struct mcp_comm *connect_start(void *ctx, int dev, const struct mcp_comm_
   return c;
 }
 
-static int connect_send_request(struct mcp_comm *c)
+static int connect_send_request(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
 
@@ -347,7 +317,7 @@ static int connect_send_request(struct mcp_comm *c)
   m.u.conn_req.listen_token = c->listen_token;
   m.u.conn_req.ep = c->local;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
-    mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot send the request", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot send the request", c->peer_name);
     return -1;
   }
   c->state = ST_WAIT_ACK;
@@ -355,41 +325,41 @@ static int connect_send_request(struct mcp_comm *c)
 }
 
 /* The acceptor's answer: check it, then connect the QPs off this thread. */
-static int connect_on_answer(struct mcp_comm *c, const struct mcp_wire_msg *m)
+static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
 {
   char why[512];
 
   if (m->type == MCP_WIRE_CONN_REJECT) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
     return -1;
   }
   if (m->type != MCP_WIRE_CONN_ACK) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m->type));
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m->type));
     return -1;
   }
   c->remote = m->u.conn_ack;
-  c->stream->remote_id = c->remote.stream_id;
+  mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
-    mcp_comm_fail(c, ncclInvalidUsage, "connect to %s: %s", c->peer_name, why);
+    mcp_comm_fail(c, MCP_ERR_USAGE, "connect to %s: %s", c->peer_name, why);
     return -1;
   }
   if (c->remote.nqps != c->nqps) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, "QP count mismatch");
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: the peer answered with %d QPs for our %d",
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the peer answered with %d QPs for our %d",
                   c->peer_name, c->remote.nqps, c->nqps);
     return -1;
   }
   if (qp_thread_start(c) != 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not start its QP setup");
-    mcp_comm_fail(c, ncclSystemError, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
     return -1;
   }
   return 0;
 }
 
 /* The QPs are at RTS (or failed): tell the acceptor. */
-static int connect_finish(struct mcp_comm *c)
+static int connect_finish(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
   int st = qp_thread_poll(c);
@@ -398,15 +368,14 @@ static int connect_finish(struct mcp_comm *c)
     return 0;
   if (st < 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not bring its QPs to RTS (see its log)");
-    mcp_comm_fail(c, ncclSystemError, "connect to %s: queue pairs could not be connected", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: queue pairs could not be connected", c->peer_name);
     return -1;
   }
-  c->remote_ring = c->remote.ring_addr;
-  c->remote_rkey = c->remote.ring_rkey;
+  c->ops->link_up(c);
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_READY;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
-    mcp_comm_fail(c, ncclRemoteError, "connect to %s: cannot send READY", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: cannot send READY", c->peer_name);
     return -1;
   }
   c->state = ST_DONE;
@@ -418,7 +387,7 @@ static int connect_finish(struct mcp_comm *c)
 /* Says, at the intervals mcp_oob_wait_notice gives, that this end waits for a peer
  * whose host holds the TCP connection: who waits for whom, since when, and why that is
  * not a failure. what is "its accept" or "its connect to finish". */
-static void wait_notice(struct mcp_comm *c, const char *what)
+static void wait_notice(struct mcp_link *c, const char *what)
 {
   char self[200], peer[160];
   enum mcp_oob_phase ph = mcp_oob_stream_phase(c->stream);
@@ -447,7 +416,7 @@ static void wait_notice(struct mcp_comm *c, const char *what)
 }
 
 /* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
-static int connect_step(struct mcp_comm *c)
+static int connect_step(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
   int ready;
@@ -455,7 +424,7 @@ static int connect_step(struct mcp_comm *c)
   if (c->state == ST_WAIT_OOB) {
     ready = mcp_oob_stream_ready(c->stream);
     if (ready < 0) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
     }
     if (ready > 0 && connect_send_request(c) != 0)
@@ -465,13 +434,13 @@ static int connect_step(struct mcp_comm *c)
     if (mcp_oob_stream_recv(c->stream, &m)) {
       if (connect_on_answer(c, &m) != 0)
         return -1;
-    } else if (atomic_load(&c->stream->dead)) {
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: %s", c->peer_name, c->stream->dead_reason);
+    } else if (mcp_oob_stream_dead(c->stream)) {
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
       return -1;
-    } else if (atomic_load(&c->stream->closed_by_peer)) {
+    } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
        * leave us waiting: its comm's CLOSE is the last word. */
-      mcp_comm_fail(c, ncclRemoteError, "connect to %s: the accepting side abandoned this connection "
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the accepting side abandoned this connection "
                     "(CLOSE before its answer; see its log)", c->peer_name);
       return -1;
     }
@@ -484,17 +453,17 @@ static int connect_step(struct mcp_comm *c)
   return 0;
 }
 
-ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config, void *handle,
-                             void **send_comm)
+int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                     void **send_comm)
 {
   struct connect_tail *tail = (struct connect_tail *)((char *)handle + MCP_WIRE_HANDLE_TAIL_OFFSET);
-  ncclResult_t rc = ncclSuccess;
-  struct mcp_comm *c;
+  int rc = 0;
+  struct mcp_link *c;
   int step;
 
   *send_comm = NULL;
   if (tail->magic != CONNECT_TAIL_MAGIC) {
-    c = connect_start(ctx, dev, config, handle, &rc);
+    c = connect_start(dev, traffic_class, ops, handle, &rc);
     if (c == NULL)
       return rc;
     tail->magic = CONNECT_TAIL_MAGIC;
@@ -503,25 +472,25 @@ ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *c
   c = tail->comm;
   step = connect_step(c);
   if (step == 0)
-    return ncclSuccess;
+    return 0;
   tail->magic = 0;
   tail->comm = NULL;
   if (step < 0) {
-    rc = (ncclResult_t)c->error;
+    rc = c->error;
     mcp_comm_destroy(c);
     return rc;
   }
   *send_comm = c;
-  return ncclSuccess;
+  return 0;
 }
 
-static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, ncclResult_t *rc)
+static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, int *rc)
 {
-  struct mcp_comm *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class);
+  struct mcp_link *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class, lc->ops);
   const struct mcp_wire_endpoint *r;
   char why[512];
 
-  *rc = ncclSystemError;
+  *rc = MCP_ERR_SYSTEM;
   if (c == NULL) {
     mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not create a comm (see its log)");
     mcp_oob_request_free(req);
@@ -544,13 +513,12 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   mcp_comm_fill_endpoint(c);
   if (check_peer(c, r, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
-    mcp_comm_fail(c, ncclInvalidUsage, "accept from %s: %s", c->peer_name, why);
-    *rc = ncclInvalidUsage;
+    mcp_comm_fail(c, MCP_ERR_USAGE, "accept from %s: %s", c->peer_name, why);
+    *rc = MCP_ERR_USAGE;
     goto fail;
   }
-  c->remote_ring = r->ring_addr;
-  c->remote_rkey = r->ring_rkey;
-  c->deadline_ns = mcp_clock_ns() + (uint64_t)mcp_net_config()->connect_timeout_s * 1000000000ull;
+  c->ops->link_up(c);
+  c->deadline_ns = mcp_clock_ns() + (uint64_t)mcp_param_process()->connect_timeout_s * 1000000000ull;
   if (qp_thread_start(c) != 0)
     goto fail;
   lc->accepting = c;
@@ -558,7 +526,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
 fail:
   if (c->error == 0) {
     MCP_WARN("accept on %s from %s failed while setting up the connection",
-             mcp_net_fabric()->dev[lc->dev].name, c->peer_name);
+             mcp_fabric_process()->dev[lc->dev].name, c->peer_name);
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not set up its QPs (see its log)");
   }
   mcp_comm_destroy(c);
@@ -566,7 +534,7 @@ fail:
 }
 
 /* The QPs are at RTS: post the receive WRs and answer with our endpoint. */
-static void accept_answer(struct mcp_comm *c)
+static void accept_answer(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
   int i, st = qp_thread_poll(c);
@@ -575,13 +543,13 @@ static void accept_answer(struct mcp_comm *c)
     return;
   if (st < 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not bring its QPs to RTS (see its log)");
-    mcp_comm_fail(c, ncclSystemError, "accept from %s: queue pairs could not be connected", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: queue pairs could not be connected", c->peer_name);
     return;
   }
   for (i = 0; i < c->nqps; i++) {
     if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0) {
       send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not post receives");
-      mcp_comm_fail(c, ncclSystemError, "accept from %s: posting receive WRs failed", c->peer_name);
+      mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: posting receive WRs failed", c->peer_name);
       return;
     }
   }
@@ -589,28 +557,28 @@ static void accept_answer(struct mcp_comm *c)
   m.type = MCP_WIRE_CONN_ACK;
   m.u.conn_ack = c->local;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
-    mcp_comm_fail(c, ncclRemoteError, "accept from %s: cannot send the answer", c->peer_name);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: cannot send the answer", c->peer_name);
     return;
   }
   c->state = ST_WAIT_READY;
 }
 
-ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
+int mcp_conn_accept(void *listen_comm, void **recv_comm)
 {
   struct mcp_listen_comm *lc = listen_comm;
   struct mcp_oob_request *req;
   struct mcp_wire_msg m;
-  struct mcp_comm *c;
-  ncclResult_t rc;
+  struct mcp_link *c;
+  int rc;
 
   *recv_comm = NULL;
   if (lc == NULL || lc->kind != MCP_COMM_LISTEN) {
     MCP_WARN("accept: %p is not a listen comm of mcpnet", listen_comm);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   if (lc->accepting == NULL) {
     if (!mcp_oob_listener_take(lc->listener, &req))
-      return ncclSuccess;
+      return 0;
     if (accept_start(lc, req, &rc) != 0)
       return rc;
   }
@@ -622,13 +590,13 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
       if (m.type == MCP_WIRE_CONN_READY)
         c->state = ST_DONE;
       else
-        mcp_comm_fail(c, ncclRemoteError, "accept from %s: expected READY, got %s%s%s", c->peer_name,
+        mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: expected READY, got %s%s%s", c->peer_name,
                       mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
                       m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
-    } else if (atomic_load(&c->stream->dead)) {
-      mcp_comm_fail(c, ncclRemoteError, "accept from %s: %s", c->peer_name, c->stream->dead_reason);
-    } else if (atomic_load(&c->stream->closed_by_peer)) {
-      mcp_comm_fail(c, ncclRemoteError, "accept from %s: the connecting side abandoned this connection "
+    } else if (mcp_oob_stream_dead(c->stream)) {
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+    } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the connecting side abandoned this connection "
                     "(CLOSE before READY; see its log)", c->peer_name);
     }
   }
@@ -638,22 +606,22 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
       if (c->wait_since_ms == 0)
         c->wait_since_ms = mcp_clock_coarse_ms();
       wait_notice(c, "its connect to finish (READY)");
-      return ncclSuccess;
+      return 0;
     }
     if (mcp_clock_ns() <= c->deadline_ns)
-      return ncclSuccess;
-    mcp_comm_fail(c, ncclRemoteError, "accept from %s: the queue pairs were not connected within "
-                  "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_net_config()->connect_timeout_s);
+      return 0;
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the queue pairs were not connected within "
+                  "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_param_process()->connect_timeout_s);
   }
   lc->accepting = NULL;
   if (c->error != 0) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, c->errmsg);
-    rc = (ncclResult_t)c->error;
+    rc = c->error;
     mcp_comm_destroy(c);
     return rc;
   }
   MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
            c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   *recv_comm = c;
-  return ncclSuccess;
+  return 0;
 }

@@ -27,13 +27,27 @@
 #include <unistd.h>
 
 #include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
+#include "mcpnet/link.h"
 #include "mcpnet/fabric.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/param.h"
 
 enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
+
+#define MCP_OOB_INBOX 8
+
+struct mcp_oob_stream {
+  uint32_t id;        /* ours: the peer puts it in frame headers to reach us */
+  uint32_t remote_id; /* the peer's id for the same connection, once known */
+  struct mcp_oob_peer *peer;
+  atomic_int dead;    /* the peer connection is gone; reason in dead_reason */
+  atomic_int closed_by_peer;
+  char dead_reason[MCP_WIRE_REASON_MAX];
+  int inbox_head, inbox_count;
+  struct mcp_wire_msg inbox[MCP_OOB_INBOX];
+  struct mcp_list link; /* on the channel's streams */
+};
 
 struct mcp_oob_peer {
   enum peer_state state;
@@ -591,7 +605,7 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
    * its MCPNET_RECOVERY_TIMEOUT to ride out a link outage. */
   oob.keepalive_s = cfg->recovery_timeout_s + 30 > 60 ? (unsigned)cfg->recovery_timeout_s + 30 : 60;
   /* The rank discovery resolved (MCPNET_LOCAL_RANK, LOCAL_RANK, ...), for the peer's messages. */
-  oob.local_rank = mcp_net_fabric() != NULL ? mcp_net_fabric()->local_rank : cfg->local_rank;
+  oob.local_rank = mcp_fabric_process() != NULL ? mcp_fabric_process()->local_rank : cfg->local_rank;
   MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel listens on %s (%s: %s), backlog %d",
            mcp_sockaddr_format(&oob.local, addr, sizeof(addr)), choice.name, choice.reason,
            mcp_sock_listen_backlog());
@@ -842,6 +856,48 @@ const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t
   peer_name(s->peer, buf, len);
   pthread_mutex_unlock(&oob.lock);
   return buf;
+}
+
+uint32_t mcp_oob_stream_id(const struct mcp_oob_stream *s) { return s->id; }
+
+uint32_t mcp_oob_stream_remote_id(struct mcp_oob_stream *s)
+{
+  uint32_t id;
+
+  pthread_mutex_lock(&oob.lock);
+  id = s->remote_id;
+  pthread_mutex_unlock(&oob.lock);
+  return id;
+}
+
+void mcp_oob_stream_set_remote_id(struct mcp_oob_stream *s, uint32_t remote_id)
+{
+  pthread_mutex_lock(&oob.lock);
+  s->remote_id = remote_id;
+  pthread_mutex_unlock(&oob.lock);
+}
+
+int mcp_oob_stream_dead(const struct mcp_oob_stream *s) { return atomic_load(&s->dead); }
+const char *mcp_oob_stream_dead_reason(const struct mcp_oob_stream *s) { return s->dead_reason; }
+int mcp_oob_stream_closed_by_peer(const struct mcp_oob_stream *s) { return atomic_load(&s->closed_by_peer); }
+
+struct mcp_oob_stream *mcp_oob_test_stream_new(void)
+{
+  struct mcp_oob_stream *s = calloc(1, sizeof(*s));
+
+  if (s != NULL)
+    mcp_list_init(&s->link); /* on no channel's list: a close unlinks nothing */
+  return s;
+}
+
+void mcp_oob_test_stream_end(struct mcp_oob_stream *s, int dead, int closed_by_peer, const char *reason)
+{
+  if (reason != NULL)
+    snprintf(s->dead_reason, sizeof(s->dead_reason), "%s", reason);
+  if (closed_by_peer)
+    atomic_store(&s->closed_by_peer, 1);
+  if (dead)
+    atomic_store(&s->dead, 1);
 }
 
 enum mcp_oob_phase mcp_oob_stream_phase(struct mcp_oob_stream *s)

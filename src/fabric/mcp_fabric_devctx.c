@@ -16,6 +16,10 @@
 
 static pthread_mutex_t devctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mcp_devctx *devctx_table[MCP_MAX_NET_DEVS];
+/* Where a QP's async event goes: registered from above (conn), never called by name. */
+static _Atomic(mcp_devctx_qp_event_fn) qp_event_handler;
+
+void mcp_devctx_set_qp_event_handler(mcp_devctx_qp_event_fn fn) { atomic_store(&qp_event_handler, fn); }
 
 static struct ibv_context *open_by_name(const char *name)
 {
@@ -150,11 +154,14 @@ void mcp_devctx_poll_events(struct mcp_devctx *dc)
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
-    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_PATH_MIG_ERR: {
+      mcp_devctx_qp_event_fn fn = atomic_load(&qp_event_handler);
+
       /* The QP cannot be destroyed before this event is acknowledged: its comm is alive. */
-      if (ev.element.qp != NULL && ev.element.qp->qp_context != NULL)
-        mcp_comm_async_qp_event(ev.element.qp->qp_context, ev.element.qp->qp_num, ev.event_type);
+      if (fn != NULL && ev.element.qp != NULL && ev.element.qp->qp_context != NULL)
+        fn(ev.element.qp->qp_context, ev.element.qp->qp_num, ev.event_type);
       break;
+    }
     default:
       break;
     }

@@ -427,7 +427,7 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
   d->ptr_support = dd->ptr_support;
   d->max_qp = dd->attr.max_qp;
   d->max_cqe = dd->attr.max_cqe;
-  d->qps_per_conn = run->cfg->ib_qps_per_conn; /* capped by the plugin's init (mcp_net.c) */
+  d->qps_per_conn = run->cfg->ib_qps_per_conn; /* capped by the plugin's init (mcp_net_init.c) */
   d->max_qp_wr = dd->attr.max_qp_wr;
   d->max_sge = dd->attr.max_sge;
   sysfs_driver(dd->ibdev, d->driver, sizeof(d->driver));

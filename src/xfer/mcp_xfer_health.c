@@ -28,18 +28,11 @@
 /* A comm nobody waited on for this long was idle, not stalled: its clock restarts. */
 #define WD_IDLE_GAP_NS 2000000000ull
 
-void mcp_xfer_counters_base(struct mcp_comm *c)
-{
-  const struct mcp_net_dev *d = c->dc->info;
-
-  c->cnt_base_ok = mcp_cnt_snapshot_read(SYSFS_ROOT, d->ibdev, d->port, d->driver, &c->cnt_base) == 0;
-}
-
 /* "rxe0 port 1 ACTIVE (LinkUp)" */
 static void port_text(const struct mcp_comm *c, const struct mcp_cnt_snapshot *s, int ok, char *buf,
                       size_t len)
 {
-  const struct mcp_net_dev *d = c->dc->info;
+  const struct mcp_net_dev *d = c->link.dc->info;
 
   if (!ok || s->state_name[0] == '\0')
     snprintf(buf, len, "%s port %d (state unreadable)", d->ibdev, d->port);
@@ -52,19 +45,19 @@ static void port_text(const struct mcp_comm *c, const struct mcp_cnt_snapshot *s
 static void counters_text(const struct mcp_comm *c, const struct mcp_cnt_snapshot *now, int now_ok,
                           struct mcp_cnt_diff *d, char *buf, size_t len)
 {
-  if (!c->cnt_base_ok || !now_ok) {
+  if (!c->link.cnt_base_ok || !now_ok) {
     d->n = 0;
     d->kinds = 0;
     snprintf(buf, len, "not readable from %s/class/infiniband", SYSFS_ROOT);
     return;
   }
-  mcp_cnt_diff(&c->cnt_base, now, d);
+  mcp_cnt_diff(&c->link.cnt_base, now, d);
   mcp_cnt_format(d, buf, len);
 }
 
 enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, int wc_status, char *buf, size_t len)
 {
-  const struct mcp_net_dev *dev = c->dc->info;
+  const struct mcp_net_dev *dev = c->link.dc->info;
   struct mcp_cnt_snapshot now; /* 4 KiB: the error path runs on NCCL's thread, not the setup one */
   struct mcp_cnt_diff d;
   char port[128], moved[768];
@@ -195,7 +188,7 @@ size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t le
   if (len == 0)
     return 0;
   buf[0] = '\0';
-  if (c->kind == MCP_COMM_SEND)
+  if (c->link.kind == MCP_COMM_SEND)
     describe_send(c, buf, len, &used);
   else
     describe_recv(c, buf, len, &used);
@@ -226,7 +219,7 @@ int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
   mcp_xfer_watchdog_describe(c, what, sizeof(what));
   /* Unacknowledged data: the port's counters tell a lossy path from a silent peer. */
   if (strstr(what, "not acknowledged") != NULL) {
-    const struct mcp_net_dev *dev = c->dc->info;
+    const struct mcp_net_dev *dev = c->link.dc->info;
     struct mcp_cnt_snapshot now;
     struct mcp_cnt_diff d;
     char moved[700];
@@ -236,8 +229,8 @@ int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
     snprintf(extra, sizeof(extra), " Port error counters since the comm connected: %s.", moved);
   }
   MCP_WARN("watchdog: %s %s on %s port %d: no progress for %" PRIu64 " s (MCPNET_WATCHDOG_SEC=%d): %s.%s "
-           "The comm stays open; this is reported once per stall", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
-           c->peer_name, c->dc->info->ibdev, c->dc->info->port, (uint64_t)(stalled / 1000000000ull), seconds,
+           "The comm stays open; this is reported once per stall", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
+           c->link.peer_name, c->link.dc->info->ibdev, c->link.dc->info->port, (uint64_t)(stalled / 1000000000ull), seconds,
            what, extra);
   return 1;
 }

@@ -17,6 +17,7 @@
 
 #include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -27,8 +28,8 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
 {
   uint64_t now = mcp_clock_coarse_ns();
 
-  if (c->rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
-    return mcp_recover_progress(c) < 0 ? -1 : 0;
+  if (c->link.rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
+    return mcp_recover_progress(&c->link) < 0 ? -1 : 0;
   if (now < c->next_alive_check_ns)
     return 0;
   c->next_alive_check_ns = now + ALIVE_CHECK_NS;
@@ -37,34 +38,34 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
    * receive leaves completions in our queue behind its FIN or CLOSE: take them all, and
    * when that finished anything, let the caller look again before the peer's going
    * counts as lost work (the next check, 100 ms on, decides). */
-  if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer)) {
+  if (mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream)) {
     int n, got = 0;
     while ((n = mcp_xfer_poll(c)) > 0)
       got += n;
-    if (c->error != 0)
+    if (c->link.error != 0)
       return -1;
     if (got > 0)
       return 0;
   }
-  if (atomic_load(&c->stream->dead)) {
-    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
-                  c->peer_name, c->stream->dead_reason);
+  if (mcp_oob_stream_dead(c->link.stream)) {
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
+                  c->link.peer_name, mcp_oob_stream_dead_reason(c->link.stream));
     return -1;
   }
-  if (atomic_load(&c->stream->closed_by_peer)) {
-    mcp_comm_fail(c, ncclRemoteError, "%s %s: the peer closed its end of this connection with work "
-                  "still pending here", c->kind == MCP_COMM_SEND ? "send to" : "receive from",
-                  c->peer_name);
+  if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: the peer closed its end of this connection with work "
+                  "still pending here", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
+                  c->link.peer_name);
     return -1;
   }
   /* A peer that lost the RDMA path asks for a recovery on the stream; the device's
    * async events may ask for one too (a port that went down, a QP error, a GID moved). */
-  mcp_recover_poll_stream(c);
-  if (c->error == 0)
-    mcp_recover_check_events(c);
-  if (c->error != 0)
+  mcp_recover_poll_stream(&c->link);
+  if (c->link.error == 0)
+    mcp_recover_check_events(&c->link);
+  if (c->link.error != 0)
     return -1;
-  mcp_xfer_watchdog(c, now, mcp_net_config()->watchdog_s);
+  mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
   return 0;
 }
 
@@ -76,8 +77,8 @@ static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot
   if (record) {
     const struct mcp_record *rec = &c->ring_records[slot];
     if (rec->seq != rs->seq || (int)rec->n != r->n) {
-      mcp_comm_fail(c, ncclRemoteError, "receive from %s: the sizes record of seq %u says seq %u, "
-                    "%u buffers (protocol error)", c->peer_name, rs->seq, rec->seq, rec->n);
+      mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "receive from %s: the sizes record of seq %u says seq %u, "
+                    "%u buffers (protocol error)", c->link.peer_name, rs->seq, rec->seq, rec->n);
       return;
     }
     for (i = 0; i < r->n; i++)
@@ -97,16 +98,16 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
   int slot = (int)(MCP_IMM_SEQ(imm) % MCP_SLOTS);
   struct mcp_recv_slot *rs = &c->rslots[slot];
 
-  if (++c->recv_consumed[qp] >= MCP_CQ_BATCH && c->qp[qp] != NULL) { /* NULL: recovery drains */
-    if (mcp_qp_post_recvs(c, qp, c->recv_consumed[qp]) != 0) {
-      mcp_comm_fail(c, ncclSystemError, "%s: reposting receive WRs failed", c->dc->info->name);
+  if (++c->link.recv_consumed[qp] >= MCP_CQ_BATCH && c->link.qp[qp] != NULL) { /* NULL: recovery drains */
+    if (mcp_qp_post_recvs(&c->link, qp, c->link.recv_consumed[qp]) != 0) {
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed", c->link.dc->info->name);
       return;
     }
-    c->recv_consumed[qp] = 0;
+    c->link.recv_consumed[qp] = 0;
   }
   if (rs->req == NULL || (rs->seq & 0xffffu) != MCP_IMM_SEQ(imm)) {
-    mcp_comm_fail(c, ncclRemoteError, "receive from %s: data for seq %u (low bits) arrived at slot "
-                  "%d, which waits for %u (protocol error)", c->peer_name, MCP_IMM_SEQ(imm), slot,
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "receive from %s: data for seq %u (low bits) arrived at slot "
+                  "%d, which waits for %u (protocol error)", c->link.peer_name, MCP_IMM_SEQ(imm), slot,
                   rs->req ? rs->seq : 0);
     return;
   }
@@ -117,52 +118,52 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
     complete_recv(c, rs, slot, (int)MCP_IMM_REC(imm));
 }
 
-/* The first failed completion fails the comm (later ones find c->error set: one WARN per
+/* The first failed completion fails the comm (later ones find c->link.error set: one WARN per
  * comm), then a second WARN gives the port's side of the story: its state, the error
  * counters that moved since the comm connected, the likely cause and what to try. With
  * peer_gone, the peer's process is known to have gone: that is the cause. */
 void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone)
 {
-  const char *dir = c->kind == MCP_COMM_SEND ? "send to" : "receive from";
+  const char *dir = c->link.kind == MCP_COMM_SEND ? "send to" : "receive from";
   enum mcp_cnt_cause cause;
   char diag[1600];
 
-  if (c->error != 0)
+  if (c->link.error != 0)
     return;
   if (peer_gone) {
-    mcp_comm_fail(c, ncclRemoteError, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
-                  "seq %u)", dir, c->peer_name,
-                  atomic_load(&c->stream->dead) ? c->stream->dead_reason : "the peer closed this connection",
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
+                  "seq %u)", dir, c->link.peer_name,
+                  mcp_oob_stream_dead(c->link.stream) ? mcp_oob_stream_dead_reason(c->link.stream) : "the peer closed this connection",
                   mcp_ibv.wc_status_str(wc->status), wc->qp_num, c->seq);
     return;
   }
   cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
-  if (mcp_net_config()->abort_on_error) /* the failure below aborts: say it first */
-    MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
-  mcp_comm_fail(c, ncclRemoteError, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
+  if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
+    MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
-                dir, c->peer_name,
+                dir, c->link.peer_name,
                 mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
                 mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
-                c->seq, c->dc->info->name, c->dc->info->port, c->dc->info->gid.index, c->dc->info->gid.text,
-                mcp_net_config()->ib_timeout, mcp_net_config()->ib_retry_cnt, mcp_cnt_cause_name(cause));
-  MCP_WARN("%s %s: %s", dir, c->peer_name, diag);
+                c->seq, c->link.dc->info->name, c->link.dc->info->port, c->link.dc->info->gid.index, c->link.dc->info->gid.text,
+                mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt, mcp_cnt_cause_name(cause));
+  MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
 }
 
 static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
 {
-  if (c->error != 0 || c->rec.phase == MCP_REC_VERDICT)
+  if (c->link.error != 0 || c->link.rec.phase == MCP_REC_VERDICT)
     return;
-  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0 &&
-      !atomic_load(&c->stream->dead) && !atomic_load(&c->stream->closed_by_peer)) {
+  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
+      !mcp_oob_stream_dead(c->link.stream) && !mcp_oob_stream_closed_by_peer(c->link.stream)) {
     char why[256];
-    if (c->rec.phase != MCP_REC_NONE && c->rec.phase != MCP_REC_CONNECTING && c->rec.phase != MCP_REC_WAIT_READY)
+    if (c->link.rec.phase != MCP_REC_NONE && c->link.rec.phase != MCP_REC_CONNECTING && c->link.rec.phase != MCP_REC_WAIT_READY)
       return;
     snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
              mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
              mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
-             c->dc->info->name, c->dc->info->port);
-    mcp_recover_start(c, why);
+             c->link.dc->info->name, c->link.dc->info->port);
+    mcp_recover_start(&c->link, why);
     return;
   }
   /* A peer process that dies with writes in flight has its adapter refuse them (its QPs
@@ -172,10 +173,10 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
   if (wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR ||
       wc->status == IBV_WC_REM_OP_ERR || mcp_recover_status_recoverable(wc->status)) {
     mcp_oob_progress();
-    if (atomic_load(&c->stream->dead) || atomic_load(&c->stream->closed_by_peer))
+    if (mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream))
       mcp_xfer_fail_wc(c, wc, 1);
     else
-      mcp_recover_await_verdict(c, wc);
+      mcp_recover_await_verdict(&c->link, wc);
     return;
   }
   mcp_xfer_fail_wc(c, wc, 0);
@@ -196,7 +197,7 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
       c->flush_lost_ns = 0; /* the new flush QP works */
     return;
   }
-  if (mcp_recover_status_recoverable(wc->status) && mcp_net_config()->recovery_timeout_s > 0) {
+  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0) {
     mcp_xfer_flush_lost(c, mcp_clock_coarse_ns());
     return;
   }
@@ -208,9 +209,9 @@ int mcp_xfer_poll(struct mcp_comm *c)
   struct ibv_wc wc[MCP_CQ_BATCH];
   int n, i;
 
-  n = ibv_poll_cq(c->cq, MCP_CQ_BATCH, wc);
+  n = ibv_poll_cq(c->link.cq, MCP_CQ_BATCH, wc);
   if (n < 0) {
-    mcp_comm_fail(c, ncclSystemError, "%s: ibv_poll_cq failed (%d)", c->dc->info->name, n);
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", c->link.dc->info->name, n);
     return -1;
   }
   c->wd_progress += (uint64_t)n;
@@ -218,11 +219,13 @@ int mcp_xfer_poll(struct mcp_comm *c)
     const struct ibv_wc *w = &wc[i];
     struct mcp_request *r;
 
+    if (MCP_WR_COMM(w->wr_id) != c->link.id)
+      continue; /* not this comm's: only possible once comms share a completion queue */
     if (MCP_WR_KIND(w->wr_id) == MCP_WR_FLUSH) {
       on_flush(c, w);
       continue;
     }
-    if (MCP_WR_EPOCH(w->wr_id) != c->epoch)
+    if (MCP_WR_EPOCH(w->wr_id) != c->link.epoch)
       continue; /* from QPs a recovery replaced: their work is replayed */
     if (w->status != IBV_WC_SUCCESS) {
       on_error(c, w);
@@ -251,7 +254,7 @@ int mcp_xfer_poll(struct mcp_comm *c)
   return n;
 }
 
-ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
+int mcp_xfer_test(void *request, int *done, int *sizes)
 {
   struct mcp_request *r = request;
   struct mcp_comm *c;
@@ -260,26 +263,26 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
   *done = 0;
   if (r == NULL || !r->in_use) {
     MCP_WARN("test on %p: not a request of mcpnet that is in flight", request);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   c = r->comm;
-  if (!r->done && c->rec.phase != MCP_REC_NONE) {
-    if (mcp_recover_progress(c) < 0)
-      return (ncclResult_t)c->error;
-    if (c->rec.phase != MCP_REC_NONE)
-      return ncclSuccess; /* not done yet; the replay is still to come */
+  if (!r->done && c->link.rec.phase != MCP_REC_NONE) {
+    if (mcp_recover_progress(&c->link) < 0)
+      return c->link.error;
+    if (c->link.rec.phase != MCP_REC_NONE)
+      return 0; /* not done yet; the replay is still to come */
   }
   if (!r->done) {
-    if (c->error == 0)
+    if (c->link.error == 0)
       mcp_xfer_poll(c);
-    if (!r->done && c->error == 0 && c->flush_lost_ns != 0)
+    if (!r->done && c->link.error == 0 && c->flush_lost_ns != 0)
       mcp_xfer_flush_retry(c, mcp_clock_coarse_ns());
-    if (!r->done && c->error == 0)
+    if (!r->done && c->link.error == 0)
       mcp_xfer_check_alive(c);
-    if (!r->done && c->error != 0)
-      return (ncclResult_t)c->error;
+    if (!r->done && c->link.error != 0)
+      return c->link.error;
     if (!r->done)
-      return ncclSuccess;
+      return 0;
   }
   *done = 1;
   if (sizes != NULL) {
@@ -292,5 +295,5 @@ ncclResult_t mcp_net_test(void *request, int *done, int *sizes)
   if (r->kind == MCP_REQ_RECV)
     c->inflight--;
   mcp_req_put(r);
-  return ncclSuccess;
+  return 0;
 }

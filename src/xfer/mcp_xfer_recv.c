@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -43,14 +44,14 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_cts_slot);
   wr.wr.rdma.rkey = c->remote_rkey;
-  wr.wr_id = MCP_WR(MCP_WR_CTS, c->epoch, 0);
-  if ((int)sge.length <= c->max_inline)
+  wr.wr_id = MCP_WR(MCP_WR_CTS, c->link.id, c->link.epoch, 0);
+  if ((int)sge.length <= c->link.max_inline)
     wr.send_flags |= IBV_SEND_INLINE;
   if (++c->cts_unsignaled == CTS_SIGNAL_EVERY) {
     wr.send_flags |= IBV_SEND_SIGNALED;
     c->cts_unsignaled = 0;
   }
-  return ibv_post_send(c->qp[0], &wr, &bad);
+  return ibv_post_send(c->link.qp[0], &wr, &bad);
 }
 
 /* Writes every held entry (the newest c->cts_pending seqs, contiguous in the ring). */
@@ -82,12 +83,12 @@ int mcp_xfer_recv_landed(struct mcp_comm *c)
   c->recv_landed++;
   if (c->cts_pending == 0 || cts_unused(c) >= c->cts_batch)
     return 0;
-  if (c->rec.phase != MCP_REC_NONE || c->qp[0] == NULL)
+  if (c->link.rec.phase != MCP_REC_NONE || c->link.qp[0] == NULL)
     return 0; /* a recovery is draining the old QPs: its replay writes every entry */
   rc = cts_flush(c);
   if (rc != 0)
-    mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
-                  c->dc->info->name, c->seq - 1, c->peer_name, strerror(rc));
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+                  c->link.dc->info->name, c->seq - 1, c->link.peer_name, strerror(rc));
   return rc;
 }
 
@@ -114,8 +115,8 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
       continue;
     rc = post_cts(c, (int)(s % MCP_SLOTS), 1, rs->req->n);
     if (rc != 0) {
-      mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s after recovery "
-                    "failed: %s", c->dc->info->name, s, c->peer_name, strerror(rc));
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s after recovery "
+                    "failed: %s", c->link.dc->info->name, s, c->link.peer_name, strerror(rc));
       return -1;
     }
   }
@@ -124,8 +125,8 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
   return 0;
 }
 
-ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                           void **mhandles, void **request)
+int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                   void **mhandles, void **request)
 {
   struct mcp_comm *c = recv_comm;
   int optional = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
@@ -136,26 +137,26 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   int slot, i, rc;
 
   *request = NULL;
-  if (c->error != 0)
-    return (ncclResult_t)c->error;
-  if (c->rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(c) >= 0 ? ncclSuccess : (ncclResult_t)c->error;
+  if (c->link.error != 0)
+    return c->link.error;
+  if (c->link.rec.phase != MCP_REC_NONE) /* no request until the connection works again */
+    return mcp_recover_progress(&c->link) >= 0 ? 0 : c->link.error;
   if (n < 1 || n > MCP_MAX_RECVS) {
     MCP_WARN("irecv with %d buffers: 1..%d are supported", n, MCP_MAX_RECVS);
-    return ncclInvalidArgument;
+    return MCP_ERR_ARG;
   }
   seq = c->seq;
   slot = (int)(seq % MCP_SLOTS);
   /* The slot is busy until its data has arrived. */
   if (c->rslots[slot].req != NULL || c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
-    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   e = c->staging[slot].e;
   for (i = 0; i < n; i++) {
     const struct mcp_mr *mh = mhandles[i];
     if (mh == NULL && sizes[i] > 0) {
       mcp_req_put(r);
-      MCP_WARN("irecv of %zu bytes from %s without a memory handle", sizes[i], c->peer_name);
-      return ncclInvalidArgument;
+      MCP_WARN("irecv of %zu bytes from %s without a memory handle", sizes[i], c->link.peer_name);
+      return MCP_ERR_ARG;
     }
     e[i].addr = (uintptr_t)data[i];
     e[i].size = sizes[i];
@@ -185,15 +186,15 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
       c->cts_pending--;
       rs->req = NULL;
       mcp_req_put(r);
-      mcp_comm_fail(c, ncclSystemError, "%s: posting the clear-to-send for seq %u to %s failed: %s",
-                    c->dc->info->name, seq, c->peer_name, strerror(rc));
-      return ncclSystemError;
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+                    c->link.dc->info->name, seq, c->link.peer_name, strerror(rc));
+      return MCP_ERR_SYSTEM;
     }
   }
   c->inflight++;
   c->wd_progress++;
   *request = r;
-  return ncclSuccess;
+  return 0;
 }
 
 /* A loopback RC QP: connected to itself, it reads our own memory. Its buffer and MR
@@ -208,31 +209,31 @@ static int flush_setup(struct mcp_comm *c, int quiet)
   if (c->flush_buf == NULL)
     return -1;
   if (c->flush_mr == NULL)
-    c->flush_mr = mcp_mr_internal(c->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
+    c->flush_mr = mcp_mr_internal(c->link.dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
   if (c->flush_mr == NULL)
     return -1;
   memset(&init, 0, sizeof(init));
-  init.send_cq = c->cq;
-  init.recv_cq = c->cq;
+  init.send_cq = c->link.cq;
+  init.recv_cq = c->link.cq;
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = MCP_RECV_REQS;
   init.cap.max_recv_wr = 1;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
-  c->flush_qp = mcp_ibv.create_qp(c->dc->pd, &init);
+  c->flush_qp = mcp_ibv.create_qp(c->link.dc->pd, &init);
   if (c->flush_qp == NULL) {
     if (!quiet)
-      MCP_WARN("%s: cannot create the flush QP: %s", c->dc->info->name, strerror(errno));
+      MCP_WARN("%s: cannot create the flush QP: %s", c->link.dc->info->name, strerror(errno));
     return -1;
   }
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = (uint16_t)mcp_net_config()->ib_pkey_index;
-  attr.port_num = (uint8_t)c->dc->info->port;
+  attr.pkey_index = (uint16_t)mcp_param_process()->ib_pkey_index;
+  attr.port_num = (uint8_t)c->link.dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   if (mcp_ibv.modify_qp(c->flush_qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                                 IBV_QP_ACCESS_FLAGS) != 0 ||
-      mcp_qp_to_rts(c, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->dc->info->gid.raw, c->dc->info->lid) != 0) {
+      mcp_qp_to_rts(&c->link, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->link.dc->info->gid.raw, c->link.dc->info->lid) != 0) {
     mcp_ibv.destroy_qp(c->flush_qp);
     c->flush_qp = NULL;
     return -1;
@@ -256,7 +257,7 @@ static int flush_post(struct mcp_comm *c, struct mcp_request *r)
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = (uintptr_t)r->data;
   wr.wr.rdma.rkey = r->mh->mr->rkey;
-  wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->flush_gen, r->index);
+  wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->link.id, c->flush_gen, r->index);
   return ibv_post_send(c->flush_qp, &wr, &bad);
 }
 
@@ -282,15 +283,15 @@ void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns)
 
 int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
 {
-  int timeout_s = mcp_net_config()->recovery_timeout_s, i, left = 0;
+  int timeout_s = mcp_param_process()->recovery_timeout_s, i, left = 0;
 
   if (now_ns < c->flush_next_try_ns)
     return 0;
   c->flush_next_try_ns = now_ns + 100000000ull;
   if (now_ns - c->flush_lost_ns > (uint64_t)timeout_s * 1000000000ull) {
-    mcp_comm_fail(c, ncclSystemError, "%s port %d: the loopback flush read failed and could not be made "
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s port %d: the loopback flush read failed and could not be made "
                   "again within MCPNET_RECOVERY_TIMEOUT=%d s (is the port still down?)",
-                  c->dc->info->name, c->dc->info->port, timeout_s);
+                  c->link.dc->info->name, c->link.dc->info->port, timeout_s);
     return -1;
   }
   if (c->flush_qp == NULL && flush_setup(c, 1) != 0)
@@ -308,20 +309,20 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
   }
   if (left == 0)
     MCP_INFO(NCCL_NET, "%s: flush reads lost with the flush QP were posted again on a new one",
-             c->dc->info->name);
+             c->link.dc->info->name);
   return 0;
 }
 
-ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-                            void **request)
+int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
+                    void **request)
 {
   struct mcp_comm *c = recv_comm;
   struct mcp_request *r;
   int i, last = -1, gpu = 0, rc;
 
   *request = NULL;
-  if (c->error != 0)
-    return (ncclResult_t)c->error;
+  if (c->link.error != 0)
+    return c->link.error;
   for (i = 0; i < n; i++) {
     const struct mcp_mr *mh = mhandles[i];
     if (sizes[i] > 0 && mh != NULL) {
@@ -329,18 +330,18 @@ ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
       gpu |= mh->type == NCCL_PTR_CUDA;
     }
   }
-  if (last < 0 || (!gpu && !mcp_net_config()->force_flush))
-    return ncclSuccess;
+  if (last < 0 || (!gpu && !mcp_param_process()->force_flush))
+    return 0;
   if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
-    mcp_comm_fail(c, ncclSystemError, "%s: the loopback flush QP could not be set up", c->dc->info->name);
-    return ncclSystemError;
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up", c->link.dc->info->name);
+    return MCP_ERR_SYSTEM;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
     /* A NULL request would tell NCCL the flush is done: refuse loudly instead. */
-    mcp_comm_fail(c, ncclInternalError, "iflush on %s: more than %d requests outstanding",
-                  c->dc->info->name, MCP_RECV_REQS);
-    return ncclInternalError;
+    mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "iflush on %s: more than %d requests outstanding",
+                  c->link.dc->info->name, MCP_RECV_REQS);
+    return MCP_ERR_INTERNAL;
   }
   r->kind = MCP_REQ_FLUSH;
   r->n = 0;
@@ -353,10 +354,10 @@ ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, voi
   rc = r->repost ? 0 : flush_post(c, r);
   if (rc != 0) {
     mcp_req_put(r);
-    mcp_comm_fail(c, ncclSystemError, "%s: posting the flush read failed: %s", c->dc->info->name, strerror(rc));
-    return ncclSystemError;
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s", c->link.dc->info->name, strerror(rc));
+    return MCP_ERR_SYSTEM;
   }
   c->wd_progress++;
   *request = r;
-  return ncclSuccess;
+  return 0;
 }

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 
@@ -32,11 +33,11 @@ static uint32_t load_seq(const struct mcp_cts_elem *e)
 static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
 {
   struct ibv_send_wr *bad;
-  int rc = ibv_post_send(c->qp[qp], wr, &bad);
+  int rc = ibv_post_send(c->link.qp[qp], wr, &bad);
 
   if (rc != 0)
-    mcp_comm_fail(c, ncclSystemError, "%s: ibv_post_send on QP %#x toward %s failed: %s",
-                  c->dc->info->name, c->qp[qp]->qp_num, c->peer_name, strerror(rc));
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
+                  c->link.dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name, strerror(rc));
   return rc;
 }
 
@@ -62,10 +63,10 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
                        const struct mcp_mr *mh, const struct mcp_cts_elem *e)
 {
   size_t chunk = size, off = 0;
-  int k = 1, j, base = (int)(r->seq % (uint32_t)c->nqps);
+  int k = 1, j, base = (int)(r->seq % (uint32_t)c->link.nqps);
 
-  if (c->nqps > 1 && size >= 2 * MCP_STRIPE_MIN) {
-    k = (int)(size / MCP_STRIPE_MIN) < c->nqps ? (int)(size / MCP_STRIPE_MIN) : c->nqps;
+  if (c->link.nqps > 1 && size >= 2 * MCP_STRIPE_MIN) {
+    k = (int)(size / MCP_STRIPE_MIN) < c->link.nqps ? (int)(size / MCP_STRIPE_MIN) : c->link.nqps;
     chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
     k = (int)((size + chunk - 1) / chunk);
   }
@@ -74,13 +75,13 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     size_t len = size - off < chunk ? size - off : chunk;
     struct ibv_send_wr wr;
     struct ibv_sge sge;
-    int qp = (base + j) % c->nqps;
+    int qp = (base + j) % c->link.nqps;
 
     wr_fill(c, &wr, &sge, (char *)data + off, len, mh, e->addr + off, e->rkey);
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id = MCP_WR(MCP_WR_SEND, c->epoch, r->index);
+    wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
     if (post(c, qp, &wr) != 0)
       return -1;
     off += len;
@@ -99,8 +100,8 @@ static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data
     return 0;
   wr_fill(c, &wr, &sge, data, size, mh, e->addr, e->rkey);
   wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr_id = MCP_WR(MCP_WR_SEND, c->epoch, r->index);
-  return post(c, (int)(r->seq % (uint32_t)c->nqps), &wr);
+  wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
+  return post(c, (int)(r->seq % (uint32_t)c->link.nqps), &wr);
 }
 
 /* The group is complete: write the sizes record with the immediate, signalled; its
@@ -128,15 +129,15 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.imm_data = htonl(MCP_IMM(ss->seq, 1, 1));
-  wr.send_flags = IBV_SEND_SIGNALED | (c->max_inline >= (int)sizeof(*rec) ? IBV_SEND_INLINE : 0);
+  wr.send_flags = IBV_SEND_SIGNALED | (c->link.max_inline >= (int)sizeof(*rec) ? IBV_SEND_INLINE : 0);
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record);
   wr.wr.rdma.rkey = c->remote_rkey;
-  wr.wr_id = MCP_WR(MCP_WR_GROUP, c->epoch, ss->reqs[0]->index);
-  return post(c, (int)(ss->seq % (uint32_t)c->nqps), &wr);
+  wr.wr_id = MCP_WR(MCP_WR_GROUP, c->link.id, c->link.epoch, ss->reqs[0]->index);
+  return post(c, (int)(ss->seq % (uint32_t)c->link.nqps), &wr);
 }
 
-ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                           void **request)
+int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                   void **request)
 {
   struct mcp_comm *c = send_comm;
   uint32_t seq = c->seq;
@@ -147,21 +148,21 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   int n, i;
 
   *request = NULL;
-  if (c->error != 0)
-    return (ncclResult_t)c->error;
-  if (c->rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(c) >= 0 ? ncclSuccess : (ncclResult_t)c->error;
+  if (c->link.error != 0)
+    return c->link.error;
+  if (c->link.rec.phase != MCP_REC_NONE) /* no request until the connection works again */
+    return mcp_recover_progress(&c->link) >= 0 ? 0 : c->link.error;
   if (load_seq(&e[0]) != seq)
-    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   n = e[0].n;
   if (n < 1 || n > MCP_MAX_RECVS) {
-    mcp_comm_fail(c, ncclRemoteError, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
-                  c->peer_name, n, seq);
-    return ncclRemoteError;
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
+                  c->link.peer_name, n, seq);
+    return MCP_ERR_REMOTE;
   }
   for (i = 1; i < n; i++)
     if (load_seq(&e[i]) != seq)
-      return ncclSuccess; /* the entry is still arriving */
+      return 0; /* the entry is still arriving */
   if (n == 1) {
     i = e[0].tag == tag ? 0 : 1; /* a single receive needs no per-slot matching state */
   } else {
@@ -179,23 +180,23 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
      * Remembered for the watchdog, which names who waits for whom if it lasts. */
     c->tag_refused = tag;
     c->tag_refused_seq = seq;
-    return mcp_xfer_check_alive(c) == 0 ? ncclSuccess : (ncclResult_t)c->error;
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   }
   if (size > e[i].size) {
-    mcp_comm_fail(c, ncclInvalidUsage, "send of %zu bytes to %s is larger than the posted receive "
-                  "buffer of %llu bytes (seq %u, tag %d)", size, c->peer_name,
+    mcp_comm_fail(&c->link, MCP_ERR_USAGE, "send of %zu bytes to %s is larger than the posted receive "
+                  "buffer of %llu bytes (seq %u, tag %d)", size, c->link.peer_name,
                   (unsigned long long)e[i].size, seq, tag);
-    return ncclInvalidUsage;
+    return MCP_ERR_USAGE;
   }
   if (size > 0 && mhandle == NULL) {
-    mcp_comm_fail(c, ncclInvalidArgument, "send of %zu bytes to %s without a memory handle", size, c->peer_name);
-    return ncclInvalidArgument;
+    mcp_comm_fail(&c->link, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size, c->link.peer_name);
+    return MCP_ERR_ARG;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
-    mcp_comm_fail(c, ncclInternalError, "send to %s: more than %d requests outstanding", c->peer_name,
+    mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "send to %s: more than %d requests outstanding", c->link.peer_name,
                   MCP_SEND_REQS);
-    return ncclInternalError;
+    return MCP_ERR_INTERNAL;
   }
   r->kind = MCP_REQ_SEND;
   r->seq = seq;
@@ -206,23 +207,23 @@ ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, vo
   r->mh = mhandle;
   if (n == 1) {
     if (send_single(c, r, data, size, mhandle, &e[0]) != 0)
-      return (ncclResult_t)c->error;
+      return c->link.error;
     c->seq = seq + 1;
   } else {
     if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
-      return (ncclResult_t)c->error;
+      return c->link.error;
     ss->used[i] = 1;
     ss->reqs[i] = r;
     r->pending = 1;
     if (++ss->matched == n) {
       if (send_group_final(c, ss, slot) != 0)
-        return (ncclResult_t)c->error;
+        return c->link.error;
       c->seq = seq + 1;
     }
   }
   c->wd_progress++;
   *request = r;
-  return ncclSuccess;
+  return 0;
 }
 
 /* A send's completion on the old QPs may have been lost although its data landed:
@@ -276,6 +277,6 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
     replayed++;
   }
   MCP_INFO(NCCL_NET, "send to %s: after recovery %d message(s) written again, %d completed by the "
-           "receiver's table", c->peer_name, replayed, completed);
+           "receiver's table", c->link.peer_name, replayed, completed);
   return 0;
 }

@@ -154,8 +154,8 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
       l->qp = -1;
       for (s = 0; cur_pair != NULL && s < 2; s++) {
         struct mcp_comm *c = s == FAKE_SEND_SIDE ? cur_pair->send : cur_pair->recv;
-        for (i = 0; i < c->nqps; i++)
-          if (c->qp[i] == ibqp) {
+        for (i = 0; i < c->link.nqps; i++)
+          if (c->link.qp[i] == ibqp) {
             l->side = s;
             l->qp = i;
           }
@@ -535,14 +535,15 @@ static struct mcp_comm *comm_new(struct fake_side *s, int kind, const char *peer
 {
   struct mcp_comm *c = calloc(1, sizeof(*c));
 
-  c->kind = kind;
-  c->dc = &s->dc;
+  c->link.kind = kind;
+  c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
+  c->link.dc = &s->dc;
   c->seq = 1;
-  c->mtu = IBV_MTU_1024;
+  c->link.mtu = IBV_MTU_1024;
   /* The 100 ms liveness check reads the clock; not due in these tests (they have no
    * out-of-band peer). A test of it sets its own. */
   c->next_alive_check_ns = UINT64_MAX;
-  snprintf(c->peer_name, sizeof(c->peer_name), "%s", peer);
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "%s", peer);
   return c;
 }
 
@@ -551,28 +552,28 @@ static void comm_resources(struct mcp_comm *c, int nqps)
 {
   int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
 
-  if (c->kind == MCP_COMM_SEND) {
+  if (c->link.kind == MCP_COMM_SEND) {
     c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_cts_slot);
     c->ring = ring_alloc(c->ring_bytes);
-    c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, rw);
+    c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, rw);
     c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
     c->records_mr =
-      mcp_mr_internal(c->dc, c->records, MCP_SLOTS * sizeof(struct mcp_record), IBV_ACCESS_LOCAL_WRITE);
+      mcp_mr_internal(c->link.dc, c->records, MCP_SLOTS * sizeof(struct mcp_record), IBV_ACCESS_LOCAL_WRITE);
     c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
     mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
-    if (mcp_qp_create_all(c, nqps, 2 * MCP_SEND_REQS, 1) != 0)
+    if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SEND_REQS, 1) != 0)
       abort();
     return;
   }
   c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_record);
   c->ring = ring_alloc(c->ring_bytes);
-  c->ring_mr = mcp_mr_internal(c->dc, c->ring, c->ring_bytes, rw);
+  c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, rw);
   c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
   c->staging_mr =
-    mcp_mr_internal(c->dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot), IBV_ACCESS_LOCAL_WRITE);
+    mcp_mr_internal(c->link.dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot), IBV_ACCESS_LOCAL_WRITE);
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
-  if (mcp_qp_create_all(c, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH) != 0)
+  if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH) != 0)
     abort();
 }
 
@@ -581,15 +582,15 @@ static void connect_qps(struct fake_pair *p)
   struct mcp_comm *s = p->send, *r = p->recv;
   int i;
 
-  for (i = 0; i < s->nqps; i++) {
-    if (mcp_qp_to_rts(s, s->qp[i], s->psn[i], r->qp[i]->qp_num, r->psn[i], r->dc->info->gid.raw,
-                      r->dc->info->lid) != 0 ||
-        mcp_qp_to_rts(r, r->qp[i], r->psn[i], s->qp[i]->qp_num, s->psn[i], s->dc->info->gid.raw,
-                      s->dc->info->lid) != 0)
+  for (i = 0; i < s->link.nqps; i++) {
+    if (mcp_qp_to_rts(&s->link, s->link.qp[i], s->link.psn[i], r->link.qp[i]->qp_num, r->link.psn[i], r->link.dc->info->gid.raw,
+                      r->link.dc->info->lid) != 0 ||
+        mcp_qp_to_rts(&r->link, r->link.qp[i], r->link.psn[i], s->link.qp[i]->qp_num, s->link.psn[i], s->link.dc->info->gid.raw,
+                      s->link.dc->info->lid) != 0)
       abort();
   }
-  for (i = 0; i < r->nqps; i++)
-    if (mcp_qp_post_recvs(r, i, MCP_RQ_DEPTH) != 0)
+  for (i = 0; i < r->link.nqps; i++)
+    if (mcp_qp_post_recvs(&r->link, i, MCP_RQ_DEPTH) != 0)
       abort();
 }
 
@@ -604,8 +605,8 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   s = p->send = comm_new(p->side[0], MCP_COMM_SEND, "fake-receiver pid 2 (192.0.2.2:40000)");
   r = p->recv = comm_new(p->side[1], MCP_COMM_RECV, "fake-sender pid 1 (192.0.2.1:40000)");
   /* Stand-ins for the out-of-band connection: alive, no frames. */
-  p->stub[0] = s->stream = calloc(1, sizeof(*s->stream));
-  p->stub[1] = r->stream = calloc(1, sizeof(*r->stream));
+  p->stub[0] = s->link.stream = mcp_oob_test_stream_new();
+  p->stub[1] = r->link.stream = mcp_oob_test_stream_new();
   comm_resources(s, nqps);
   comm_resources(r, nqps);
   /* Each side writes into the other's ring (the endpoints' ring_addr/ring_rkey). */
@@ -615,10 +616,10 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   r->remote_rkey = s->ring_mr->rkey;
   s->cts_batch = r->cts_batch = o != NULL && o->cts_batch > 0 ? o->cts_batch : 4;
   if (o != NULL && o->max_inline > 0)
-    s->max_inline = r->max_inline = o->max_inline;
+    s->link.max_inline = r->link.max_inline = o->max_inline;
   s->data_inline = r->data_inline = o != NULL && o->data_inline > 0 ? o->data_inline : 64;
-  if (s->data_inline > s->max_inline)
-    s->data_inline = r->data_inline = s->max_inline;
+  if (s->data_inline > s->link.max_inline)
+    s->data_inline = r->data_inline = s->link.max_inline;
   connect_qps(p);
   cur_pair = p;
   return p;
@@ -628,13 +629,13 @@ static void comm_free(struct mcp_comm *c)
 {
   int i;
 
-  for (i = 0; i < c->nqps; i++)
-    if (c->qp[i] != NULL)
-      mcp_ibv.destroy_qp(c->qp[i]);
+  for (i = 0; i < c->link.nqps; i++)
+    if (c->link.qp[i] != NULL)
+      mcp_ibv.destroy_qp(c->link.qp[i]);
   if (c->flush_qp != NULL)
     mcp_ibv.destroy_qp(c->flush_qp);
-  if (c->cq != NULL)
-    mcp_ibv.destroy_cq(c->cq);
+  if (c->link.cq != NULL)
+    mcp_ibv.destroy_cq(c->link.cq);
   if (c->ring_mr != NULL)
     mcp_ibv.dereg_mr(c->ring_mr);
   if (c->staging_mr != NULL)
@@ -697,7 +698,7 @@ static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp)
 {
   struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
 
-  return qp_of(c->qp[qp]);
+  return qp_of(c->link.qp[qp]);
 }
 
 void fake_pair_hold(struct fake_pair *p, int side, int qp, int hold) { pair_qp(p, side, qp)->held = hold; }
@@ -733,7 +734,7 @@ void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv
 {
   struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
 
-  complete(cq_of(c->cq), wr_id, status, opcode, 0);
+  complete(cq_of(c->link.cq), wr_id, status, opcode, 0);
 }
 
 int fake_mrs_live(void)
@@ -755,24 +756,24 @@ static int rebuild(struct mcp_comm *c)
 {
   int i;
 
-  c->rec.phase = MCP_REC_WAIT_PEER; /* errors drained below are the recovery's, not new */
-  for (i = 0; i < c->nqps; i++) {
-    mcp_ibv.destroy_qp(c->qp[i]);
-    c->qp[i] = NULL;
+  c->link.rec.phase = MCP_REC_WAIT_PEER; /* errors drained below are the recovery's, not new */
+  for (i = 0; i < c->link.nqps; i++) {
+    mcp_ibv.destroy_qp(c->link.qp[i]);
+    c->link.qp[i] = NULL;
   }
-  while (c->error == 0 && mcp_xfer_poll(c) > 0)
+  while (c->link.error == 0 && mcp_xfer_poll(c) > 0)
     ;
-  if (c->error != 0)
+  if (c->link.error != 0)
     return -1;
-  c->epoch++;
-  for (i = 0; i < c->nqps; i++) {
-    c->recv_posted[i] = 0;
-    c->recv_consumed[i] = 0;
+  c->link.epoch++;
+  for (i = 0; i < c->link.nqps; i++) {
+    c->link.recv_posted[i] = 0;
+    c->link.recv_consumed[i] = 0;
   }
   c->cts_unsignaled = 0;
-  if (mcp_qp_create_qps(c) != 0)
+  if (mcp_qp_create_qps(&c->link) != 0)
     return -1;
-  if (c->kind == MCP_COMM_RECV)
+  if (c->link.kind == MCP_COMM_RECV)
     for (i = 0; i < MCP_SLOTS; i++)
       if (c->rslots[i].req != NULL) {
         c->rslots[i].expected = 0;
@@ -784,7 +785,7 @@ static int rebuild(struct mcp_comm *c)
 
 int fake_pair_recover(struct fake_pair *p)
 {
-  struct mcp_config *cfg = (struct mcp_config *)mcp_net_config();
+  struct mcp_config *cfg = (struct mcp_config *)mcp_param_process();
   int timeout = cfg->recovery_timeout_s, rc = -1;
   uint32_t done[MCP_SLOTS];
 
@@ -798,8 +799,8 @@ int fake_pair_recover(struct fake_pair *p)
   mcp_xfer_recv_done_table(p->recv, done);
   if (mcp_xfer_recv_replay(p->recv) != 0 || mcp_xfer_send_replay(p->send, done) != 0)
     goto out;
-  p->recv->rec.phase = MCP_REC_NONE;
-  p->send->rec.phase = MCP_REC_NONE;
+  p->recv->link.rec.phase = MCP_REC_NONE;
+  p->send->link.rec.phase = MCP_REC_NONE;
   rc = 0;
 out:
   cfg->recovery_timeout_s = timeout;
@@ -849,8 +850,8 @@ int fake_rnr_count(void) { return rnr; }
 
 /* ---- accessors ---- */
 
-int fake_comm_error(const struct mcp_comm *c) { return c->error; }
-const char *fake_comm_errmsg(const struct mcp_comm *c) { return c->errmsg; }
+int fake_comm_error(const struct mcp_comm *c) { return c->link.error; }
+const char *fake_comm_errmsg(const struct mcp_comm *c) { return c->link.errmsg; }
 uint32_t fake_comm_seq(const struct mcp_comm *c) { return c->seq; }
 
 void fake_pair_set_seq(struct fake_pair *p, uint32_t seq)
@@ -871,22 +872,22 @@ int fake_comm_flush_lost(const struct mcp_comm *c) { return c->flush_lost_ns != 
 void fake_pair_attach_streams(struct fake_pair *p, struct mcp_oob_stream *send_stream,
                               struct mcp_oob_stream *recv_stream)
 {
-  p->send->stream = send_stream;
-  p->recv->stream = recv_stream;
+  p->send->link.stream = send_stream;
+  p->recv->link.stream = recv_stream;
 }
 
 void fake_comm_endpoint(struct mcp_comm *c, struct mcp_wire_endpoint *ep)
 {
-  mcp_comm_fill_endpoint(c);
-  *ep = c->local;
+  mcp_comm_fill_endpoint(&c->link);
+  *ep = c->link.local;
 }
 
 void fake_comm_check_due(struct mcp_comm *c) { c->next_alive_check_ns = 0; }
-int fake_comm_recoveries(const struct mcp_comm *c) { return c->rec.count; }
+int fake_comm_recoveries(const struct mcp_comm *c) { return c->link.rec.count; }
 
 void fake_comm_peer_closed(struct mcp_comm *c)
 {
-  atomic_store(&c->stream->closed_by_peer, 1);
+  mcp_oob_test_stream_end(c->link.stream, 0, 1, NULL);
   c->next_alive_check_ns = 0;
 }
 
@@ -895,30 +896,31 @@ struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context 
 {
   struct mcp_comm *c = calloc(1, sizeof(*c));
 
-  c->kind = MCP_COMM_SEND;
-  c->dc = dc;
-  c->cq = calloc(1, sizeof(*c->cq));
-  c->cq->context = ctx;
-  c->nqps = 1;
-  c->sq_depth = 8;
-  c->rq_depth = 8;
-  c->qp[0] = mcp_ibv.create_qp(NULL, NULL);
+  c->link.kind = MCP_COMM_SEND;
+  c->link.ops = &mcp_xfer_link_ops;
+  c->link.dc = dc;
+  c->link.cq = calloc(1, sizeof(*c->link.cq));
+  c->link.cq->context = ctx;
+  c->link.nqps = 1;
+  c->link.sq_depth = 8;
+  c->link.rq_depth = 8;
+  c->link.qp[0] = mcp_ibv.create_qp(NULL, NULL);
   c->ring_mr = calloc(1, sizeof(*c->ring_mr)); /* the new round's endpoint names it */
-  c->remote.nqps = 1;
-  c->remote.qps[0].qpn = 0x900;
-  snprintf(c->peer_name, sizeof(c->peer_name), "fake-peer");
-  c->stream = stream;
-  c->rec.round = 1;
-  c->rec.phase = MCP_REC_CONNECTING;
-  c->rec.start_ns = now_ns;
-  c->rec.deadline_ns = now_ns + 6000000000ull;
-  snprintf(c->rec.cause, sizeof(c->rec.cause), "a fake link went down");
-  mcp_net_comm_ref(); /* the comm's, given back when it is freed */
+  c->link.remote.nqps = 1;
+  c->link.remote.qps[0].qpn = 0x900;
+  snprintf(c->link.peer_name, sizeof(c->link.peer_name), "fake-peer");
+  c->link.stream = stream;
+  c->link.rec.round = 1;
+  c->link.rec.phase = MCP_REC_CONNECTING;
+  c->link.rec.start_ns = now_ns;
+  c->link.rec.deadline_ns = now_ns + 6000000000ull;
+  snprintf(c->link.rec.cause, sizeof(c->link.rec.cause), "a fake link went down");
+  mcp_fabric_comm_ref(); /* the comm's, given back when it is freed */
   return c;
 }
 
-struct ibv_qp *fake_comm_qp(const struct mcp_comm *c, int i) { return c->qp[i]; }
-int fake_comm_rec_phase(const struct mcp_comm *c) { return c->rec.phase; }
-uint32_t fake_comm_rec_round(const struct mcp_comm *c) { return c->rec.round; }
-void fake_comm_set_rec_phase(struct mcp_comm *c, int phase) { c->rec.phase = phase; }
-void fake_comm_detach_stream(struct mcp_comm *c) { c->stream = NULL; }
+struct ibv_qp *fake_comm_qp(const struct mcp_comm *c, int i) { return c->link.qp[i]; }
+int fake_comm_rec_phase(const struct mcp_comm *c) { return c->link.rec.phase; }
+uint32_t fake_comm_rec_round(const struct mcp_comm *c) { return c->link.rec.round; }
+void fake_comm_set_rec_phase(struct mcp_comm *c, int phase) { c->link.rec.phase = phase; }
+void fake_comm_detach_stream(struct mcp_comm *c) { c->link.stream = NULL; }

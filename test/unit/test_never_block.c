@@ -121,7 +121,7 @@ static struct mcp_oob_stream *stream;
 
 static struct mcp_comm *comm_connecting(void)
 {
-  stream = calloc(1, sizeof(*stream));
+  stream = mcp_oob_test_stream_new();
   return fake_comm_connecting(&fake_dc, &fake_ctx, stream, fake_now);
 }
 
@@ -181,15 +181,15 @@ static void test_deadline_and_close(void)
   reset();
   c = comm_connecting();
   walked = fake_comm_qp(c, 0);
-  CHECK_EQ_INT(mcp_qp_connect_start(c), 0);
+  CHECK_EQ_INT(mcp_qp_connect_start(&c->link), 0);
   CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
 
   fake_now += 1000000000ull; /* 1 s in: still connecting, no verdict, no wait */
-  CHECK_EQ_INT(mcp_recover_progress(c), 0);
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), 0);
   CHECK_EQ_INT(fake_comm_error(c), 0);
 
   fake_now += 6000000000ull; /* past the deadline */
-  CHECK_EQ_INT(mcp_recover_progress(c), -1);
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
   ev_failed = now_event();
   CHECK(fake_comm_error(c) != 0);
   CHECK(strstr(fake_comm_errmsg(c), "did not reach RTS") != NULL);
@@ -197,7 +197,7 @@ static void test_deadline_and_close(void)
 
   fake_comm_detach_stream(c); /* a fake: nothing of the out-of-band channel to close */
   free(stream);
-  mcp_comm_destroy(c); /* NCCL's close (or abort) */
+  mcp_comm_destroy(&c->link); /* NCCL's close (or abort) */
   ev_closed = now_event();
   release();
   CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
@@ -225,13 +225,13 @@ static void test_new_round_does_not_wait(void)
   reset();
   c = comm_connecting();
   old = fake_comm_qp(c, 0);
-  CHECK_EQ_INT(mcp_qp_connect_start(c), 0);
+  CHECK_EQ_INT(mcp_qp_connect_start(&c->link), 0);
   CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
 
   /* The out-of-band connection is marked dead so that the fake needs no peer: the
    * RECOVER frame of the new round then fails the comm, after the round began. */
-  atomic_store(&stream->dead, 1);
-  mcp_recover_start(c, "another fake error");
+  mcp_oob_test_stream_end(stream, 1, 0, NULL);
+  mcp_recover_start(&c->link, "another fake error");
   ev_started = now_event();
   CHECK_EQ_INT(fake_comm_rec_round(c), 2);
   CHECK(fake_comm_qp(c, 0) != NULL && fake_comm_qp(c, 0) != old);
@@ -239,7 +239,7 @@ static void test_new_round_does_not_wait(void)
 
   fake_comm_detach_stream(c);
   free(stream);
-  mcp_comm_destroy(c);
+  mcp_comm_destroy(&c->link);
   ev_closed = now_event();
   release();
   CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
@@ -269,27 +269,27 @@ static void test_verdict(int peer_closes)
   memset(&wc, 0, sizeof(wc));
   wc.status = IBV_WC_REM_ACCESS_ERR;
   wc.qp_num = fake_comm_qp(c, 0)->qp_num;
-  wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0);
-  mcp_recover_await_verdict(c, &wc);
+  wc.wr_id = MCP_WR(MCP_WR_SEND, 0, 0, 0);
+  mcp_recover_await_verdict(&c->link, &wc);
   CHECK_EQ_INT(fake_comm_rec_phase(c), MCP_REC_VERDICT);
 
   fake_now += 100000000ull; /* 100 ms: no FIN yet, no verdict */
-  CHECK_EQ_INT(mcp_recover_progress(c), 0);
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), 0);
   CHECK_EQ_INT(fake_comm_error(c), 0);
   if (peer_closes) {
-    atomic_store(&stream->closed_by_peer, 1);
-    CHECK_EQ_INT(mcp_recover_progress(c), -1);
+    mcp_oob_test_stream_end(stream, 0, 1, NULL);
+    CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
     CHECK(strstr(fake_comm_errmsg(c), "the peer closed this connection; its adapter refused the work in flight") != NULL);
   } else {
     fake_now += 150000000ull; /* 250 ms: a real fault, with the completion's diagnosis */
-    CHECK_EQ_INT(mcp_recover_progress(c), -1);
+    CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
     CHECK(strstr(fake_comm_errmsg(c), "work completion error fake") != NULL);
   }
   CHECK_EQ_INT(fake_comm_rec_phase(c), MCP_REC_NONE);
   CHECK(fake_comm_error(c) != 0);
   fake_comm_detach_stream(c);
   free(stream);
-  mcp_comm_destroy(c);
+  mcp_comm_destroy(&c->link);
   CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1); /* nothing kept it: freed by the close */
 }
 

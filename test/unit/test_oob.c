@@ -176,7 +176,7 @@ static void test_late_acceptor_is_waited_for(void)
   loglen = 0;
   pass_seconds(600);
   CHECK_EQ_INT(mcp_oob_stream_phase(s), MCP_OOB_TCP_UP);
-  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
   CHECK_EQ_INT(mcp_oob_stream_ready(s), 0);
   CHECK(strstr(logbuf, "no HELLO") == NULL);
 
@@ -192,7 +192,7 @@ static void test_late_acceptor_is_waited_for(void)
   /* Its process exits: FIN, and the stream is dead on the next pass. */
   close(fd);
   CHECK_EQ_INT(drive_to(s, MCP_OOB_DEAD), MCP_OOB_DEAD);
-  CHECK(strstr(s->dead_reason, "closed the out-of-band connection") != NULL);
+  CHECK(strstr(mcp_oob_stream_dead_reason(s), "closed the out-of-band connection") != NULL);
   mcp_oob_stream_close(s, 0);
   close(lfd);
 }
@@ -266,7 +266,7 @@ static void test_silent_dialler_redials(void)
     if (poll(&p, 1, 1) == 1)
       break;
   }
-  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
   CHECK(strstr(logbuf, "dialling again") != NULL);
   fd2 = accept(lfd, NULL, NULL);
   CHECK(fd2 >= 0);
@@ -274,7 +274,7 @@ static void test_silent_dialler_redials(void)
   CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
   CHECK_EQ_INT(send_hello(fd2, 0x3333), 0);
   CHECK_EQ_INT(drive_to(s, MCP_OOB_UP), MCP_OOB_UP);
-  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
 
   /* A close without the notice is a process that went away: no redial, the stream dies. */
   close(fd2);
@@ -365,7 +365,7 @@ static void test_frames_split_and_joined(void)
     return;
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REJECT;
-  m.stream_id = s->id;
+  m.stream_id = mcp_oob_stream_id(s);
   m.u.reject.code = MCP_WIRE_REJECT_MISMATCH;
   snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "NCCL_IB_TC differs: 106 here, 0 there");
   len = encode(&m, buf, sizeof(buf));
@@ -386,11 +386,11 @@ static void test_frames_split_and_joined(void)
   /* Two in one segment: CONN_READY, then a CONN_REJECT with its code and reason. */
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_READY;
-  m.stream_id = s->id;
+  m.stream_id = mcp_oob_stream_id(s);
   len = encode(&m, buf, sizeof(buf));
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REJECT;
-  m.stream_id = s->id;
+  m.stream_id = mcp_oob_stream_id(s);
   m.u.reject.code = MCP_WIRE_REJECT_RESOURCES;
   snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no QPs left");
   len2 = encode(&m, buf + len, sizeof(buf) - len);
@@ -402,7 +402,7 @@ static void test_frames_split_and_joined(void)
   CHECK_EQ_INT(got.type, MCP_WIRE_CONN_REJECT);
   CHECK_EQ_INT(got.u.reject.code, MCP_WIRE_REJECT_RESOURCES);
   CHECK_EQ_STR(got.u.reject.reason, "no QPs left");
-  CHECK_EQ_INT(atomic_load(&s->dead), 0);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
   mcp_oob_stream_close(s, 0);
   close(fd);
   close(lfd);
@@ -424,7 +424,7 @@ static void test_peer_gone_mid_frame(int rst)
     return;
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_READY;
-  m.stream_id = s->id;
+  m.stream_id = mcp_oob_stream_id(s);
   len = encode(&m, buf, sizeof(buf));
   m.type = MCP_WIRE_CONN_REJECT;
   snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "a reason long enough to be cut");
@@ -439,16 +439,16 @@ static void test_peer_gone_mid_frame(int rst)
   }
   close(fd);
   CHECK_EQ_INT(drive_to(s, MCP_OOB_DEAD), MCP_OOB_DEAD);
-  CHECK_EQ_INT(atomic_load(&s->dead), 1);
+  CHECK_EQ_INT(mcp_oob_stream_dead(s), 1);
   if (!rst) {
     CHECK(strstr(logbuf, "closed in the middle of a frame (20 bytes left)") != NULL);
-    CHECK(strstr(s->dead_reason, "closed the out-of-band connection") != NULL);
+    CHECK(strstr(mcp_oob_stream_dead_reason(s), "closed the out-of-band connection") != NULL);
     /* What arrived whole before the FIN was delivered. */
     CHECK_EQ_INT(mcp_oob_stream_recv(s, &got), 1);
     CHECK_EQ_INT(got.type, MCP_WIRE_CONN_READY);
   } else {
     /* A reset may drop what the kernel had not handed over yet: only the death counts. */
-    CHECK(strstr(s->dead_reason, "out-of-band connection") != NULL);
+    CHECK(strstr(mcp_oob_stream_dead_reason(s), "out-of-band connection") != NULL);
     while (mcp_oob_stream_recv(s, &got) == 1)
       CHECK_EQ_INT(got.type, MCP_WIRE_CONN_READY);
   }

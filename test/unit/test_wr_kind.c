@@ -12,7 +12,7 @@ static void test_names(void)
   CHECK_EQ_STR(mcp_wr_kind_name(MCP_WR_CTS), "clear-to-send write");
   CHECK_EQ_STR(mcp_wr_kind_name(MCP_WR_RECV), "receive");
   CHECK_EQ_STR(mcp_wr_kind_name(MCP_WR_FLUSH), "flush read");
-  CHECK_EQ_STR(mcp_wr_kind_name(MCP_WR_KIND(MCP_WR(MCP_WR_CTS, 7, 3))), "clear-to-send write");
+  CHECK_EQ_STR(mcp_wr_kind_name(MCP_WR_KIND(MCP_WR(MCP_WR_CTS, 0xffff, 7, 3))), "clear-to-send write");
   /* Values no WR carries still name something, never NULL. */
   CHECK_EQ_STR(mcp_wr_kind_name(0), "data write");
   CHECK_EQ_STR(mcp_wr_kind_name(255), "data write");

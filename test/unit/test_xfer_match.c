@@ -229,6 +229,25 @@ static void test_inline_only_from_host_memory(void)
   }
 }
 
+/* Completions carry their comm's id beside the QP generation (a shared CQ will hold
+ * several comms' work, and a QP number can come back after a recovery): a failed write
+ * that names another comm is not this comm's failure. */
+static void test_completion_of_another_comm(void)
+{
+  struct fake_pair *p = pair_make();
+
+  fake_pair_inject_wc(p, FAKE_SEND_SIDE, MCP_WR(MCP_WR_SEND, 0x42, 0, 0), IBV_WC_REM_ACCESS_ERR,
+                      IBV_WC_RDMA_WRITE);
+  CHECK_EQ_INT(mcp_xfer_poll(p->send), 1); /* polled, and dropped */
+  CHECK_EQ_INT(fake_comm_error(p->send), 0);
+  CHECK_EQ_INT(fake_comm_rec_phase(p->send), MCP_REC_NONE);
+  /* The same completion with the comm's own id (0 for the fake pair's comms) counts. */
+  fake_pair_inject_wc(p, FAKE_SEND_SIDE, MCP_WR(MCP_WR_SEND, 0, 0, 0), IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE);
+  CHECK_EQ_INT(mcp_xfer_poll(p->send), 1);
+  CHECK(fake_comm_error(p->send) != 0 || fake_comm_rec_phase(p->send) == MCP_REC_VERDICT);
+  fake_pair_free(p);
+}
+
 int main(void)
 {
   mcp_log_set_logger(capture);
@@ -237,5 +256,6 @@ int main(void)
   RUN_TEST(test_group_without_our_tag);
   RUN_TEST(test_larger_than_receive_fails);
   RUN_TEST(test_inline_only_from_host_memory);
+  RUN_TEST(test_completion_of_another_comm);
   return TEST_EXIT();
 }

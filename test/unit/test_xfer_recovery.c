@@ -98,7 +98,7 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
   mcp_oob_listener_remove(l);
   if (*rs == NULL)
     return -1;
-  (*ss)->remote_id = (*rs)->id; /* what the CONN_ACK tells the connecting side */
+  mcp_oob_stream_set_remote_id(*ss, mcp_oob_stream_id(*rs)); /* what the CONN_ACK tells the connecting side */
   fake_pair_attach_streams(p, *ss, *rs);
   return 0;
 }
@@ -123,7 +123,7 @@ static int same(const unsigned char *b, size_t n, unsigned seed)
 static void run(int both)
 {
   struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8};
-  struct mcp_config *cfg = (struct mcp_config *)mcp_net_config();
+  struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
   struct mcp_mr *smh, *rmh;

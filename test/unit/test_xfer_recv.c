@@ -143,7 +143,7 @@ static void test_flush_lost_with_its_qp(void)
   uint64_t first;
 
   /* The recovery timeout bounds the retries; the default configuration of a loaded plugin. */
-  ((struct mcp_config *)mcp_net_config())->recovery_timeout_s = 30;
+  (mcp_param_process())->recovery_timeout_s = 30;
   fake_posts_reset();
   CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, sizes, &mhp, &req), ncclSuccess);
   CHECK(req != NULL);
@@ -171,7 +171,7 @@ static void test_flush_lost_with_its_qp(void)
   CHECK_EQ_INT(fake_comm_error(p->recv), 0);
   CHECK_EQ_INT(fake_comm_flush_lost(p->recv), 0);
   CHECK_EQ_INT(fake_comm_flush_reposts(p->recv), 0);
-  ((struct mcp_config *)mcp_net_config())->recovery_timeout_s = 0;
+  (mcp_param_process())->recovery_timeout_s = 0;
   fake_pair_free(p);
 }
 
@@ -185,7 +185,7 @@ static void test_completion_behind_peer_close(void)
 
   r = post(p, 0, 4096);
   for (i = 0; i < MCP_CQ_BATCH; i++) /* signalled clear-to-send writes, say */
-    fake_pair_inject_wc(p, FAKE_RECV_SIDE, MCP_WR(MCP_WR_CTS, 0, 0), IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+    fake_pair_inject_wc(p, FAKE_RECV_SIDE, MCP_WR(MCP_WR_CTS, 0, 0, 0), IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
   land(p, 100);
   fake_comm_peer_closed(p->recv);
   CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);

@@ -177,7 +177,7 @@ static void progress(struct fake_pair *p, void *r)
 {
   int done = 0;
 
-  fake_pair_inject_wc(p, FAKE_RECV_SIDE, MCP_WR(MCP_WR_CTS, 0, 0), IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
+  fake_pair_inject_wc(p, FAKE_RECV_SIDE, MCP_WR(MCP_WR_CTS, 0, 0, 0), IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE);
   CHECK_EQ_INT(mcp_net_test(r, &done, NULL), ncclSuccess);
   CHECK_EQ_INT(done, 0);
 }

@@ -1,5 +1,7 @@
 /*
- * mcp_xfer_mr.c - the registration cache of a protection domain.
+ * mcp_fabric_mr.c - the registration cache of a protection domain (one per device
+ * context, so it lives with the context in fabric: xfer registers its rings with it,
+ * net registers NCCL's buffers).
  *
  * NCCL registers the same buffers again for every connection (user buffers once per
  * peer), so regMr looks for an MR of the same memory type that already covers the

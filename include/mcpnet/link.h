@@ -1,0 +1,227 @@
+/*
+ * link.h - the link between two processes, owned by conn: its QPs and CQ, epoch, the
+ * out-of-band stream, connection setup and recovery, and the functions of src/conn/
+ * that the layers above call (setup, QP bring-up, recovery, failure and close).
+ *
+ * The send and receive comms of xfer (comm.h) embed a link first; what conn needs from
+ * xfer it gets through struct mcp_link_ops, never by calling it.
+ */
+#ifndef MCPNET_LINK_H
+#define MCPNET_LINK_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+
+#include "mcpnet/devctx.h"
+#include "mcpnet/fabric_counters.h"
+#include "mcpnet/fabric_process.h"
+#include "mcpnet/limits.h"
+#include "mcpnet/oob.h"
+#include "mcpnet/wire.h"
+
+/* QPs per connection: NCCL's own bound (NCCL_IB_MAX_QPS), so any NCCL_IB_QPS_PER_CONNECTION
+ * NCCL runs runs here too. The arrays below cost 24 bytes per QP in every link. */
+#define MCP_MAX_QPS 128
+#define MCP_SLOTS 64                      /* ring entries (the handshake checks both ends agree); >= NCCL_NET_MAX_REQUESTS */
+#define MCP_CQ_BATCH 16
+/* Receive WRs per QP: every slot can have its immediate in flight while up to a batch of
+ * consumed WRs waits to be reposted. */
+#define MCP_RQ_DEPTH (MCP_SLOTS + MCP_CQ_BATCH)
+
+/* wr_id: kind in the top byte, the generation of the QP that posted it in the next (the
+ * comm's epoch; the flush QP's own generation), the comm's per-process id in the next
+ * 16 bits, then an index. A recovery bumps the epoch, so completions of the QPs it
+ * replaced are recognised and dropped (their work is replayed); the comm id lets a
+ * completion queue shared by several comms (later) tell whose a completion is, since a
+ * QP number can be reused after a recovery. Poll drops what is not its comm's. */
+#define MCP_WR(kind, comm_id, epoch, idx)                                                             \
+  (((uint64_t)(kind) << 56) | ((uint64_t)(uint8_t)(epoch) << 48) | ((uint64_t)(uint16_t)(comm_id) << 32) | \
+   (uint64_t)(uint32_t)(idx))
+#define MCP_WR_KIND(wr) ((unsigned)((wr) >> 56))
+#define MCP_WR_EPOCH(wr) ((uint8_t)((wr) >> 48))
+#define MCP_WR_COMM(wr) ((uint16_t)((wr) >> 32))
+#define MCP_WR_IDX(wr) ((uint32_t)(wr))
+enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
+/* What messages call each kind: one table, so that every message names a WR alike.
+ * Any other value reads as a data write, as the messages always did. */
+static inline const char *mcp_wr_kind_name(unsigned kind)
+{
+  static const char *const names[] = {
+      [MCP_WR_SEND] = "data write",         [MCP_WR_GROUP] = "data write",
+      [MCP_WR_CTS] = "clear-to-send write", [MCP_WR_RECV] = "receive",
+      [MCP_WR_FLUSH] = "flush read",
+  };
+
+  return kind < sizeof(names) / sizeof(names[0]) && names[kind] != NULL ? names[kind] : "data write";
+}
+
+enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_THREAD_FAILED };
+
+/* One RTR/RTS walk on a detached thread (mcp_conn_qp.c). ibv_modify_qp to RTR resolves the
+ * peer's neighbour on RoCE and can block while the link is down, so nobody ever joins
+ * or waits for it: the walk works on its own copy of what it needs, holds a reference
+ * on the comm (its CQ must outlive the QPs), and when the comm moves on without it (a
+ * new recovery round, close) it takes the QPs along and destroys them when it returns. */
+struct mcp_qp_job;
+
+/* Recovery phases (mcp_conn_recover.c). */
+enum { MCP_REC_NONE = 0, MCP_REC_WAIT_PEER, MCP_REC_CONNECTING, MCP_REC_WAIT_READY,
+       MCP_REC_VERDICT /* a failed completion waits (200 ms at most) to learn whether the peer died */ };
+
+struct mcp_recovery {
+  int phase;
+  uint32_t round;              /* rounds started on this connection */
+  uint64_t start_ns, deadline_ns, next_try_ns;
+  uint64_t next_gid_ns;        /* WAIT_PEER: when to look for our GID again */
+  int peer_ready;              /* the peer's CONN_READY of this round arrived */
+  int count;                   /* recoveries completed */
+  char cause[256];
+  struct mcp_wire_recover peer;
+  struct ibv_wc verdict_wc;    /* MCP_REC_VERDICT: the completion that failed */
+  uint64_t verdict_ns;         /* ... and when it fails the comm if the peer still lives */
+};
+
+enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
+
+struct mcp_link;
+
+/* What the layer above the link (xfer) hands it when a comm is created, so conn never
+ * calls up (mcp_xfer_link.c). alloc makes the upper layer's state of the comm before
+ * its QPs exist and names the ring the handshake carries (link.ring_addr/ring_rkey);
+ * link_up takes what the handshake brought (the peer's ring, the QPs' inline size);
+ * release frees it with the comm's last reference. Recovery: poll drains the
+ * completions of the old QPs (> 0 while there are some), qps_replaced forgets what was
+ * counted on them, next_seq is what the RECOVER frame announces, fail_wc fails the comm
+ * with a completion's diagnosis, done_table fills the receive side's table of finished
+ * slots for the peer, replay posts again what the lost QPs never completed (done: the
+ * peer's table). */
+struct mcp_link_ops {
+  size_t comm_size;                /* the upper layer's comm, which begins with the link */
+  int (*alloc)(struct mcp_link *c);
+  void (*link_up)(struct mcp_link *c);
+  void (*release)(struct mcp_link *c);
+  void (*qps_replaced)(struct mcp_link *c);
+  uint32_t (*next_seq)(const struct mcp_link *c);
+  int (*poll)(struct mcp_link *c);
+  void (*fail_wc)(struct mcp_link *c, const struct ibv_wc *wc, int peer_gone);
+  void (*done_table)(const struct mcp_link *c, uint32_t *done);
+  int (*replay)(struct mcp_link *c, const uint32_t *done);
+};
+
+/* The link between two processes (conn): QPs, CQ, epoch, the out-of-band stream, setup
+ * and recovery state, the peer's name and the comm's error. The send and receive comms
+ * (xfer, comm.h) embed it first, so a comm's kind is at offset 0 of every comm. Today
+ * the link's QPs are on one device context (dc); NIC fusion will group them per
+ * device context here. */
+struct mcp_link {
+  int kind;                        /* enum mcp_comm_kind; first, as in the listen comm */
+  int dev;
+  uint16_t id;                     /* per process, for wr_id (mcp_comm_next_id); 0: a test's comm */
+  const struct mcp_link_ops *ops;  /* the layer above, served by the link (never NULL once set up) */
+  struct mcp_devctx *dc;
+  struct mcp_oob_stream *stream;
+  int traffic_class;
+  int sl, tc;
+  int mtu;                         /* negotiated ibv_mtu */
+  int nqps;
+  struct ibv_cq *cq;
+  struct ibv_qp *qp[MCP_MAX_QPS];
+  uint32_t psn[MCP_MAX_QPS];
+  int recv_posted[MCP_MAX_QPS];    /* receive WRs (the immediates) posted and consumed per QP */
+  int recv_consumed[MCP_MAX_QPS];
+  int max_inline;
+  uint64_t ring_addr;              /* the ring the peer writes, named by the upper layer's alloc */
+  uint32_t ring_rkey;
+  struct mcp_wire_endpoint local, remote;
+  char peer_name[160];
+
+  /* Connection setup (connect or accept); RTR/RTS runs on a job's thread (may block). */
+  int state;
+  struct mcp_qp_job *qp_job;        /* the walk in progress or not yet collected; NULL: none */
+  atomic_int refs;                  /* holders besides the owner (qp jobs): freed when -1 */
+  uint64_t listen_token;
+  uint64_t deadline_ns;             /* local work only (the setup thread); a peer is waited for */
+  uint64_t wait_since_ms;           /* a wait on the peer: when it began (mcp_clock_coarse_ms) */
+  unsigned wait_notices;            /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
+
+  /* Fatal error: every later call fails with it (0 or a negative errno, mcpnet/err.h). */
+  int error;
+  char errmsg[512];
+
+  /* Recovery: QPs are re-created with the same depths and a new epoch. */
+  uint8_t epoch;
+  int sq_depth, rq_depth;
+  unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
+  atomic_int qp_event;              /* an async event on one of its QPs (type + 1), 0: none */
+  int sgid_index;                  /* our GID's index, looked up again by recovery */
+  struct mcp_recovery rec;
+
+  /* The port's error counters when the comm connected, for a failed completion's WARN. */
+  int cnt_base_ok;
+  struct mcp_cnt_snapshot cnt_base;
+};
+
+struct mcp_listen_comm {
+  int kind;                 /* MCP_COMM_LISTEN */
+  int dev;
+  int traffic_class;
+  const struct mcp_link_ops *ops; /* handed to every comm it accepts */
+  struct mcp_oob_listener *listener;
+  struct mcp_link *accepting;
+};
+
+/* Listen, connect and accept (mcp_conn_setup.c): the work behind net's entry points of
+ * the same names, with the traffic class net resolved from the context or the config. */
+int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                    void **listen_comm);
+int mcp_conn_close_listen(void *listen_comm);
+int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
+                     void **send_comm);
+int mcp_conn_accept(void *listen_comm, void **recv_comm);
+
+/* Queue pair bring-up (mcp_conn_qp.c). */
+int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth);
+int mcp_qp_create_qps(struct mcp_link *c);
+/* RTR/RTS of every QP toward c->remote on a short-lived thread (may block on address
+ * resolution); poll returns 0 while running, 1 when at RTS, -1 on failure. */
+int mcp_qp_connect_start(struct mcp_link *c);
+int mcp_qp_connect_poll(struct mcp_link *c);
+/* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
+ * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
+int mcp_qp_connect_abandon(struct mcp_link *c);
+int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+                  uint32_t dpsn, const uint8_t *dgid, uint16_t dlid);
+int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);
+/* NCCL's close: tells the peer, lets go of a running walk and drops the owner's
+ * reference; the verbs resources go with the last reference. Never waits. */
+void mcp_comm_destroy(struct mcp_link *c);
+void mcp_comm_fail(struct mcp_link *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void mcp_comm_fill_endpoint(struct mcp_link *c);
+/* The next per-process comm id for wr_id: 1..65535, then again from 1. */
+uint16_t mcp_comm_next_id(void);
+uint32_t mcp_version_number(void);
+
+/* Recovery (mcp_conn_recover.c). recoverable says whether a completion status can be
+ * survived by re-creating the QPs; start begins a round (callers check that
+ * MCPNET_RECOVERY_TIMEOUT > 0 and that the peer's connection is alive); progress drives
+ * it from every call on the comm and returns 0 while it runs, 1 once the comm works
+ * again, -1 when it failed; poll_stream handles the peer's RECOVER frames outside a call
+ * that is already recovering. */
+int mcp_recover_status_recoverable(int wc_status);
+void mcp_recover_start(struct mcp_link *c, const char *cause);
+int mcp_recover_progress(struct mcp_link *c);
+void mcp_recover_poll_stream(struct mcp_link *c);
+/* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
+ * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
+void mcp_recover_check_events(struct mcp_link *c);
+/* The handler conn registers with fabric for a QP's async event (comm: the QP's context). */
+void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
+/* A failed completion that may mean the peer process died: isend/irecv/test route to
+ * mcp_recover_progress, which fails the comm as soon as the out-of-band connection says
+ * the peer is gone, or with the completion's diagnosis after 200 ms (mcp_xfer_fail_wc). */
+void mcp_recover_await_verdict(struct mcp_link *c, const struct ibv_wc *wc);
+
+#endif
