@@ -19,12 +19,12 @@
 
 #include "mcp_drive.h"
 
-#define BENCH_MAX_DEPTH 8     /* NCCL_STEPS: receives posted ahead / sends in flight */
-#define BENCH_MAX_GROUP 8     /* NCCL's maxRecvs ceiling for grouped receives */
+#define BENCH_MAX_DEPTH 8 /* NCCL_STEPS: receives posted ahead / sends in flight */
+#define BENCH_MAX_GROUP 8 /* NCCL's maxRecvs ceiling for grouped receives */
 #define BENCH_MAX_CONNS 64
 #define BENCH_MAX_SIZES 64
 #define BENCH_MAX_RUNS 100
-#define BENCH_MAX_CMDS 128    /* distinct perftest command lines remembered for the report */
+#define BENCH_MAX_CMDS 128          /* distinct perftest command lines remembered for the report */
 #define BENCH_LAT_MAX_ROUNDS 200000 /* latency samples kept per point (preallocated) */
 
 /* Exit statuses, so scripts can tell a wrong byte from a broken setup. */
@@ -45,16 +45,16 @@ enum bench_kind {
 };
 
 struct bench_series_info {
-  const char *name;    /* in JSON and plots: "mcpnet-bw", "ib_write_lat" */
-  const char *label;   /* short table column label: "mcp-bw", "wr-lat" */
-  const char *tool;    /* perftest executable, NULL for mcpnet series */
-  int is_bw;           /* 1: MB/s, higher is better; 0: microseconds */
+  const char *name;  /* in JSON and plots: "mcpnet-bw", "ib_write_lat" */
+  const char *label; /* short table column label: "mcp-bw", "wr-lat" */
+  const char *tool;  /* perftest executable, NULL for mcpnet series */
+  int is_bw;         /* 1: MB/s, higher is better; 0: microseconds */
 };
 
 const struct bench_series_info *bench_series_lookup(enum bench_kind k);
 
 struct bench_opts {
-  const char *plugin;      /* as given to dlopen */
+  const char *plugin; /* as given to dlopen */
   int plugin_given;
   int abi;
   int dev;
@@ -66,26 +66,26 @@ struct bench_opts {
   int depth;
   int nccl_steps;
   size_t step_size;
-  size_t mem_max;          /* registered bytes per direction per process, all conns */
-  long iters;              /* fixed iterations per point; 0 = calibrate */
-  double point_time;       /* seconds one measured point should take when calibrating */
-  int timeout_s;           /* no progress for this long is an error */
-  int spin;                /* never yield the CPU in the progress loop */
-  int pin_cpu;             /* -1: not pinned */
-  int cpu_cost;            /* --cpu-cost instead of a sweep */
+  size_t mem_max;    /* registered bytes per direction per process, all conns */
+  long iters;        /* fixed iterations per point; 0 = calibrate */
+  double point_time; /* seconds one measured point should take when calibrating */
+  int timeout_s;     /* no progress for this long is an error */
+  int spin;          /* never yield the CPU in the progress loop */
+  int pin_cpu;       /* -1: not pinned */
+  int cpu_cost;      /* --cpu-cost instead of a sweep */
   int check;
-  const char *json;        /* file or "-" */
-  const char *plot;        /* PNG file */
-  int compare;             /* 1: write; 2: write and send (--compare-all) */
-  int gid_index;           /* -1: auto from sysfs */
+  const char *json; /* file or "-" */
+  const char *plot; /* PNG file */
+  int compare;      /* 1: write; 2: write and send (--compare-all) */
+  int gid_index;    /* -1: auto from sysfs */
   int gid_given;
   int perftest_port;
   const char *perftest_host;
-  const char *ib_dev;      /* perftest -d override */
+  const char *ib_dev; /* perftest -d override */
   enum bench_role role;
-  const char *xchg;        /* folder for the handle exchange */
-  const char *server;      /* [HOST:]PORT to listen on */
-  const char *client;      /* HOST:PORT to connect to */
+  const char *xchg;   /* folder for the handle exchange */
+  const char *server; /* [HOST:]PORT to listen on */
+  const char *client; /* HOST:PORT to connect to */
   int verbose;
 };
 
@@ -98,9 +98,9 @@ int bench_opts_sweep(const struct bench_opts *o, size_t *sizes, int max);
 
 /* ---- handle exchange between the two processes of a pair (bench_xchg.c) ---- */
 struct bench_xchg {
-  const char *dir;     /* file mode */
-  int fd;              /* TCP mode: the connected socket, else -1 */
-  char own_file[512];  /* file mode: what we wrote, removed once connected */
+  const char *dir;    /* file mode */
+  int fd;             /* TCP mode: the connected socket, else -1 */
+  char own_file[512]; /* file mode: what we wrote, removed once connected */
 };
 
 int bench_xchg_open(struct bench_xchg *x, const struct bench_opts *o);
@@ -122,9 +122,9 @@ struct bench_conn {
   void *smh, *rmh;
   /* per point (reset by bench_flow_begin) */
   uint64_t s_total, s_posted, s_done, r_total, r_posted, r_done;
-  int s_part;          /* group elements of step s_posted already accepted by isend */
-  int s_filled;        /* step s_posted's data written (check mode) */
-  int s_tested;        /* group elements of step s_done seen complete */
+  int s_part;   /* group elements of step s_posted already accepted by isend */
+  int s_filled; /* step s_posted's data written (check mode) */
+  int s_tested; /* group elements of step s_done seen complete */
   void *sreq[BENCH_MAX_DEPTH][BENCH_MAX_GROUP];
   void *rreq[BENCH_MAX_DEPTH];
 };
@@ -136,15 +136,15 @@ enum bench_ctl_kind { BENCH_CTL_PLAN = 1, BENCH_CTL_READY, BENCH_CTL_STATUS, BEN
 struct bench_ctl_msg {
   uint32_t magic;
   uint32_t kind;
-  uint32_t seq;        /* point number, to catch two sides out of step */
-  uint32_t series;     /* enum bench_kind */
+  uint32_t seq;    /* point number, to catch two sides out of step */
+  uint32_t series; /* enum bench_kind */
   uint64_t size;
   uint64_t iters;
-  uint64_t checked;    /* STATUS: messages verified on the sending side of this message */
-  uint64_t wrong;      /* STATUS: of which wrong */
-  int32_t status;      /* STATUS: 0 ok, else failed */
-  char host[60];       /* READY for perftest: where the server listens */
-  char text[168];      /* READY for perftest: the server's command line; errors */
+  uint64_t checked; /* STATUS: messages verified on the sending side of this message */
+  uint64_t wrong;   /* STATUS: of which wrong */
+  int32_t status;   /* STATUS: 0 ok, else failed */
+  char host[60];    /* READY for perftest: where the server listens */
+  char text[168];   /* READY for perftest: the server's command line; errors */
 };
 
 struct bench_link {
@@ -168,13 +168,13 @@ int bench_ctl_recv(struct bench_link *l, struct bench_ctl_msg *m, int timeout_s)
 
 /* Shape of one point: how transfers map onto steps, slots and group elements. */
 struct bench_geom {
-  size_t size;          /* bytes of one transfer per group element */
-  size_t step;          /* largest message; == size unless --nccl-steps */
-  uint64_t nmsg;        /* steps per transfer */
-  size_t slot_bytes;    /* one sub-buffer of a slot */
-  size_t post_bytes;    /* size given to irecv */
-  int nslots;           /* ring slots */
-  int depth;            /* receives posted ahead / sends in flight (<= nslots) */
+  size_t size;       /* bytes of one transfer per group element */
+  size_t step;       /* largest message; == size unless --nccl-steps */
+  uint64_t nmsg;     /* steps per transfer */
+  size_t slot_bytes; /* one sub-buffer of a slot */
+  size_t post_bytes; /* size given to irecv */
+  int nslots;        /* ring slots */
+  int depth;         /* receives posted ahead / sends in flight (<= nslots) */
   int group;
 };
 
@@ -184,15 +184,15 @@ size_t bench_ring_measure(const struct bench_geom *g);
 struct bench_flow {
   struct mcp_drive *d;
   struct bench_conn *conns;
-  int nconns;           /* connections active in this point */
+  int nconns; /* connections active in this point */
   struct bench_geom g;
   int check;
   uint32_t my_id, peer_id; /* pattern seeds of what we send and what we expect */
-  int gate;             /* -1: no gating; else transfers received before the next may be sent, minus 1 */
-  double *stamps;       /* latency: receive-completion time of each transfer of conn 0 */
+  int gate;                /* -1: no gating; else transfers received before the next may be sent, minus 1 */
+  double *stamps;          /* latency: receive-completion time of each transfer of conn 0 */
   uint64_t nstamps;
   int timeout_s;
-  int yield;            /* sched_yield after a pass that moved nothing (NCCL does) */
+  int yield; /* sched_yield after a pass that moved nothing (NCCL does) */
   uint64_t checked, wrong;
   char err[256];
 };
@@ -218,14 +218,14 @@ void bench_stats_summarize(const double *v, int n, struct bench_summary *s);
 double bench_median_find(double *v, size_t n); /* sorts v in place */
 
 /* ---- results ---- */
-struct bench_cell {     /* one (series, size) */
+struct bench_cell { /* one (series, size) */
   double samples[BENCH_MAX_RUNS];
   double means[BENCH_MAX_RUNS]; /* latency series: the mean next to the typical (median) */
   int n;
-  uint64_t iters;       /* per run: transfers per connection, or round trips */
+  uint64_t iters; /* per run: transfers per connection, or round trips */
   uint64_t checked, wrong;
-  int failed;           /* a run of this point failed (perftest) */
-  int skipped;          /* not measured (perftest limit) */
+  int failed;  /* a run of this point failed (perftest) */
+  int skipped; /* not measured (perftest limit) */
   char note[120];
 };
 
@@ -235,9 +235,9 @@ struct bench_results {
   int nseries;
   enum bench_kind series[BENCH_KIND_COUNT];
   struct bench_cell cells[BENCH_KIND_COUNT][BENCH_MAX_SIZES];
-  char *cmds[BENCH_MAX_CMDS];  /* perftest command lines, as run */
+  char *cmds[BENCH_MAX_CMDS]; /* perftest command lines, as run */
   int ncmds;
-  uint64_t checked, wrong;     /* all series, both sides */
+  uint64_t checked, wrong; /* all series, both sides */
 };
 
 /* Everything one run of the tool holds. */
@@ -245,23 +245,23 @@ struct bench_ctx {
   struct bench_opts *o;
   struct mcp_drive drv;
   ncclNetProperties_v11_t props;
-  char plugin_path[512];   /* what dlopen resolved */
-  char dev_name[64];       /* perftest -d */
+  char plugin_path[512]; /* what dlopen resolved */
+  char dev_name[64];     /* perftest -d */
   int ib_port;
   int gid_index;
-  char gid_ip[64];         /* address of that GID (perftest's out-of-band host) */
-  char peer_host[256];     /* where role b's perftest client connects */
+  char gid_ip[64];     /* address of that GID (perftest's out-of-band host) */
+  char peer_host[256]; /* where role b's perftest client connects */
   struct bench_link link;
   struct bench_flow flow;
   struct bench_results *res;
-  double *lat_stamps;      /* BENCH_LAT_MAX_ROUNDS * 2 + 1 */
-  uint32_t seq;            /* control messages exchanged so far (pair) */
+  double *lat_stamps; /* BENCH_LAT_MAX_ROUNDS * 2 + 1 */
+  uint32_t seq;       /* control messages exchanged so far (pair) */
 };
 
 /* ---- one point (bench_point.c) ---- */
 /* Measures series k at size for iters; one sample into *value (and *mean). */
-int bench_point_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters,
-                        double *value, double *mean, struct bench_cell *cell);
+int bench_point_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters, double *value,
+                        double *mean, struct bench_cell *cell);
 /* Role a: executes the plans role b sends until it says done. */
 int bench_point_serve(struct bench_ctx *c);
 /* Role b: tells role a the run is over. */
@@ -282,9 +282,9 @@ struct bench_pt_job {
   int ib_port;
   int gid_index;
   int tcp_port;
-  const char *host;        /* NULL: server */
-  char line[256];          /* the command line, as a shell would show it */
-  char out[8192];          /* its output (tail) */
+  const char *host; /* NULL: server */
+  char line[256];   /* the command line, as a shell would show it */
+  char out[8192];   /* its output (tail) */
   int pid;
   char out_path[256];
 };

@@ -43,10 +43,7 @@ static void missed(struct cost_state *s, uint64_t *counter)
     s->settle_ns *= 2;
 }
 
-static void *slot(uint8_t *ring, size_t size, uint64_t k)
-{
-  return ring + (size_t)(k % COST_DEPTH) * size;
-}
+static void *slot(uint8_t *ring, size_t size, uint64_t k) { return ring + (size_t)(k % COST_DEPTH) * size; }
 
 static int post_recv(struct cost_state *s, uint64_t k)
 {
@@ -110,19 +107,22 @@ int bench_cost_run(struct bench_ctx *ctx)
     if (wait_test(&s, s.c->rreq[k % COST_DEPTH], &got) != 0 || wait_test(&s, req, &sent) != 0)
       goto fail;
     if (got != (int)s.size || sent != (int)s.size) {
-      fprintf(stderr, "mcpnet-bench: --cpu-cost: message %llu: test reported %d bytes received, %d sent, "
-              "of %zu\n", (unsigned long long)k, got, sent, s.size);
+      fprintf(stderr,
+              "mcpnet-bench: --cpu-cost: message %llu: test reported %d bytes received, %d sent, "
+              "of %zu\n",
+              (unsigned long long)k, got, sent, s.size);
       return -1;
     }
     if (k + COST_DEPTH < n && post_recv(&s, k + COST_DEPTH) != 0)
       goto fail;
   }
-  printf("# cpu-cost: %llu messages of %zu B, %d receives posted ahead, %.1f s\n", (unsigned long long)n, s.size,
-         COST_DEPTH, drv_now() - t0);
+  printf("# cpu-cost: %llu messages of %zu B, %d receives posted ahead, %.1f s\n", (unsigned long long)n,
+         s.size, COST_DEPTH, drv_now() - t0);
   printf("# cpu-cost calls: isend %llu, irecv %llu, test %llu\n", (unsigned long long)s.calls_isend,
          (unsigned long long)s.calls_irecv, (unsigned long long)s.calls_test);
   printf("# cpu-cost calls that found their work unfinished: isend %llu, irecv %llu, test %llu "
-         "(final wait %.2f ms)\n", (unsigned long long)s.misses_isend, (unsigned long long)s.misses_irecv,
+         "(final wait %.2f ms)\n",
+         (unsigned long long)s.misses_isend, (unsigned long long)s.misses_irecv,
          (unsigned long long)s.misses_test, (double)s.settle_ns / 1e6);
   return 0;
 fail:

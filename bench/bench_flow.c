@@ -112,10 +112,12 @@ static void verify(struct bench_flow *f, struct bench_conn *c, int idx, uint64_t
       continue;
     if (f->wrong++ < MAX_REPORTED_WRONG) {
       if (!size_ok)
-        fprintf(stderr, "mcpnet-bench: WRONG: connection %d step %llu element %d: test reported %d bytes, sent %zu\n",
+        fprintf(stderr,
+                "mcpnet-bench: WRONG: connection %d step %llu element %d: test reported %d bytes, sent %zu\n",
                 idx, (unsigned long long)j, e, sizes[e], len);
       else
-        fprintf(stderr, "mcpnet-bench: WRONG: connection %d step %llu element %d (%zu bytes): byte %ld differs\n",
+        fprintf(stderr,
+                "mcpnet-bench: WRONG: connection %d step %llu element %d (%zu bytes): byte %ld differs\n",
                 idx, (unsigned long long)j, e, len, bad);
     }
   }
@@ -262,11 +264,12 @@ int bench_flow_run(struct bench_flow *f, double *elapsed)
         progress = 0;
       } else if (now - last > f->timeout_s) {
         struct bench_conn *c = &f->conns[0];
-        snprintf(f->err, sizeof(f->err),
-                 "no progress for %d s (connection 0: sent %llu/%llu posted %llu, received %llu/%llu posted %llu)",
-                 f->timeout_s, (unsigned long long)c->s_done, (unsigned long long)c->s_total,
-                 (unsigned long long)c->s_posted, (unsigned long long)c->r_done, (unsigned long long)c->r_total,
-                 (unsigned long long)c->r_posted);
+        snprintf(
+          f->err, sizeof(f->err),
+          "no progress for %d s (connection 0: sent %llu/%llu posted %llu, received %llu/%llu posted %llu)",
+          f->timeout_s, (unsigned long long)c->s_done, (unsigned long long)c->s_total,
+          (unsigned long long)c->s_posted, (unsigned long long)c->r_done, (unsigned long long)c->r_total,
+          (unsigned long long)c->r_posted);
         return -1;
       }
     }

@@ -59,12 +59,15 @@ static void put_config(const struct bench_ctx *c, FILE *f)
   fprintf(f, ", \"abi\": %d, \"dev\": %d, \"device\": ", o->abi, o->dev);
   put_str(f, c->props.name);
   fprintf(f, ", \"mode\": \"%s\", \"role\": %s", o->role == BENCH_SELF ? "self" : "pair",
-          o->role == BENCH_SELF ? "null" : o->role == BENCH_ROLE_A ? "\"a\"" : "\"b\"");
+          o->role == BENCH_SELF       ? "null"
+            : o->role == BENCH_ROLE_A ? "\"a\""
+                                      : "\"b\"");
   fputs(", \"sizes\": [", f);
   for (i = 0; i < r->nsizes; i++)
     fprintf(f, "%s%zu", i ? ", " : "", r->sizes[i]);
-  fprintf(f, "], \"runs\": %d, \"conns\": %d, \"group\": %d, \"depth\": %d, \"nccl_steps\": %s, \"step_size\": %zu",
-          o->runs, o->conns, o->group, o->depth, o->nccl_steps ? "true" : "false", o->step_size);
+  fprintf(
+    f, "], \"runs\": %d, \"conns\": %d, \"group\": %d, \"depth\": %d, \"nccl_steps\": %s, \"step_size\": %zu",
+    o->runs, o->conns, o->group, o->depth, o->nccl_steps ? "true" : "false", o->step_size);
   fprintf(f, ", \"check\": %s, \"spin\": %s, \"point_time\": %g, \"iters\": %ld", o->check ? "true" : "false",
           o->spin ? "true" : "false", o->point_time, o->iters);
   fprintf(f, ", \"compare\": %s, \"gid_index\": %d, \"perftest_port\": %d", o->compare ? "true" : "false",
@@ -85,8 +88,8 @@ static void put_result(const struct bench_ctx *c, FILE *f, enum bench_kind k, in
   bench_stats_summarize(cell->samples, cell->n, &s);
   fputs("    {\"series\": ", f);
   put_str(f, in->name);
-  fprintf(f, ", \"size\": %zu, \"unit\": \"%s\", \"n\": %d, \"median\": ", r->sizes[si], in->is_bw ? "MB/s" : "us",
-          cell->n);
+  fprintf(f, ", \"size\": %zu, \"unit\": \"%s\", \"n\": %d, \"median\": ", r->sizes[si],
+          in->is_bw ? "MB/s" : "us", cell->n);
   put_num(f, cell->n ? s.median : NAN);
   fputs(", \"min\": ", f);
   put_num(f, cell->n ? s.min : NAN);

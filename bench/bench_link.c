@@ -107,8 +107,10 @@ int bench_link_open(struct bench_link *l, struct mcp_drive *d, const struct benc
       goto out;
     }
     if (strcmp(peer->signature, mine->signature) != 0 || peer->nhandles != mine->nhandles) {
-      fprintf(stderr, "mcpnet-bench: the two roles were started with different options:\n  this side: %s\n"
-              "  peer:      %s\n", mine->signature, peer->signature);
+      fprintf(stderr,
+              "mcpnet-bench: the two roles were started with different options:\n  this side: %s\n"
+              "  peer:      %s\n",
+              mine->signature, peer->signature);
       goto out;
     }
   } else {
@@ -164,7 +166,8 @@ static int ctl_wait(struct bench_link *l, void *req, int *size, int timeout_s, c
       return -1;
     }
     if (!done && drv_now() > deadline) {
-      fprintf(stderr, "mcpnet-bench: control %s did not complete within %d s (peer gone?)\n", what, timeout_s);
+      fprintf(stderr, "mcpnet-bench: control %s did not complete within %d s (peer gone?)\n", what,
+              timeout_s);
       return -1;
     }
     if (!done)
@@ -186,7 +189,8 @@ int bench_ctl_send(struct bench_link *l, struct bench_ctl_msg *m, int timeout_s)
       return -1;
     }
     if (req == NULL && drv_now() > deadline) {
-      fprintf(stderr, "mcpnet-bench: the peer posted no control receive within %d s (peer gone?)\n", timeout_s);
+      fprintf(stderr, "mcpnet-bench: the peer posted no control receive within %d s (peer gone?)\n",
+              timeout_s);
       return -1;
     }
     if (req == NULL)

@@ -85,11 +85,14 @@ static int setup_device(struct bench_ctx *c)
     return -1;
   }
   if (o->group > c->props.maxRecvs) {
-    fprintf(stderr, "mcpnet-bench: --group %d, but the plugin offers grouped receives of at most %d\n", o->group,
-            c->props.maxRecvs);
+    fprintf(stderr, "mcpnet-bench: --group %d, but the plugin offers grouped receives of at most %d\n",
+            o->group, c->props.maxRecvs);
     return -1;
   }
-  snprintf(c->dev_name, sizeof(c->dev_name), "%s", o->ib_dev ? o->ib_dev : c->props.name ? c->props.name : "");
+  snprintf(c->dev_name, sizeof(c->dev_name), "%s",
+           o->ib_dev         ? o->ib_dev
+             : c->props.name ? c->props.name
+                             : "");
   c->ib_port = c->props.port > 0 ? c->props.port : 1;
   return 0;
 }
@@ -180,8 +183,8 @@ static int run(struct bench_ctx *c)
     printf("# role a: serving role b; the results are printed by role b\n");
     rc = bench_point_serve(c);
     if (o->check)
-      printf("# check: %llu messages verified on this side, %llu wrong\n", (unsigned long long)c->res->checked,
-             (unsigned long long)c->res->wrong);
+      printf("# check: %llu messages verified on this side, %llu wrong\n",
+             (unsigned long long)c->res->checked, (unsigned long long)c->res->wrong);
     goto out;
   }
   rc = bench_run_sweep(c);

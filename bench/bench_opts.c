@@ -87,10 +87,32 @@ static const char usage_text[] =
   "Exit status: 0 ok, 1 data check failed, 2 usage, 3 setup or transfer failure.\n";
 
 enum {
-  OPT_PLUGIN = 256, OPT_ABI, OPT_DEV, OPT_XCHG, OPT_ROLE, OPT_SERVER, OPT_CLIENT, OPT_POINT_TIME,
-  OPT_DEPTH, OPT_CONNS, OPT_GROUP, OPT_STEPS, OPT_STEP_SIZE, OPT_MEM, OPT_TIMEOUT, OPT_COMPARE,
-  OPT_COMPARE_ALL, OPT_GID, OPT_IBDEV, OPT_PT_PORT, OPT_PT_HOST, OPT_JSON, OPT_PLOT, OPT_SPIN,
-  OPT_PIN, OPT_CPU_COST
+  OPT_PLUGIN = 256,
+  OPT_ABI,
+  OPT_DEV,
+  OPT_XCHG,
+  OPT_ROLE,
+  OPT_SERVER,
+  OPT_CLIENT,
+  OPT_POINT_TIME,
+  OPT_DEPTH,
+  OPT_CONNS,
+  OPT_GROUP,
+  OPT_STEPS,
+  OPT_STEP_SIZE,
+  OPT_MEM,
+  OPT_TIMEOUT,
+  OPT_COMPARE,
+  OPT_COMPARE_ALL,
+  OPT_GID,
+  OPT_IBDEV,
+  OPT_PT_PORT,
+  OPT_PT_HOST,
+  OPT_JSON,
+  OPT_PLOT,
+  OPT_SPIN,
+  OPT_PIN,
+  OPT_CPU_COST
 };
 
 static const struct option long_opts[] = {
@@ -141,9 +163,18 @@ static int parse_size(const char *s, size_t *out)
   if (end == s)
     return -1;
   switch (toupper((unsigned char)*end)) {
-  case 'K': shift = 10; end++; break;
-  case 'M': shift = 20; end++; break;
-  case 'G': shift = 30; end++; break;
+  case 'K':
+    shift = 10;
+    end++;
+    break;
+  case 'M':
+    shift = 20;
+    end++;
+    break;
+  case 'G':
+    shift = 30;
+    end++;
+    break;
   default: break;
   }
   if (*end == 'i')
@@ -167,11 +198,11 @@ static int parse_int(const char *s, long lo, long hi, long *out)
   return 0;
 }
 
-#define BAD(...)                                                                     \
-  do {                                                                               \
-    fprintf(stderr, "mcpnet-bench: " __VA_ARGS__);                                   \
-    fputc('\n', stderr);                                                             \
-    return BENCH_EXIT_USAGE;                                                         \
+#define BAD(...)                                   \
+  do {                                             \
+    fprintf(stderr, "mcpnet-bench: " __VA_ARGS__); \
+    fputc('\n', stderr);                           \
+    return BENCH_EXIT_USAGE;                       \
   } while (0)
 
 static int check_combination(struct bench_opts *o)
@@ -240,7 +271,10 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
 
   while ((c = getopt_long(argc, argv, "b:e:f:r:n:cvh", long_opts, NULL)) != -1) {
     switch (c) {
-    case OPT_PLUGIN: o->plugin = optarg; o->plugin_given = 1; break;
+    case OPT_PLUGIN:
+      o->plugin = optarg;
+      o->plugin_given = 1;
+      break;
     case OPT_ABI:
       if (optarg[0] == 'v')
         optarg++;
@@ -272,9 +306,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
       if (parse_size(optarg, &o->max_size) != 0)
         BAD("-e wants a size such as 64M");
       break;
-    case 'f':
-      o->factor = strtod(optarg, NULL);
-      break;
+    case 'f': o->factor = strtod(optarg, NULL); break;
     case 'r':
       if (parse_int(optarg, 1, BENCH_MAX_RUNS, &v) != 0)
         BAD("--runs wants 1..%d", BENCH_MAX_RUNS);
@@ -348,12 +380,8 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
     case OPT_JSON: o->json = optarg; break;
     case OPT_PLOT: o->plot = optarg; break;
     case 'v': o->verbose = 1; break;
-    case 'h':
-      fputs(usage_text, stdout);
-      return -1;
-    default:
-      fputs(usage_text, stderr);
-      return BENCH_EXIT_USAGE;
+    case 'h': fputs(usage_text, stdout); return -1;
+    default: fputs(usage_text, stderr); return BENCH_EXIT_USAGE;
     }
   }
   if (optind < argc)
@@ -383,6 +411,6 @@ void bench_opts_describe(const struct bench_opts *o, char *buf, size_t len)
   snprintf(buf, len,
            "mcpnet-bench/1 sizes=%zu..%zu*%g conns=%d group=%d depth=%d steps=%d/%zu mem=%zu check=%d "
            "compare=%d perftest-port=%d",
-           o->min_size, o->max_size, o->factor, o->conns, o->group, o->depth, o->nccl_steps,
-           o->step_size, o->mem_max, o->check, o->compare, o->perftest_port);
+           o->min_size, o->max_size, o->factor, o->conns, o->group, o->depth, o->nccl_steps, o->step_size,
+           o->mem_max, o->check, o->compare, o->perftest_port);
 }

@@ -180,7 +180,8 @@ int bench_perftest_wait_listen(struct bench_pt_job *j, int timeout_s)
     }
     usleep(5000);
   }
-  fprintf(stderr, "mcpnet-bench: %s did not listen on port %d within %d s\n", j->line, j->tcp_port, timeout_s);
+  fprintf(stderr, "mcpnet-bench: %s did not listen on port %d within %d s\n", j->line, j->tcp_port,
+          timeout_s);
   return -1;
 }
 

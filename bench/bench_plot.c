@@ -40,8 +40,8 @@ static void put_panel(FILE *f, const struct bench_results *r, int want_bw)
     const struct bench_series_info *in = bench_series_lookup(r->series[i]);
     if (in->is_bw != want_bw)
       continue;
-    fprintf(f, "%s$s%d using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.6 title '%s'", first ? "" : ", \\\n     ", i,
-            in->name);
+    fprintf(f, "%s$s%d using 1:2:3:4 with yerrorlines lw 2 pt 7 ps 0.6 title '%s'",
+            first ? "" : ", \\\n     ", i, in->name);
     first = 0;
   }
   fputc('\n', f);
@@ -60,9 +60,9 @@ static int write_script(const struct bench_ctx *c, const char *script, const cha
   fprintf(f, "set output '%s'\n", png);
   for (i = 0; i < r->nseries; i++)
     put_block(f, r, r->series[i], i);
-  fprintf(f, "set multiplot layout 2,1 title 'mcpnet-bench: %s on %s, %s%s'\n", c->drv.name ? c->drv.name : "?",
-          c->dev_name, c->o->role == BENCH_SELF ? "one process" : "two processes",
-          c->o->nccl_steps ? ", NCCL steps" : "");
+  fprintf(f, "set multiplot layout 2,1 title 'mcpnet-bench: %s on %s, %s%s'\n",
+          c->drv.name ? c->drv.name : "?", c->dev_name,
+          c->o->role == BENCH_SELF ? "one process" : "two processes", c->o->nccl_steps ? ", NCCL steps" : "");
   /* Both axes logarithmic: the sweep spans six decades of size and of bandwidth. */
   fputs("set logscale x 2\nset logscale y\nset format x '%.0b%BB'\nset grid\nset key left top\n", f);
   fputs("set xlabel 'message size'\n", f);

@@ -172,8 +172,8 @@ static int mcp_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint
   return 0;
 }
 
-static void pt_job_init(struct bench_ctx *c, struct bench_pt_job *j, enum bench_kind k, size_t size, uint64_t iters,
-                        const char *host)
+static void pt_job_init(struct bench_ctx *c, struct bench_pt_job *j, enum bench_kind k, size_t size,
+                        uint64_t iters, const char *host)
 {
   memset(j, 0, sizeof(*j));
   j->kind = k;

@@ -50,10 +50,13 @@ void bench_header_print(const struct bench_ctx *c, FILE *f)
     fprintf(f, "#  driving  : NCCL steps of %zu B over %d slots, %d in flight, %d connection(s), group %d\n",
             o->step_size, BENCH_MAX_DEPTH, o->depth, o->conns, o->group);
   else
-    fprintf(f, "#  driving  : one message per transfer, up to %d posted ahead / in flight, %d connection(s), "
-               "group %d\n", o->depth, o->conns, o->group);
+    fprintf(f,
+            "#  driving  : one message per transfer, up to %d posted ahead / in flight, %d connection(s), "
+            "group %d\n",
+            o->depth, o->conns, o->group);
   fprintf(f, "#  progress : one thread%s; %s\n", pin_text(o, buf, sizeof(buf)),
-          o->spin ? "spins without yielding (--spin)" : "sched_yield after a pass that moved nothing, as NCCL's proxy");
+          o->spin ? "spins without yielding (--spin)"
+                  : "sched_yield after a pass that moved nothing, as NCCL's proxy");
   if (r->nsizes > 0)
     fprintf(f, "#  sweep    : %zu .. %zu B x%g (%d sizes), %d run(s) interleaved, series order rotating; ",
             r->sizes[0], r->sizes[r->nsizes - 1], o->factor, r->nsizes, o->runs);
@@ -61,17 +64,20 @@ void bench_header_print(const struct bench_ctx *c, FILE *f)
     fprintf(f, "%ld iterations per point\n", o->iters);
   else
     fprintf(f, "iterations calibrated to %.2g s per point\n", o->point_time);
-  fprintf(f, "#  check    : %s\n", o->check ? "every byte and size verified (timings include it)" : "off (-c)");
+  fprintf(f, "#  check    : %s\n",
+          o->check ? "every byte and size verified (timings include it)" : "off (-c)");
   if (o->compare)
     fprintf(f, "#  perftest : %s on %s, GID index %d (%s), TCP port %d\n",
             o->compare >= 2 ? "ib_write_bw ib_write_lat ib_send_bw ib_send_lat" : "ib_write_bw ib_write_lat",
             c->dev_name, c->gid_index, c->gid_ip[0] ? c->gid_ip : "?", o->perftest_port);
-  fprintf(f, "#  units    : size = bytes per isend; MB/s = 1e6 B/s over all connections (perftest's MiB/s "
-             "converted); latency = one-way us, median of round trips / 2\n");
+  fprintf(f,
+          "#  units    : size = bytes per isend; MB/s = 1e6 B/s over all connections (perftest's MiB/s "
+          "converted); latency = one-way us, median of round trips / 2\n");
   fprintf(f, "#  stats    : median over runs; spread = (max - min) / median\n");
   if (o->compare)
-    fprintf(f, "#  ratios   : mcpnet / perftest medians (bandwidth: 1.0 is perftest's rate, higher is "
-               "better; latency: lower is better)\n");
+    fprintf(f,
+            "#  ratios   : mcpnet / perftest medians (bandwidth: 1.0 is perftest's rate, higher is "
+            "better; latency: lower is better)\n");
   fflush(f);
 }
 
@@ -181,8 +187,8 @@ void bench_table_print(const struct bench_ctx *c, FILE *f)
     for (si = 0; si < r->nsizes; si++) {
       const struct bench_cell *cell = &r->cells[r->series[i]][si];
       if (cell->note[0] && (cell->skipped || cell->failed))
-        fprintf(f, "# note: %s at %zu B: %s%s\n", bench_series_lookup(r->series[i])->name, r->sizes[si], cell->note,
-                cell->failed ? " (failed runs are left out)" : "");
+        fprintf(f, "# note: %s at %zu B: %s%s\n", bench_series_lookup(r->series[i])->name, r->sizes[si],
+                cell->note, cell->failed ? " (failed runs are left out)" : "");
     }
   if (c->o->check)
     fprintf(f, "# check: %llu messages verified on both sides, %llu wrong\n", (unsigned long long)r->checked,

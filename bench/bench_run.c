@@ -38,7 +38,8 @@ static uint64_t clamp_u64(double v, uint64_t lo, uint64_t hi)
 }
 
 /* Seconds one iteration of series k took, from a measured value. */
-static double iter_seconds(const struct bench_opts *o, enum bench_kind k, size_t size, double value, double mean)
+static double iter_seconds(const struct bench_opts *o, enum bench_kind k, size_t size, double value,
+                           double mean)
 {
   if (k == BENCH_MCP_BW)
     return value > 0 ? (double)o->conns * (double)o->group * (double)size / (value * 1e6) : 0.0;
@@ -52,7 +53,8 @@ static int calibrate(struct bench_ctx *c, enum bench_kind k, size_t size, struct
   const struct bench_opts *o = c->o;
   size_t per_iter = size * (size_t)o->group * (size_t)(k == BENCH_MCP_BW ? o->conns : 1);
   uint64_t cap = k == BENCH_MCP_BW ? BW_MAX_ITERS : BENCH_LAT_MAX_ROUNDS;
-  uint64_t first = clamp_u64((double)(1u << 20) / (double)per_iter, 1, k == BENCH_MCP_BW ? 2 * BENCH_MAX_DEPTH : 8);
+  uint64_t first =
+    clamp_u64((double)(1u << 20) / (double)per_iter, 1, k == BENCH_MCP_BW ? 2 * BENCH_MAX_DEPTH : 8);
   uint64_t n = first;
   double value, mean, t = 0.0;
   int tries;
@@ -71,8 +73,8 @@ static int calibrate(struct bench_ctx *c, enum bench_kind k, size_t size, struct
   }
   cell->iters = t > 0 ? clamp_u64(o->point_time / t, first, cap) : n;
   if (o->verbose)
-    fprintf(stderr, "mcpnet-bench: %s %zu B: %llu iterations (%.3g s each)\n", bench_series_lookup(k)->name, size,
-            (unsigned long long)cell->iters, t);
+    fprintf(stderr, "mcpnet-bench: %s %zu B: %llu iterations (%.3g s each)\n", bench_series_lookup(k)->name,
+            size, (unsigned long long)cell->iters, t);
   return 0;
 }
 
@@ -132,8 +134,8 @@ static int run_point(struct bench_ctx *c, enum bench_kind k, int si, int run)
     cell->n++;
   }
   if (c->o->verbose)
-    fprintf(stderr, "mcpnet-bench: run %d %-12s %10zu B %12.3f %s\n", run + 1, bench_series_lookup(k)->name, size,
-            value, bench_series_lookup(k)->is_bw ? "MB/s" : "us");
+    fprintf(stderr, "mcpnet-bench: run %d %-12s %10zu B %12.3f %s\n", run + 1, bench_series_lookup(k)->name,
+            size, value, bench_series_lookup(k)->is_bw ? "MB/s" : "us");
   return 0;
 }
 

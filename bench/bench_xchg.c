@@ -221,7 +221,8 @@ int bench_xchg_swap(struct bench_xchg *x, const struct bench_opts *o, const void
   snprintf(name, sizeof(name), "mcpnet-bench.%s.hello", role_name(o->role));
   if (drv_file_put(x->dir, name, mine, len, x->own_file, sizeof(x->own_file)) != 0)
     return -1;
-  snprintf(name, sizeof(name), "mcpnet-bench.%s.hello", role_name(o->role == BENCH_ROLE_A ? BENCH_ROLE_B : BENCH_ROLE_A));
+  snprintf(name, sizeof(name), "mcpnet-bench.%s.hello",
+           role_name(o->role == BENCH_ROLE_A ? BENCH_ROLE_B : BENCH_ROLE_A));
   return drv_file_get(x->dir, name, peer, len, timeout_s);
 }
 

@@ -26,12 +26,11 @@ ncclResult_t mcp_plugin_props_v9(int dev, ncclNetProperties_v9_t *props);
 ncclResult_t mcp_plugin_props_v8(int dev, ncclNetProperties_v8_t *props);
 
 /* accept in every version: a HOST plugin has no device handle to hand out. */
-ncclResult_t mcp_plugin_accept(void *listen_comm, void **recv_comm,
-                               ncclNetDeviceHandle_v8_t **recv_dev_comm);
+ncclResult_t mcp_plugin_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_v8_t **recv_dev_comm);
 
 /* isend/irecv with profiler handles (v10, v11): the handles are dropped. */
-ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int tag,
-                                 void *mhandle, void *phandle, void **request);
+ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                                 void *phandle, void **request);
 ncclResult_t mcp_plugin_irecv_ph(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                                  void **mhandles, void **phandles, void **request);
 

@@ -13,41 +13,40 @@
 
 /* Fields every version since v8 carries. NCCL never writes through name/pciPath, so
  * handing it the core's const strings is safe (the struct lacks const for history). */
-#define MCP_PROPS_FILL_V8(dst, src)                                              \
-  do {                                                                           \
-    (dst)->name = (char *)(src)->name;                                           \
-    (dst)->pciPath = (char *)(src)->pci_path;                                    \
-    (dst)->guid = (src)->guid;                                                   \
-    (dst)->ptrSupport = (src)->ptr_support;                                      \
-    (dst)->regIsGlobal = (src)->reg_is_global;                                   \
-    (dst)->speed = (src)->speed_mbps;                                            \
-    (dst)->port = (src)->port;                                                   \
-    (dst)->latency = (src)->latency_us;                                          \
-    (dst)->maxComms = (src)->max_comms;                                          \
-    (dst)->maxRecvs = (src)->max_recvs;                                          \
-    (dst)->netDeviceType = NCCL_NET_DEVICE_HOST;                                 \
-    (dst)->netDeviceVersion = 0;                                                 \
+#define MCP_PROPS_FILL_V8(dst, src)              \
+  do {                                           \
+    (dst)->name = (char *)(src)->name;           \
+    (dst)->pciPath = (char *)(src)->pci_path;    \
+    (dst)->guid = (src)->guid;                   \
+    (dst)->ptrSupport = (src)->ptr_support;      \
+    (dst)->regIsGlobal = (src)->reg_is_global;   \
+    (dst)->speed = (src)->speed_mbps;            \
+    (dst)->port = (src)->port;                   \
+    (dst)->latency = (src)->latency_us;          \
+    (dst)->maxComms = (src)->max_comms;          \
+    (dst)->maxRecvs = (src)->max_recvs;          \
+    (dst)->netDeviceType = NCCL_NET_DEVICE_HOST; \
+    (dst)->netDeviceVersion = 0;                 \
   } while (0)
 
 /* Fields v9 added. mcpnet exposes no virtual devices, so each device stands for itself. */
-#define MCP_PROPS_FILL_V9(dst, src, dev)                                         \
-  do {                                                                           \
-    (dst)->forceFlush = (src)->force_flush;                                      \
-    (dst)->vProps.ndevs = 1;                                                     \
-    (dst)->vProps.devs[0] = (dev);                                               \
-    (dst)->maxP2pBytes = (src)->max_p2p_bytes;                                   \
-    (dst)->maxCollBytes = (src)->max_coll_bytes;                                 \
+#define MCP_PROPS_FILL_V9(dst, src, dev)         \
+  do {                                           \
+    (dst)->forceFlush = (src)->force_flush;      \
+    (dst)->vProps.ndevs = 1;                     \
+    (dst)->vProps.devs[0] = (dev);               \
+    (dst)->maxP2pBytes = (src)->max_p2p_bytes;   \
+    (dst)->maxCollBytes = (src)->max_coll_bytes; \
   } while (0)
 
 /* Fields v11 added. NCCL 2.28 does not use multi-requests; 1 says "none". */
-#define MCP_PROPS_FILL_V11(dst)                                                  \
-  do {                                                                           \
-    (dst)->maxMultiRequestSize = 1;                                              \
+#define MCP_PROPS_FILL_V11(dst)     \
+  do {                              \
+    (dst)->maxMultiRequestSize = 1; \
   } while (0)
 
 /* Zeroing first keeps padding and unused vProps slots deterministic for NCCL. */
-static ncclResult_t mcp_plugin_props_get(int dev, struct mcp_net_props *core, void *out,
-                                         size_t out_size)
+static ncclResult_t mcp_plugin_props_get(int dev, struct mcp_net_props *core, void *out, size_t out_size)
 {
   if (out == NULL)
     return ncclInternalError;

@@ -11,15 +11,14 @@
 
 /* recv_dev_comm is left alone: NCCL's GDR probe passes NULL for it, and for a HOST
  * plugin NCCL expects the handle it points to to stay NULL. */
-ncclResult_t mcp_plugin_accept(void *listen_comm, void **recv_comm,
-                               ncclNetDeviceHandle_v8_t **recv_dev_comm)
+ncclResult_t mcp_plugin_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_v8_t **recv_dev_comm)
 {
   (void)recv_dev_comm;
   return mcp_net_accept(listen_comm, recv_comm);
 }
 
-ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int tag,
-                                 void *mhandle, void *phandle, void **request)
+ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                                 void *phandle, void **request)
 {
   (void)phandle;
   return mcp_net_isend(send_comm, data, size, tag, mhandle, request);

@@ -19,8 +19,7 @@ static ncclResult_t mcp_plugin_v10_init(ncclDebugLogger_t log_fn, ncclProfilerCa
 /* cfg lives on this stack frame, so mcp_net_connect must copy the traffic class out
  * rather than keep the pointer (NCCL's own config is no longer-lived either). */
 static ncclResult_t mcp_plugin_v10_connect(int dev, ncclNetCommConfig_v10_t *config, void *handle,
-                                           void **send_comm,
-                                           ncclNetDeviceHandle_v10_t **send_dev_comm)
+                                           void **send_comm, ncclNetDeviceHandle_v10_t **send_dev_comm)
 {
   struct mcp_comm_config cfg = {
     .traffic_class = config != NULL ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,

@@ -12,8 +12,7 @@
 
 /* NCCL's config lives on its stack and cfg on ours: mcp_net_init must copy the
  * traffic class into ctx rather than keep the pointer. */
-static ncclResult_t mcp_plugin_v11_init(void **ctx, uint64_t comm_id,
-                                        ncclNetCommConfig_v11_t *config,
+static ncclResult_t mcp_plugin_v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config,
                                         ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn)
 {
   struct mcp_comm_config cfg = {

@@ -9,8 +9,8 @@
 #include "mcpnet/log.h"
 #include "mcpnet/net.h"
 
-static ncclResult_t mcp_plugin_v8_isend(void *send_comm, void *data, int size, int tag,
-                                        void *mhandle, void **request)
+static ncclResult_t mcp_plugin_v8_isend(void *send_comm, void *data, int size, int tag, void *mhandle,
+                                        void **request)
 {
   if (size < 0) {
     *request = NULL;
@@ -24,8 +24,8 @@ static ncclResult_t mcp_plugin_v8_isend(void *send_comm, void *data, int size, i
  * NCCL's own compatibility layer never lets it reach a v8 irecv either. The widened
  * sizes live on this stack frame, which relies on mcp_net_irecv copying sizes[]
  * before it returns rather than keeping the pointer. */
-static ncclResult_t mcp_plugin_v8_irecv(void *recv_comm, int n, void **data, int *sizes,
-                                        int *tags, void **mhandles, void **request)
+static ncclResult_t mcp_plugin_v8_irecv(void *recv_comm, int n, void **data, int *sizes, int *tags,
+                                        void **mhandles, void **request)
 {
   size_t wide[MCP_MAX_RECVS];
 
@@ -45,10 +45,7 @@ static ncclResult_t mcp_plugin_v8_irecv(void *recv_comm, int n, void **data, int
 }
 
 /* NCCL 2.20 - 2.22 default NCCL_IB_TIMEOUT to 18, 2.23 to 20: init says it is v8. */
-static ncclResult_t mcp_plugin_v8_init(ncclDebugLogger_t log_fn)
-{
-  return mcp_plugin_legacy_init(8, log_fn);
-}
+static ncclResult_t mcp_plugin_v8_init(ncclDebugLogger_t log_fn) { return mcp_plugin_legacy_init(8, log_fn); }
 
 MCP_PLUGIN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8 = {
   .name = MCP_NET_NAME,

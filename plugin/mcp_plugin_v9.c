@@ -9,10 +9,7 @@
 #include "mcp_plugin.h"
 #include "mcpnet/net.h"
 
-static ncclResult_t mcp_plugin_v9_init(ncclDebugLogger_t log_fn)
-{
-  return mcp_plugin_legacy_init(9, log_fn);
-}
+static ncclResult_t mcp_plugin_v9_init(ncclDebugLogger_t log_fn) { return mcp_plugin_legacy_init(9, log_fn); }
 
 MCP_PLUGIN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
   .name = MCP_NET_NAME,

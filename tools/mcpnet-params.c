@@ -88,8 +88,7 @@ static void print_text(void)
 
     mcp_param_format_default(def, dflt, sizeof(dflt));
     mcp_param_format_range(def, range, sizeof(range));
-    printf("%s (%s, default %s, range %s)", def->name, mcp_param_type_name(def->type), dflt,
-           range);
+    printf("%s (%s, default %s, range %s)", def->name, mcp_param_type_name(def->type), dflt, range);
     if (def->aliases != NULL) {
       fputs(", alias ", stdout);
       print_aliases(def, ", ", 0);
@@ -139,8 +138,9 @@ static int check_env(unsigned flags)
   rc = mcp_param_load(&cfg, NULL, flags, err, sizeof(err));
   mcp_param_free(&cfg);
   printf("mcpnet-params --check: %d unknown MCPNET_* name%s, %d NCCL_IB_* variable%s mcpnet does "
-         "not act on, configuration %s\n", nunknown, nunknown == 1 ? "" : "s", nignored,
-         nignored == 1 ? "" : "s", rc == 0 ? "valid" : "invalid");
+         "not act on, configuration %s\n",
+         nunknown, nunknown == 1 ? "" : "s", nignored, nignored == 1 ? "" : "s",
+         rc == 0 ? "valid" : "invalid");
   if (rc != 0)
     fprintf(stderr, "mcpnet-params: invalid configuration: %s\n", err);
   return nunknown > 0 || rc != 0 ? 1 : 0;
@@ -172,15 +172,10 @@ int main(int argc, char **argv)
     }
   }
   switch (mode) {
-  case MARKDOWN:
-    print_markdown();
-    return 0;
-  case EFFECTIVE:
-    return print_effective(flags);
-  case CHECK:
-    return check_env(flags);
-  case TEXT:
-    break;
+  case MARKDOWN: print_markdown(); return 0;
+  case EFFECTIVE: return print_effective(flags);
+  case CHECK: return check_env(flags);
+  case TEXT: break;
   }
   print_text();
   return 0;

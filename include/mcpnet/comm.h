@@ -34,7 +34,7 @@
 
 #define MCP_SEND_REQS (NCCL_NET_MAX_REQUESTS * MCP_MAX_RECVS)
 #define MCP_RECV_REQS (MCP_SLOTS + NCCL_NET_MAX_REQUESTS) /* slots plus flushes */
-#define MCP_STRIPE_MIN (64 * 1024)        /* smallest chunk worth a QP of its own */
+#define MCP_STRIPE_MIN (64 * 1024)                        /* smallest chunk worth a QP of its own */
 
 /* One element of a CTS entry: 32 bytes, written by the receiver's NIC. */
 struct mcp_cts_elem {
@@ -42,9 +42,9 @@ struct mcp_cts_elem {
   uint64_t size;
   uint32_t rkey;
   int32_t tag;
-  uint16_t n;     /* buffers in this receive */
-  uint16_t idx;   /* this element's position */
-  uint32_t seq;   /* written with the rest; equal to the expected seq when current */
+  uint16_t n;   /* buffers in this receive */
+  uint16_t idx; /* this element's position */
+  uint32_t seq; /* written with the rest; equal to the expected seq when current */
 };
 _Static_assert(sizeof(struct mcp_cts_elem) == 32, "CTS element is 32 bytes on the wire");
 
@@ -62,30 +62,29 @@ struct mcp_record {
 _Static_assert(sizeof(struct mcp_record) == 64, "record is one cache line");
 
 /* Immediate data: seq low 16 bits | completions expected << 16 | record flag << 24. */
-#define MCP_IMM(seq, k, rec) (((uint32_t)(seq) & 0xffffu) | ((uint32_t)(k) << 16) | ((uint32_t)(rec) << 24))
-#define MCP_IMM_SEQ(imm) ((imm) & 0xffffu)
+#define MCP_IMM(seq, k, rec) (((uint32_t)(seq)&0xffffu) | ((uint32_t)(k) << 16) | ((uint32_t)(rec) << 24))
+#define MCP_IMM_SEQ(imm) ((imm)&0xffffu)
 #define MCP_IMM_K(imm) (((imm) >> 16) & 0xffu)
 #define MCP_IMM_REC(imm) (((imm) >> 24) & 1u)
 
 enum mcp_req_kind { MCP_REQ_SEND = 1, MCP_REQ_RECV = 2, MCP_REQ_FLUSH = 3 };
 
-
 struct mcp_comm;
 
 struct mcp_request {
-  uint8_t kind;       /* enum mcp_req_kind */
+  uint8_t kind; /* enum mcp_req_kind */
   uint8_t in_use;
   uint8_t done;
-  int pending;        /* completions still expected */
+  int pending; /* completions still expected */
   uint32_t seq;
   int n;
-  int size;           /* send: bytes */
+  int size; /* send: bytes */
   int sizes[MCP_MAX_RECVS];
-  int16_t group_next;  /* grouped sends: the next request completed by the same write */
+  int16_t group_next; /* grouped sends: the next request completed by the same write */
   uint16_t index;
-  uint8_t elem;        /* send: the CTS element it matched */
-  uint8_t repost;      /* flush: its read was lost with the flush QP; post it again */
-  void *data;          /* send: what a recovery replays; flush: the buffer read */
+  uint8_t elem;   /* send: the CTS element it matched */
+  uint8_t repost; /* flush: its read was lost with the flush QP; post it again */
+  void *data;     /* send: what a recovery replays; flush: the buffer read */
   const struct mcp_mr *mh;
   struct mcp_comm *comm;
 };
@@ -94,7 +93,7 @@ struct mcp_request {
 struct mcp_recv_slot {
   struct mcp_request *req;
   uint32_t seq;
-  int expected;       /* 0 until the first immediate says */
+  int expected; /* 0 until the first immediate says */
   int got;
   uint64_t bytes;
 };
@@ -110,42 +109,42 @@ struct mcp_send_slot {
 /* A send or receive comm: the link (conn) and the send-side or receive-side state xfer
  * owns (CTS ring, slots, request pool, records, flush, watchdog). */
 struct mcp_comm {
-  struct mcp_link link;            /* first: its kind is the comm's */
-  int data_inline;                 /* data writes up to this size go inline: min(max_inline, MCPNET_INLINE_BYTES) */
-  int cts_batch;                   /* MCPNET_CTS_BATCH, read once per comm */
+  struct mcp_link link; /* first: its kind is the comm's */
+  int data_inline;      /* data writes up to this size go inline: min(max_inline, MCPNET_INLINE_BYTES) */
+  int cts_batch;        /* MCPNET_CTS_BATCH, read once per comm */
 
   /* The ring the peer writes (send: CTS ring; recv: records) and its MR. */
   union {
     void *ring;
-    struct mcp_cts_slot *ring_elems;  /* send */
-    struct mcp_record *ring_records;  /* recv */
+    struct mcp_cts_slot *ring_elems; /* send */
+    struct mcp_record *ring_records; /* recv */
   };
   size_t ring_bytes;
   struct ibv_mr *ring_mr;
   uint64_t remote_ring;
   uint32_t remote_rkey;
 
-  uint32_t seq;                    /* send: next CTS to consume; recv: next irecv */
-  int inflight;                    /* recv: slots in use */
+  uint32_t seq; /* send: next CTS to consume; recv: next irecv */
+  int inflight; /* recv: slots in use */
   int free_top;
   uint16_t free_list[MCP_SEND_REQS];
-  struct mcp_request *reqs;        /* pool: MCP_SEND_REQS or MCP_RECV_REQS */
+  struct mcp_request *reqs; /* pool: MCP_SEND_REQS or MCP_RECV_REQS */
   int nreqs;
 
   /* Send side. */
-  struct mcp_send_slot *sslots;    /* MCP_SLOTS */
+  struct mcp_send_slot *sslots; /* MCP_SLOTS */
   int next_qp;
-  int32_t tag_refused;             /* the last isend whose tag had no free buffer in the head */
-  uint32_t tag_refused_seq;        /* receive, and that receive's seq (0: none; seqs start at 1) */
+  int32_t tag_refused;      /* the last isend whose tag had no free buffer in the head */
+  uint32_t tag_refused_seq; /* receive, and that receive's seq (0: none; seqs start at 1) */
 
   /* Receive side. */
-  struct mcp_recv_slot *rslots;    /* MCP_SLOTS */
-  struct mcp_cts_slot *staging;    /* local copy of CTS entries when too big to inline */
+  struct mcp_recv_slot *rslots; /* MCP_SLOTS */
+  struct mcp_cts_slot *staging; /* local copy of CTS entries when too big to inline */
   struct ibv_mr *staging_mr;
   int cts_unsignaled;
-  int cts_pending;                 /* staged CTS entries not yet written (the newest seqs) */
-  uint32_t cts_published;          /* CTS entries written to the peer, all time */
-  uint32_t recv_landed;            /* receives whose data arrived, all time */
+  int cts_pending;        /* staged CTS entries not yet written (the newest seqs) */
+  uint32_t cts_published; /* CTS entries written to the peer, all time */
+  uint32_t recv_landed;   /* receives whose data arrived, all time */
 
   /* Send side: completion records of grouped sends, when too big to inline. */
   struct mcp_record *records;
@@ -157,8 +156,8 @@ struct mcp_comm {
   uint64_t *flush_buf;
   struct ibv_mr *flush_mr;
   uint8_t flush_gen;
-  int flush_reposts;                /* reads waiting to be posted on a new flush QP */
-  uint64_t flush_lost_ns;           /* when reads were first lost; 0: the flush QP works */
+  int flush_reposts;      /* reads waiting to be posted on a new flush QP */
+  uint64_t flush_lost_ns; /* when reads were first lost; 0: the flush QP works */
   uint64_t flush_next_try_ns;
 
   uint64_t next_alive_check_ns;
@@ -183,7 +182,6 @@ static inline const struct mcp_comm *mcp_comm_of_const(const struct mcp_link *l)
 /* net tells a send or receive comm from a listen comm by the kind at offset 0 of both. */
 _Static_assert(offsetof(struct mcp_comm, link.kind) == 0, "a comm's kind is its first field");
 _Static_assert(offsetof(struct mcp_listen_comm, kind) == 0, "a listen comm's kind is its first field");
-
 
 void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone);
 

@@ -20,21 +20,21 @@
 struct mcp_mr;
 
 struct mcp_devctx {
-  int dev;                       /* index into the fabric */
+  int dev; /* index into the fabric */
   const struct mcp_net_dev *info;
   struct ibv_context *ctx;
   struct ibv_pd *pd;
-  int refs;                      /* under the devctx table lock */
+  int refs; /* under the devctx table lock */
   pthread_mutex_t mr_lock;
-  struct mcp_list mrs;           /* the registration cache (struct mcp_mr), newest first */
-  size_t mr_bytes;               /* registered bytes, for memlock diagnostics */
+  struct mcp_list mrs; /* the registration cache (struct mcp_mr), newest first */
+  size_t mr_bytes;     /* registered bytes, for memlock diagnostics */
   int mr_count;
   /* Async events, read without a thread by whichever comm checks first (every 100 ms
    * while it waits): generation counters the comms compare with what they last saw. */
   pthread_mutex_t ev_lock;
-  atomic_uint port_err_gen;      /* our port went down */
-  atomic_uint gid_gen;           /* the port's GID table changed */
-  atomic_int fatal;              /* the device reported a fatal error */
+  atomic_uint port_err_gen; /* our port went down */
+  atomic_uint gid_gen;      /* the port's GID table changed */
+  atomic_int fatal;         /* the device reported a fatal error */
 };
 
 /* Reads and acknowledges the device's pending async events; never blocks. Events for a
@@ -49,10 +49,10 @@ void mcp_devctx_set_qp_event_handler(mcp_devctx_qp_event_fn fn);
 struct mcp_mr {
   struct mcp_devctx *dc;
   struct ibv_mr *mr;
-  uintptr_t base;    /* page-aligned range the MR covers */
+  uintptr_t base; /* page-aligned range the MR covers */
   size_t len;
-  int type;          /* NCCL_PTR_HOST or NCCL_PTR_CUDA */
-  int dmabuf;        /* never found by address */
+  int type;   /* NCCL_PTR_HOST or NCCL_PTR_CUDA */
+  int dmabuf; /* never found by address */
   int refs;
   struct mcp_list link; /* on dc->mrs */
 };
@@ -62,8 +62,8 @@ void mcp_devctx_put(struct mcp_devctx *dc);
 
 /* The registration cache (mcp_fabric_mr.c). */
 int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, struct mcp_mr **out);
-int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type,
-                           uint64_t offset, int fd, struct mcp_mr **out);
+int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type, uint64_t offset, int fd,
+                           struct mcp_mr **out);
 void mcp_mr_release(struct mcp_mr *mr);
 /* Registers an internal buffer (rings, records) outside the cache. */
 struct ibv_mr *mcp_mr_internal(struct mcp_devctx *dc, void *data, size_t size, int access);

@@ -11,10 +11,10 @@
 
 #include <errno.h>
 
-#define MCP_ERR_SYSTEM (-EIO)        /* ncclSystemError: a local resource or call failed */
-#define MCP_ERR_REMOTE (-ECONNRESET) /* ncclRemoteError: the peer, the link or the path failed */
+#define MCP_ERR_SYSTEM (-EIO)         /* ncclSystemError: a local resource or call failed */
+#define MCP_ERR_REMOTE (-ECONNRESET)  /* ncclRemoteError: the peer, the link or the path failed */
 #define MCP_ERR_INTERNAL (-EOVERFLOW) /* ncclInternalError: more outstanding work than NCCL may post */
-#define MCP_ERR_ARG (-EINVAL)        /* ncclInvalidArgument: an argument is not ours or out of range */
-#define MCP_ERR_USAGE (-ENOTSUP)     /* ncclInvalidUsage: configuration, setup or peers that cannot work */
+#define MCP_ERR_ARG (-EINVAL)         /* ncclInvalidArgument: an argument is not ours or out of range */
+#define MCP_ERR_USAGE (-ENOTSUP)      /* ncclInvalidUsage: configuration, setup or peers that cannot work */
 
 #endif

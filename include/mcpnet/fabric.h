@@ -19,46 +19,46 @@
 enum mcp_gid_type { MCP_GID_TYPE_IB = 0, MCP_GID_TYPE_ROCE_V1 = 1, MCP_GID_TYPE_ROCE_V2 = 2 };
 
 struct mcp_gid_choice {
-  int index;            /* GID table index */
+  int index; /* GID table index */
   uint8_t raw[16];
-  int type;             /* enum mcp_gid_type */
-  int family;           /* 4 for IPv4-mapped, 6 for IPv6, 0 for IB */
+  int type;   /* enum mcp_gid_type */
+  int family; /* 4 for IPv4-mapped, 6 for IPv6, 0 for IB */
   char netdev[IF_NAMESIZE];
-  char text[64];        /* the address as people write it */
-  char why[128];        /* why this one */
+  char text[64]; /* the address as people write it */
+  char why[128]; /* why this one */
 };
 
 /* One usable port: what NCCL calls a net device. */
 struct mcp_net_dev {
-  char name[MCP_DEV_NAME_MAX];     /* unique: the verbs device name, ":port" when it has several */
-  char ibdev[MCP_DEV_NAME_MAX];    /* the verbs device name */
+  char name[MCP_DEV_NAME_MAX];  /* unique: the verbs device name, ":port" when it has several */
+  char ibdev[MCP_DEV_NAME_MAX]; /* the verbs device name */
   int port;
-  int link_layer;                  /* IBV_LINK_LAYER_* */
-  int active_mtu;                  /* enum ibv_mtu */
+  int link_layer; /* IBV_LINK_LAYER_* */
+  int active_mtu; /* enum ibv_mtu */
   int speed_mbps;
   uint16_t lid;
-  uint64_t guid;                   /* sys_image_guid */
-  char *pci_path;                  /* heap; NULL when the device has no PCI parent */
-  int ptr_support;                 /* NCCL_PTR_* */
+  uint64_t guid;   /* sys_image_guid */
+  char *pci_path;  /* heap; NULL when the device has no PCI parent */
+  int ptr_support; /* NCCL_PTR_* */
   int max_qp;
-  int max_cqe;                     /* entries one CQ may hold (ibv_device_attr.max_cqe) */
-  int qps_per_conn;                /* NCCL_IB_QPS_PER_CONNECTION as this port runs it (capped) */
+  int max_cqe;      /* entries one CQ may hold (ibv_device_attr.max_cqe) */
+  int qps_per_conn; /* NCCL_IB_QPS_PER_CONNECTION as this port runs it (capped) */
   int max_qp_wr;
   int max_sge;
-  int max_inline;                  /* 0 until probed */
-  char driver[32];                 /* kernel driver name (rxe, mlx5_core, ...), "" if unknown */
-  struct mcp_gid_choice gid;       /* RoCE: the chosen GID; IB: index 0 */
-  int pkey_index;                  /* P_Key table index every QP on this port uses */
-  uint16_t pkey;                   /* the P_Key at that index */
-  int pkey_full;                   /* 1: full member of the partition */
-  int sl, tc;                      /* from the rank map; -1: NCCL_IB_SL/TC or the comm's class */
+  int max_inline;            /* 0 until probed */
+  char driver[32];           /* kernel driver name (rxe, mlx5_core, ...), "" if unknown */
+  struct mcp_gid_choice gid; /* RoCE: the chosen GID; IB: index 0 */
+  int pkey_index;            /* P_Key table index every QP on this port uses */
+  uint16_t pkey;             /* the P_Key at that index */
+  int pkey_full;             /* 1: full member of the partition */
+  int sl, tc;                /* from the rank map; -1: NCCL_IB_SL/TC or the comm's class */
 };
 
 /* A device or port that was found and not used, and why. */
 struct mcp_fabric_excluded {
-  char name[MCP_DEV_NAME_MAX];     /* the verbs device name */
-  int port;                        /* 0: the whole device */
-  int requested;                   /* named by the rank map or an NCCL_IB_HCA include list */
+  char name[MCP_DEV_NAME_MAX]; /* the verbs device name */
+  int port;                    /* 0: the whole device */
+  int requested;               /* named by the rank map or an NCCL_IB_HCA include list */
   char reason[MCP_REASON_MAX];
 };
 
@@ -69,9 +69,9 @@ struct mcp_fabric {
   struct mcp_net_dev dev[MCP_MAX_NET_DEVS];
   int nexcl;
   struct mcp_fabric_excluded excl[MCP_MAX_EXCLUDED];
-  int local_rank;                  /* -1: unknown */
-  const char *local_rank_source;   /* the variable it came from (static), or NULL */
-  char placement[256];             /* the rank-map entry that applies, "" when none */
+  int local_rank;                /* -1: unknown */
+  const char *local_rank_source; /* the variable it came from (static), or NULL */
+  char placement[256];           /* the rank-map entry that applies, "" when none */
 };
 
 struct mcp_config;

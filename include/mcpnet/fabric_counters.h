@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MCP_CNT_MAX 64        /* counters one snapshot holds */
-#define MCP_CNT_PATH_MAX 48   /* "hw_counters/<name>" or "counters/<name>" */
+#define MCP_CNT_MAX 64      /* counters one snapshot holds */
+#define MCP_CNT_PATH_MAX 48 /* "hw_counters/<name>" or "counters/<name>" */
 
 /* What a counter's movement is evidence of. */
 enum mcp_cnt_kind {
@@ -48,7 +48,7 @@ struct mcp_cnt_desc {
 struct mcp_cnt_entry {
   char path[MCP_CNT_PATH_MAX];
   int kind;
-  const char *meaning;      /* static text from a table; NULL for a counter found by name */
+  const char *meaning; /* static text from a table; NULL for a counter found by name */
   uint64_t value;
 };
 
@@ -58,7 +58,7 @@ struct mcp_cnt_snapshot {
   char state_name[16];      /* "ACTIVE", "DOWN", "" when unreadable */
   char phys_state_name[24]; /* "LinkUp", "Disabled", ... */
   int n;
-  int dropped;              /* counters that did not fit */
+  int dropped; /* counters that did not fit */
   struct mcp_cnt_entry e[MCP_CNT_MAX];
 };
 
@@ -66,8 +66,8 @@ struct mcp_cnt_snapshot {
 struct mcp_cnt_diff {
   const struct mcp_cnt_snapshot *after; /* the entries below index into it */
   int n;
-  int went_back;            /* counters that decreased (reset or driver reload): ignored */
-  unsigned kinds;           /* bit (1 << kind) for every kind that moved */
+  int went_back;  /* counters that decreased (reset or driver reload): ignored */
+  unsigned kinds; /* bit (1 << kind) for every kind that moved */
   struct {
     int idx;
     uint64_t delta;
@@ -77,13 +77,13 @@ struct mcp_cnt_diff {
 /* Likely causes of a transport error, from the completion status and the counters. */
 enum mcp_cnt_cause {
   MCP_CAUSE_UNKNOWN = 0,
-  MCP_CAUSE_UNREACHABLE,    /* retries ran out and nothing says packets were getting through */
-  MCP_CAUSE_LOSSY,          /* packets were lost or corrupted on the path */
-  MCP_CAUSE_LOCAL_LINK,     /* this port went down or could not send */
-  MCP_CAUSE_PROTECTION,     /* a memory access was refused here or at the peer */
-  MCP_CAUSE_RNR,            /* the receiver had no receive posted, too often */
-  MCP_CAUSE_REMOTE,         /* the peer's adapter failed the request */
-  MCP_CAUSE_FLUSHED,        /* flushed after an earlier error on the same queue pair */
+  MCP_CAUSE_UNREACHABLE, /* retries ran out and nothing says packets were getting through */
+  MCP_CAUSE_LOSSY,       /* packets were lost or corrupted on the path */
+  MCP_CAUSE_LOCAL_LINK,  /* this port went down or could not send */
+  MCP_CAUSE_PROTECTION,  /* a memory access was refused here or at the peer */
+  MCP_CAUSE_RNR,         /* the receiver had no receive posted, too often */
+  MCP_CAUSE_REMOTE,      /* the peer's adapter failed the request */
+  MCP_CAUSE_FLUSHED,     /* flushed after an earlier error on the same queue pair */
 };
 
 /*
@@ -91,8 +91,7 @@ enum mcp_cnt_cause {
  * "rxe", ...) or, when that is unknown, by its name's prefix. Returns the table name
  * ("mlx5", ...) and its entries, or NULL for a driver without a table.
  */
-const char *mcp_cnt_table(const char *driver, const char *ibdev, const struct mcp_cnt_desc **desc,
-                          int *n);
+const char *mcp_cnt_table(const char *driver, const char *ibdev, const struct mcp_cnt_desc **desc, int *n);
 /* The InfiniBand standard counters (counters/), read for every driver that has them. */
 const struct mcp_cnt_desc *mcp_cnt_ib_table(int *n);
 

@@ -20,15 +20,15 @@ struct mcp_gid_entry {
 };
 
 struct mcp_gid_policy {
-  int index;          /* >= 0: exactly this index, validated */
-  const char *index_source;     /* who set index, for messages ("NCCL_IB_GID_INDEX") */
-  const char *range_source;     /* who set range ("NCCL_IB_ADDR_RANGE") */
-  int roce_version;   /* 1 or 2 */
-  int family;         /* 4 or 6: preferred */
+  int index;                /* >= 0: exactly this index, validated */
+  const char *index_source; /* who set index, for messages ("NCCL_IB_GID_INDEX") */
+  const char *range_source; /* who set range ("NCCL_IB_ADDR_RANGE") */
+  int roce_version;         /* 1 or 2 */
+  int family;               /* 4 or 6: preferred */
   int has_range;
-  struct mcp_gid_range range;   /* NCCL_IB_ADDR_RANGE */
+  struct mcp_gid_range range; /* NCCL_IB_ADDR_RANGE */
   int has_address;
-  uint8_t address[16];          /* pinned by address */
+  uint8_t address[16]; /* pinned by address */
   int has_oob_subnet;
   struct mcp_gid_range oob_subnet;
 };

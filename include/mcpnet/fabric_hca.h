@@ -18,7 +18,7 @@ int mcp_hca_parse(const char *text, struct mcp_match_list *list, char *err, size
  * by ", " (cut short if out is too small). Discovery uses it to WARN about a prefix
  * that catches more than meant ("mlx5_1" also matches "mlx5_10").
  */
-int mcp_hca_token_devices(const struct mcp_match_list *list, int i, const char *const *devs,
-                          int ndev, char *out, size_t outlen);
+int mcp_hca_token_devices(const struct mcp_match_list *list, int i, const char *const *devs, int ndev,
+                          char *out, size_t outlen);
 
 #endif

@@ -26,7 +26,7 @@ struct mcp_netns_view {
   int n;
   struct {
     char name[IF_NAMESIZE];
-    int up;                  /* operstate is not "down" ("unknown" counts as up: lo, dummy) */
+    int up; /* operstate is not "down" ("unknown" counts as up: lo, dummy) */
   } dev[MCP_NETNS_VIEW_MAX];
 };
 

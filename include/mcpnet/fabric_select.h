@@ -14,7 +14,7 @@
 #include "mcpnet/rankmap.h"
 
 struct mcp_select {
-  const char *hca_text;                  /* NCCL_IB_HCA as written, or NULL */
+  const char *hca_text; /* NCCL_IB_HCA as written, or NULL */
   struct mcp_match_list hca;
   const struct mcp_rankmap_entry *entry; /* the rank map's placement; NULL: none */
   int strict;
@@ -46,14 +46,14 @@ int mcp_select_check(const struct mcp_select *s, struct mcp_fabric *fab, const c
  * ("mlx5_1" also takes mlx5_10): how many, with one sentence for the WARN in buf.
  * 0 for an exact ('=') list, an exclude list or a pinned rank.
  */
-int mcp_select_ambiguous(const struct mcp_select *s, const char *const *visible, int nvisible,
-                         char *buf, size_t len);
+int mcp_select_ambiguous(const struct mcp_select *s, const char *const *visible, int nvisible, char *buf,
+                         size_t len);
 
 /* Every device found and what became of it: "rxe0: used (GID 1 ...); rxe1:1: excluded: ..." */
 void mcp_select_report(const struct mcp_fabric *fab, char *buf, size_t len);
 
 /* Record an exclusion in fab->excl (kept silently when the table is full). */
-void mcp_fabric_exclude(struct mcp_fabric *fab, const char *ibdev, int port, int requested,
-                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void mcp_fabric_exclude(struct mcp_fabric *fab, const char *ibdev, int port, int requested, const char *fmt,
+                        ...) __attribute__((format(printf, 5, 6)));
 
 #endif

@@ -6,7 +6,7 @@
 #ifndef MCPNET_LIMITS_H
 #define MCPNET_LIMITS_H
 
-#define MCP_MAX_RECVS 8        /* grouped receives per irecv (props.maxRecvs) */
+#define MCP_MAX_RECVS 8 /* grouped receives per irecv (props.maxRecvs) */
 #define MCP_MAX_P2P_BYTES (1ULL << 30)
 
 #endif

@@ -25,7 +25,7 @@
 /* QPs per connection: NCCL's own bound (NCCL_IB_MAX_QPS), so any NCCL_IB_QPS_PER_CONNECTION
  * NCCL runs runs here too. The arrays below cost 24 bytes per QP in every link. */
 #define MCP_MAX_QPS 128
-#define MCP_SLOTS 64                      /* ring entries (the handshake checks both ends agree); >= NCCL_NET_MAX_REQUESTS */
+#define MCP_SLOTS 64 /* ring entries (the handshake checks both ends agree); >= NCCL_NET_MAX_REQUESTS */
 #define MCP_CQ_BATCH 16
 /* Receive WRs per QP: every slot can have its immediate in flight while up to a batch of
  * consumed WRs waits to be reposted. */
@@ -37,7 +37,7 @@
  * replaced are recognised and dropped (their work is replayed); the comm id lets a
  * completion queue shared by several comms (later) tell whose a completion is, since a
  * QP number can be reused after a recovery. Poll drops what is not its comm's. */
-#define MCP_WR(kind, comm_id, epoch, idx)                                                             \
+#define MCP_WR(kind, comm_id, epoch, idx)                                                                  \
   (((uint64_t)(kind) << 56) | ((uint64_t)(uint8_t)(epoch) << 48) | ((uint64_t)(uint16_t)(comm_id) << 32) | \
    (uint64_t)(uint32_t)(idx))
 #define MCP_WR_KIND(wr) ((unsigned)((wr) >> 56))
@@ -50,9 +50,8 @@ enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_W
 static inline const char *mcp_wr_kind_name(unsigned kind)
 {
   static const char *const names[] = {
-      [MCP_WR_SEND] = "data write",         [MCP_WR_GROUP] = "data write",
-      [MCP_WR_CTS] = "clear-to-send write", [MCP_WR_RECV] = "receive",
-      [MCP_WR_FLUSH] = "flush read",
+    [MCP_WR_SEND] = "data write", [MCP_WR_GROUP] = "data write", [MCP_WR_CTS] = "clear-to-send write",
+    [MCP_WR_RECV] = "receive",    [MCP_WR_FLUSH] = "flush read",
   };
 
   return kind < sizeof(names) / sizeof(names[0]) && names[kind] != NULL ? names[kind] : "data write";
@@ -68,20 +67,25 @@ enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_T
 struct mcp_qp_job;
 
 /* Recovery phases (mcp_conn_recover.c). */
-enum { MCP_REC_NONE = 0, MCP_REC_WAIT_PEER, MCP_REC_CONNECTING, MCP_REC_WAIT_READY,
-       MCP_REC_VERDICT /* a failed completion waits (200 ms at most) to learn whether the peer died */ };
+enum {
+  MCP_REC_NONE = 0,
+  MCP_REC_WAIT_PEER,
+  MCP_REC_CONNECTING,
+  MCP_REC_WAIT_READY,
+  MCP_REC_VERDICT /* a failed completion waits (200 ms at most) to learn whether the peer died */
+};
 
 struct mcp_recovery {
   int phase;
-  uint32_t round;              /* rounds started on this connection */
+  uint32_t round; /* rounds started on this connection */
   uint64_t start_ns, deadline_ns, next_try_ns;
-  uint64_t next_gid_ns;        /* WAIT_PEER: when to look for our GID again */
-  int peer_ready;              /* the peer's CONN_READY of this round arrived */
-  int count;                   /* recoveries completed */
+  uint64_t next_gid_ns; /* WAIT_PEER: when to look for our GID again */
+  int peer_ready;       /* the peer's CONN_READY of this round arrived */
+  int count;            /* recoveries completed */
   char cause[256];
   struct mcp_wire_recover peer;
-  struct ibv_wc verdict_wc;    /* MCP_REC_VERDICT: the completion that failed */
-  uint64_t verdict_ns;         /* ... and when it fails the comm if the peer still lives */
+  struct ibv_wc verdict_wc; /* MCP_REC_VERDICT: the completion that failed */
+  uint64_t verdict_ns;      /* ... and when it fails the comm if the peer still lives */
 };
 
 enum mcp_comm_kind { MCP_COMM_SEND = 1, MCP_COMM_RECV = 2, MCP_COMM_LISTEN = 3 };
@@ -99,7 +103,7 @@ struct mcp_link;
  * slots for the peer, replay posts again what the lost QPs never completed (done: the
  * peer's table). */
 struct mcp_link_ops {
-  size_t comm_size;                /* the upper layer's comm, which begins with the link */
+  size_t comm_size; /* the upper layer's comm, which begins with the link */
   int (*alloc)(struct mcp_link *c);
   void (*link_up)(struct mcp_link *c);
   void (*release)(struct mcp_link *c);
@@ -117,35 +121,35 @@ struct mcp_link_ops {
  * the link's QPs are on one device context (dc); NIC fusion will group them per
  * device context here. */
 struct mcp_link {
-  int kind;                        /* enum mcp_comm_kind; first, as in the listen comm */
+  int kind; /* enum mcp_comm_kind; first, as in the listen comm */
   int dev;
-  uint16_t id;                     /* per process, for wr_id (mcp_comm_next_id); 0: a test's comm */
-  const struct mcp_link_ops *ops;  /* the layer above, served by the link (never NULL once set up) */
+  uint16_t id;                    /* per process, for wr_id (mcp_comm_next_id); 0: a test's comm */
+  const struct mcp_link_ops *ops; /* the layer above, served by the link (never NULL once set up) */
   struct mcp_devctx *dc;
   struct mcp_oob_stream *stream;
   int traffic_class;
   int sl, tc;
-  int mtu;                         /* negotiated ibv_mtu */
+  int mtu; /* negotiated ibv_mtu */
   int nqps;
   struct ibv_cq *cq;
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS];
-  int recv_posted[MCP_MAX_QPS];    /* receive WRs (the immediates) posted and consumed per QP */
+  int recv_posted[MCP_MAX_QPS]; /* receive WRs (the immediates) posted and consumed per QP */
   int recv_consumed[MCP_MAX_QPS];
   int max_inline;
-  uint64_t ring_addr;              /* the ring the peer writes, named by the upper layer's alloc */
+  uint64_t ring_addr; /* the ring the peer writes, named by the upper layer's alloc */
   uint32_t ring_rkey;
   struct mcp_wire_endpoint local, remote;
   char peer_name[160];
 
   /* Connection setup (connect or accept); RTR/RTS runs on a job's thread (may block). */
   int state;
-  struct mcp_qp_job *qp_job;        /* the walk in progress or not yet collected; NULL: none */
-  atomic_int refs;                  /* holders besides the owner (qp jobs): freed when -1 */
+  struct mcp_qp_job *qp_job; /* the walk in progress or not yet collected; NULL: none */
+  atomic_int refs;           /* holders besides the owner (qp jobs): freed when -1 */
   uint64_t listen_token;
-  uint64_t deadline_ns;             /* local work only (the setup thread); a peer is waited for */
-  uint64_t wait_since_ms;           /* a wait on the peer: when it began (mcp_clock_coarse_ms) */
-  unsigned wait_notices;            /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
+  uint64_t deadline_ns;   /* local work only (the setup thread); a peer is waited for */
+  uint64_t wait_since_ms; /* a wait on the peer: when it began (mcp_clock_coarse_ms) */
+  unsigned wait_notices;  /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
 
   /* Fatal error: every later call fails with it (0 or a negative errno, mcpnet/err.h). */
   int error;
@@ -156,7 +160,7 @@ struct mcp_link {
   int sq_depth, rq_depth;
   unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
   atomic_int qp_event;              /* an async event on one of its QPs (type + 1), 0: none */
-  int sgid_index;                  /* our GID's index, looked up again by recovery */
+  int sgid_index;                   /* our GID's index, looked up again by recovery */
   struct mcp_recovery rec;
 
   /* The port's error counters when the comm connected, for a failed completion's WARN. */
@@ -165,7 +169,7 @@ struct mcp_link {
 };
 
 struct mcp_listen_comm {
-  int kind;                 /* MCP_COMM_LISTEN */
+  int kind; /* MCP_COMM_LISTEN */
   int dev;
   int traffic_class;
   const struct mcp_link_ops *ops; /* handed to every comm it accepts */
@@ -192,8 +196,8 @@ int mcp_qp_connect_poll(struct mcp_link *c);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
 int mcp_qp_connect_abandon(struct mcp_link *c);
-int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
-                  uint32_t dpsn, const uint8_t *dgid, uint16_t dlid);
+int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
+                  const uint8_t *dgid, uint16_t dlid);
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);
 /* NCCL's close: tells the peer, lets go of a running walk and drops the owner's
  * reference; the verbs resources go with the last reference. Never waits. */

@@ -16,7 +16,10 @@ struct mcp_list {
 
 /* A head (or a node) that links to itself is empty (unlinked); usable in static
  * initialisers: static struct mcp_list h = MCP_LIST_INIT(h). */
-#define MCP_LIST_INIT(name) {&(name), &(name)}
+#define MCP_LIST_INIT(name) \
+  {                         \
+    &(name), &(name)        \
+  }
 
 static inline void mcp_list_init(struct mcp_list *h) { h->next = h->prev = h; }
 static inline int mcp_list_empty(const struct mcp_list *h) { return h->next == h; }
@@ -31,7 +34,10 @@ static inline void mcp_list_insert_(struct mcp_list *n, struct mcp_list *prev, s
 
 /* At the front (a stack), or at the back (a FIFO). */
 static inline void mcp_list_push(struct mcp_list *h, struct mcp_list *n) { mcp_list_insert_(n, h, h->next); }
-static inline void mcp_list_append(struct mcp_list *h, struct mcp_list *n) { mcp_list_insert_(n, h->prev, h); }
+static inline void mcp_list_append(struct mcp_list *h, struct mcp_list *n)
+{
+  mcp_list_insert_(n, h->prev, h);
+}
 
 /* Unlinks n (from whatever list holds it) and leaves it empty, so a second del is harmless. */
 static inline void mcp_list_del(struct mcp_list *n)
@@ -41,7 +47,7 @@ static inline void mcp_list_del(struct mcp_list *n)
   mcp_list_init(n);
 }
 
-#define mcp_list_entry(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define mcp_list_entry(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 /* The first object on h, or NULL. */
 #define mcp_list_first(h, type, member) (mcp_list_empty(h) ? NULL : mcp_list_entry((h)->next, type, member))
 /* Walks h; pos is a struct mcp_list *. The _safe form allows unlinking pos (tmp holds the next). */

@@ -16,8 +16,8 @@ void mcp_log_set_logger(ncclDebugLogger_t fn);
 void mcp_log_set_stderr(int max_level);
 int mcp_log_level_enabled(int level);
 
-void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+  __attribute__((format(printf, 5, 6)));
 
 #define MCP_WARN(...) mcp_log(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
 #define MCP_INFO(flags, ...) mcp_log(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__)

@@ -27,24 +27,24 @@ struct mcp_match_list {
     char name[MCP_MATCH_NAME_MAX];
     int port; /* -1: every port (no port given, or ports not used by this variable) */
   } e[MCP_MATCH_LIST_MAX];
-  int ntrimmed;                          /* tokens that had spaces around them */
-  char trimmed[MCP_MATCH_NAME_MAX + 8];  /* the first such token as written, quoted */
+  int ntrimmed;                         /* tokens that had spaces around them */
+  char trimmed[MCP_MATCH_NAME_MAX + 8]; /* the first such token as written, quoted */
 };
 
 /* Why a list was refused; the variable's owner words the message (see mcp_match_list_parse). */
 enum mcp_match_error {
   MCP_MATCH_OK = 0,
-  MCP_MATCH_TOO_MANY,  /* more than MCP_MATCH_LIST_MAX tokens */
-  MCP_MATCH_NO_NAME,   /* ":1": a port without a name */
-  MCP_MATCH_TOO_LONG,  /* name_max characters or more */
-  MCP_MATCH_BAD_PORT,  /* port not a decimal 1..255 */
+  MCP_MATCH_TOO_MANY, /* more than MCP_MATCH_LIST_MAX tokens */
+  MCP_MATCH_NO_NAME,  /* ":1": a port without a name */
+  MCP_MATCH_TOO_LONG, /* name_max characters or more */
+  MCP_MATCH_BAD_PORT, /* port not a decimal 1..255 */
 };
 
 struct mcp_match_fault {
   enum mcp_match_error kind;
   const char *token; /* the token as written (not NUL-terminated: use token_len) */
   int token_len;
-  char port[16];     /* MCP_MATCH_BAD_PORT: the port text; "" when too long to hold */
+  char port[16]; /* MCP_MATCH_BAD_PORT: the port text; "" when too long to hold */
 };
 
 /*
@@ -54,8 +54,8 @@ struct mcp_match_fault {
  * the first ':' on, as NCCL does for interface names. Returns 0, or -EINVAL with
  * *fault filled.
  */
-int mcp_match_list_parse(const char *text, size_t name_max, int with_ports,
-                         struct mcp_match_list *list, struct mcp_match_fault *fault);
+int mcp_match_list_parse(const char *text, size_t name_max, int with_ports, struct mcp_match_list *list,
+                         struct mcp_match_fault *fault);
 /* 1 when token i names name (its port ignored): exact or prefix as the list says. */
 int mcp_match_token(const struct mcp_match_list *list, int i, const char *name);
 /* 1 when name:port passes the list (exclusion applied; port -1 = any; empty list: 1). */

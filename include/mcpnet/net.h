@@ -52,21 +52,19 @@ ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props);
 /* ctx may be NULL for the v8-v10 shims: the comm then uses the process defaults
  * and, for connect, the traffic class in config (NULL = undefined). */
 ncclResult_t mcp_net_listen(void *ctx, int dev, void *handle, void **listen_comm);
-ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config,
-                             void *handle, void **send_comm);
+ncclResult_t mcp_net_connect(void *ctx, int dev, const struct mcp_comm_config *config, void *handle,
+                             void **send_comm);
 ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm);
 
 ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
-ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
-                                   uint64_t offset, int fd, void **mhandle);
+ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                   void **mhandle);
 ncclResult_t mcp_net_dereg_mr(void *comm, void *mhandle);
 
-ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
+ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
                            void **request);
-ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                           void **mhandles, void **request);
-ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-                            void **request);
+ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request);
 ncclResult_t mcp_net_test(void *request, int *done, int *sizes);
 
 ncclResult_t mcp_net_close_send(void *send_comm);

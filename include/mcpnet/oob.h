@@ -108,8 +108,8 @@ enum mcp_oob_phase mcp_oob_stream_phase(struct mcp_oob_stream *s);
 /* "host pid N local rank R (addr)" of this process, for the same messages. */
 const char *mcp_oob_self_name(char *buf, size_t len);
 /* Waits here are measured in ms of mcp_clock_coarse_ms (clock.h; tests replace it). */
-#define MCP_OOB_WAIT_INFO_MS 10000u  /* the first word about a wait: INFO */
-#define MCP_OOB_WAIT_WARN_MS 60000u  /* then a WARN every this long */
+#define MCP_OOB_WAIT_INFO_MS 10000u /* the first word about a wait: INFO */
+#define MCP_OOB_WAIT_WARN_MS 60000u /* then a WARN every this long */
 /* Which notice a wait that began at since_ms is due at now_ms: 0 none, 1 INFO, 2 WARN.
  * *count is the caller's notices-said counter (0 at the start of the wait). A clock that
  * jumps gives one notice, not a burst. */

@@ -56,9 +56,9 @@ enum mcp_param_id {
 };
 
 enum mcp_param_type {
-  MCP_PARAM_INT,    /* stored as int; decimal or 0x hex, optional sign */
-  MCP_PARAM_BOOL,   /* stored as bool; 0/1, true/false, yes/no, on/off */
-  MCP_PARAM_STRING  /* stored as const char *, NULL when unset */
+  MCP_PARAM_INT,   /* stored as int; decimal or 0x hex, optional sign */
+  MCP_PARAM_BOOL,  /* stored as bool; 0/1, true/false, yes/no, on/off */
+  MCP_PARAM_STRING /* stored as const char *, NULL when unset */
 };
 
 /* Where an effective value came from, lowest precedence first. */
@@ -83,22 +83,21 @@ typedef int (*mcp_param_check_int_fn)(long long value, char *why, size_t whylen)
 /* A check that also keeps the typed result in the configuration, so that a value with
  * a grammar (the rank map) is parsed once, when it is read, and never again. */
 struct mcp_config;
-typedef int (*mcp_param_parse_str_fn)(const char *value, struct mcp_config *cfg, char *why,
-                                      size_t whylen);
+typedef int (*mcp_param_parse_str_fn)(const char *value, struct mcp_config *cfg, char *why, size_t whylen);
 
 struct mcp_param_def {
   enum mcp_param_id id;
   const char *name;
   const char *const *aliases; /* NULL-terminated, or NULL when there are none */
   enum mcp_param_type type;
-  long long def;              /* default of INT and BOOL */
-  const char *def_str;        /* default of STRING; NULL = unset */
-  long long min, max;         /* INT only */
-  const char *doc;            /* one line, for the log, the doctor and the README */
-  const char *range_doc;      /* overrides "min..max" in docs and messages, or NULL */
-  const char *why;            /* why the range is what it is, appended to range errors */
-  bool hex;                   /* format the value as hex (P_Keys) */
-  size_t offset;              /* where the value lives in struct mcp_config */
+  long long def;         /* default of INT and BOOL */
+  const char *def_str;   /* default of STRING; NULL = unset */
+  long long min, max;    /* INT only */
+  const char *doc;       /* one line, for the log, the doctor and the README */
+  const char *range_doc; /* overrides "min..max" in docs and messages, or NULL */
+  const char *why;       /* why the range is what it is, appended to range errors */
+  bool hex;              /* format the value as hex (P_Keys) */
+  size_t offset;         /* where the value lives in struct mcp_config */
   mcp_param_check_str_fn check_str;
   mcp_param_check_int_fn check_int;
   mcp_param_parse_str_fn parse_str; /* STRING only, instead of check_str */
@@ -116,44 +115,44 @@ struct mcp_param_strings;
  */
 struct mcp_config {
   /* NCCL's variables, NCCL's meanings. */
-  const char *ib_hca;        /* NCCL_IB_HCA, NULL = every device */
-  int ib_gid_index;          /* -1 = choose automatically */
+  const char *ib_hca; /* NCCL_IB_HCA, NULL = every device */
+  int ib_gid_index;   /* -1 = choose automatically */
   int ib_roce_version;
-  const char *ib_addr_family;/* "AF_INET" or "AF_INET6" */
-  const char *ib_addr_range; /* CIDR or NULL */
+  const char *ib_addr_family; /* "AF_INET" or "AF_INET6" */
+  const char *ib_addr_range;  /* CIDR or NULL */
   int ib_timeout;
   int ib_retry_cnt;
-  int ib_sl;                 /* -1 = unset */
-  int ib_tc;                 /* -1 = unset */
-  int ib_pkey_index;         /* NCCL_IB_PKEY: an index into the P_Key table */
+  int ib_sl;         /* -1 = unset */
+  int ib_tc;         /* -1 = unset */
+  int ib_pkey_index; /* NCCL_IB_PKEY: an index into the P_Key table */
   int ib_qps_per_conn;
   const char *socket_ifname;
   const char *socket_family; /* NULL = either */
 
   /* mcpnet's own. */
   const char *rank_map;
-  int local_rank;            /* -1 = look at LOCAL_RANK & co. */
+  int local_rank; /* -1 = look at LOCAL_RANK & co. */
   bool strict;
-  int tenant_pkey;           /* a P_Key value, -1 = unset */
-  int mtu;                   /* 0 = the port's active MTU */
+  int tenant_pkey; /* a P_Key value, -1 = unset */
+  int mtu;         /* 0 = the port's active MTU */
   int rnr_retry;
   int min_rnr_timer;
   bool allow_infinite_retry;
   const char *oob_port_range;
   int connect_timeout_s;
-  int recovery_timeout_s;    /* 0 = no recovery */
-  int watchdog_s;            /* 0 = off */
+  int recovery_timeout_s; /* 0 = no recovery */
+  int watchdog_s;         /* 0 = off */
   bool abort_on_error;
   bool force_flush;
-  int progress_cpu;          /* -1 = not pinned */
+  int progress_cpu; /* -1 = not pinned */
   int inline_bytes;
-  int cts_batch;             /* clear-to-send entries per write once the sender holds as many */
-  const char *config_path;   /* MCPNET_CONFIG */
+  int cts_batch;           /* clear-to-send entries per write once the sender holds as many */
+  const char *config_path; /* MCPNET_CONFIG */
 
   /* Derived from the above at load, so users need not parse again. */
-  int ib_af;                 /* AF_INET or AF_INET6 */
-  int socket_af;             /* AF_UNSPEC, AF_INET or AF_INET6 */
-  int oob_port_lo, oob_port_hi; /* 0, 0 when MCPNET_OOB_PORT_RANGE is unset */
+  int ib_af;                           /* AF_INET or AF_INET6 */
+  int socket_af;                       /* AF_UNSPEC, AF_INET or AF_INET6 */
+  int oob_port_lo, oob_port_hi;        /* 0, 0 when MCPNET_OOB_PORT_RANGE is unset */
   struct mcp_rankmap *rank_map_parsed; /* MCPNET_RANK_MAP typed (rankmap.h); NULL when
                                         * rank_map is; owned, freed by mcp_param_free */
 
@@ -171,8 +170,8 @@ struct mcp_config {
 struct mcp_param_env {
   const char *(*getenv)(void *arg, const char *name); /* NULL: getenv(3) */
   void *getenv_arg;
-  const char *home;           /* for ~/.nccl.conf; NULL: $HOME */
-  const char *system_conf;    /* NULL: /etc/nccl.conf */
+  const char *home;        /* for ~/.nccl.conf; NULL: $HOME */
+  const char *system_conf; /* NULL: /etc/nccl.conf */
   /* Where WARN/INFO messages go; NULL: the log (MCP_WARN / MCP_INFO with NCCL_ENV). */
   void (*report)(void *arg, ncclDebugLogLevel level, const char *msg);
   void *report_arg;
@@ -193,8 +192,8 @@ struct mcp_param_env {
  * gets the first), or -ENOMEM. Whatever it returns, cfg is complete (a refused value
  * keeps its default and is marked rejected) and must be released with mcp_param_free.
  */
-int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsigned flags,
-                   char *err, size_t errlen);
+int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsigned flags, char *err,
+                   size_t errlen);
 void mcp_param_free(struct mcp_config *cfg);
 /* The process's configuration (mcp_param_process.c): net's init loads it, every layer
  * reads it, the fabric's teardown frees it. */
@@ -210,8 +209,7 @@ const char *mcp_param_type_name(enum mcp_param_type type);
 const char *mcp_param_source_name(enum mcp_param_source source);
 
 /* Text forms, for the log, the doctor and the docs; each returns snprintf's count. */
-int mcp_param_format(const struct mcp_config *cfg, const struct mcp_param_def *def,
-                     char *buf, size_t len);
+int mcp_param_format(const struct mcp_config *cfg, const struct mcp_param_def *def, char *buf, size_t len);
 int mcp_param_format_default(const struct mcp_param_def *def, char *buf, size_t len);
 int mcp_param_format_range(const struct mcp_param_def *def, char *buf, size_t len);
 /* "environment", "config file /etc/mcpnet.conf:3", "default", ... */
@@ -248,8 +246,8 @@ int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored);
  * most max_qps (mcpnet's per-connection arrays, NCCL's own bound of 128). When it caps,
  * why gets a sentence naming the cap and the reason; else why is "".
  */
-int mcp_param_qps_cap(int want, int max_qps, long max_cqe, int cqe_per_qp, int cqe_fixed,
-                      char *why, size_t whylen);
+int mcp_param_qps_cap(int want, int max_qps, long max_cqe, int cqe_per_qp, int cqe_fixed, char *why,
+                      size_t whylen);
 
 /*
  * Value parsing shared with other modules (the rank map's sl=, pkey=, ...). The text is

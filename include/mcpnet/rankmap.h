@@ -12,28 +12,28 @@
 
 #include "mcpnet/gid_range.h"
 
-#define MCP_RANKMAP_MAX 64      /* entries */
-#define MCP_RANKMAP_DEVS 8      /* devices per entry */
+#define MCP_RANKMAP_MAX 64 /* entries */
+#define MCP_RANKMAP_DEVS 8 /* devices per entry */
 #define MCP_RANKMAP_RANK_MAX 4095
 #define MCP_RANKMAP_NAME_MAX 64 /* a verbs device name; fabric checks it is MCP_DEV_NAME_MAX */
 
 struct mcp_rankmap_dev {
   char name[MCP_RANKMAP_NAME_MAX]; /* exact verbs device name */
-  int port;                     /* -1: every active port */
+  int port;                        /* -1: every active port */
 };
 
 struct mcp_rankmap_entry {
-  int lo, hi;                   /* local ranks lo..hi */
+  int lo, hi; /* local ranks lo..hi */
   int ndev;
   struct mcp_rankmap_dev dev[MCP_RANKMAP_DEVS];
-  int gid_index;                /* gid=N; -1 otherwise */
-  int has_gid_addr;             /* gid=IP */
-  uint8_t gid_addr[16];         /* IPv4-mapped or IPv6, as a GID holds it */
-  int has_gid_range;            /* gid=CIDR */
+  int gid_index;        /* gid=N; -1 otherwise */
+  int has_gid_addr;     /* gid=IP */
+  uint8_t gid_addr[16]; /* IPv4-mapped or IPv6, as a GID holds it */
+  int has_gid_range;    /* gid=CIDR */
   struct mcp_gid_range gid_range;
-  int pkey;                     /* pkey=VALUE; -1 otherwise */
-  int sl, tc;                   /* -1 otherwise */
-  char text[256];               /* the entry as written, for messages */
+  int pkey;       /* pkey=VALUE; -1 otherwise */
+  int sl, tc;     /* -1 otherwise */
+  char text[256]; /* the entry as written, for messages */
 };
 
 struct mcp_rankmap {

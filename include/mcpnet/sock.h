@@ -68,8 +68,7 @@ struct mcp_sock_ifaddr {
  * (prefixes), "^docker,lo" (exclude prefixes), "=eth0" (exact names), "^=eth0" (exclude
  * exact names); a ":port" suffix is dropped, as NCCL ignores it for interfaces.
  * Returns 0, or -EINVAL with msg saying which entry is unusable (too long, too many). */
-int mcp_sock_ifspec_parse(const char *str, struct mcp_match_list *spec, char *msg,
-                          size_t msglen);
+int mcp_sock_ifspec_parse(const char *str, struct mcp_match_list *spec, char *msg, size_t msglen);
 
 struct mcp_sock_iface_choice {
   char name[IF_NAMESIZE];
@@ -85,8 +84,8 @@ struct mcp_sock_iface_choice {
  * docker*, virbr* and loopback, then docker*, then loopback as the last resort.
  * Returns 0 with choice->reason saying why this one, or -ENODEV (or -EINVAL for a bad
  * spec) with choice->reason listing what was seen and why each was unusable. */
-int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname,
-                          int family, struct mcp_sock_iface_choice *choice);
+int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname, int family,
+                          struct mcp_sock_iface_choice *choice);
 /* The same over this host's getifaddrs. */
 int mcp_sock_iface_find(const char *ifname, int family, struct mcp_sock_iface_choice *choice);
 
@@ -96,8 +95,7 @@ int mcp_sock_iface_find(const char *ifname, int family, struct mcp_sock_iface_ch
 struct mcp_sock_port_range {
   uint16_t lo, hi;
 };
-int mcp_sock_port_range_parse(const char *str, struct mcp_sock_port_range *range, char *msg,
-                              size_t msglen);
+int mcp_sock_port_range_parse(const char *str, struct mcp_sock_port_range *range, char *msg, size_t msglen);
 
 /* The backlog mcp_sock_listen asks for: net.core.somaxconn as the kernel reports it
  * (every dialler that has not been accepted yet waits in this queue, so the largest the
@@ -109,8 +107,8 @@ int mcp_sock_listen_backlog(void);
  * each port lo..hi is tried in turn. Returns 0 with *fd and *bound (the real address,
  * port included), or a negative errno with msg: -EADDRINUSE when every port of the
  * range is taken, naming the range and the address. */
-int mcp_sock_listen(const union mcp_sockaddr *addr, const struct mcp_sock_port_range *range,
-                    int *fd, union mcp_sockaddr *bound, char *msg, size_t msglen);
+int mcp_sock_listen(const union mcp_sockaddr *addr, const struct mcp_sock_port_range *range, int *fd,
+                    union mcp_sockaddr *bound, char *msg, size_t msglen);
 
 /* Accepts one pending connection, nonblocking + close-on-exec + TCP_NODELAY. Returns
  * 0 with *fd (and *peer when not NULL), -EAGAIN when none is pending, or a negative
@@ -170,8 +168,7 @@ struct mcp_sock_connect {
 /* Starts connecting to peer (optionally from local's address). Never blocks. Returns the
  * state, like mcp_sock_connect_progress; FAILED only for errors known at once (bad
  * address, no socket). opts may be NULL for the defaults. */
-enum mcp_sock_connect_state mcp_sock_connect_start(struct mcp_sock_connect *c,
-                                                   const union mcp_sockaddr *peer,
+enum mcp_sock_connect_state mcp_sock_connect_start(struct mcp_sock_connect *c, const union mcp_sockaddr *peer,
                                                    const union mcp_sockaddr *local,
                                                    const struct mcp_sock_connect_opts *opts);
 /* Advances the connect without waiting (poll with a zero timeout). Returns the state;
@@ -204,8 +201,7 @@ size_t mcp_sock_sendq_pending(const struct mcp_sock_sendq *q);
 /* Tells the receive buffer how long the frame starting at buf is. Returns 1 with *len
  * when the header is complete and valid, 0 when more bytes are needed to know, or -1
  * with msg filled when the bytes cannot start a valid frame. */
-typedef int (*mcp_sock_frame_len_fn)(const uint8_t *buf, size_t have, size_t *len, char *msg,
-                                     size_t msglen);
+typedef int (*mcp_sock_frame_len_fn)(const uint8_t *buf, size_t have, size_t *len, char *msg, size_t msglen);
 
 /* Accumulates stream bytes until whole frames are available. cap must hold the largest
  * frame the callback accepts. */

@@ -22,23 +22,22 @@ struct mcp_verbs {
   int (*query_device)(struct ibv_context *ctx, struct ibv_device_attr *attr);
   int (*query_port)(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr);
   int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
-  int (*query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index,
-                      struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size);
+  int (*query_gid_ex)(struct ibv_context *ctx, uint32_t port, uint32_t index, struct ibv_gid_entry *entry,
+                      uint32_t flags, size_t entry_size);
   int (*query_pkey)(struct ibv_context *ctx, uint8_t port, int index, __be16 *pkey);
   struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
   int (*dealloc_pd)(struct ibv_pd *pd);
   struct ibv_mr *(*reg_mr_iova2)(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
                                  unsigned int access);
-  struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length,
-                                  uint64_t iova, int fd, int access);
+  struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova, int fd,
+                                  int access);
   int (*dereg_mr)(struct ibv_mr *mr);
   struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_context,
                               struct ibv_comp_channel *channel, int comp_vector);
   int (*destroy_cq)(struct ibv_cq *cq);
   struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
   int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
-  int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
-                  struct ibv_qp_init_attr *init);
+  int (*query_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask, struct ibv_qp_init_attr *init);
   int (*destroy_qp)(struct ibv_qp *qp);
   int (*get_async_event)(struct ibv_context *ctx, struct ibv_async_event *event);
   void (*ack_async_event)(struct ibv_async_event *event);

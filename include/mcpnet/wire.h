@@ -29,7 +29,7 @@
 #include "nccl/net_common.h"
 
 #define MCP_WIRE_MAGIC 0x4D43504Eu /* "MCPN" */
-#define MCP_WIRE_VERSION 2 /* 2: RECOVER; a version-1 frame decodes as before */
+#define MCP_WIRE_VERSION 2         /* 2: RECOVER; a version-1 frame decodes as before */
 #define MCP_WIRE_ERRLEN 256
 
 /* ---- The handle --------------------------------------------------------------------- */
@@ -42,23 +42,23 @@
 
 /* What listen publishes: where to connect and which listen to ask for. */
 struct mcp_wire_handle {
-  uint16_t version;       /* decoded: the handle's; encode: 0 means MCP_WIRE_VERSION */
-  uint16_t family;        /* 4 or 6 (not AF_*: the wire must not depend on the OS) */
-  uint8_t addr[16];       /* network order; IPv4 uses the first 4 bytes, rest zero */
-  uint16_t port;          /* host order here, nonzero */
-  int32_t dev;            /* the listener's device index, >= 0 */
-  uint64_t listen_token;  /* random per listen: routes CONN_REQ to its listen comm */
-  uint64_t nonce;         /* the listening process's random nonce */
+  uint16_t version;      /* decoded: the handle's; encode: 0 means MCP_WIRE_VERSION */
+  uint16_t family;       /* 4 or 6 (not AF_*: the wire must not depend on the OS) */
+  uint8_t addr[16];      /* network order; IPv4 uses the first 4 bytes, rest zero */
+  uint16_t port;         /* host order here, nonzero */
+  int32_t dev;           /* the listener's device index, >= 0 */
+  uint64_t listen_token; /* random per listen: routes CONN_REQ to its listen comm */
+  uint64_t nonce;        /* the listening process's random nonce */
 };
 
 /* Writes the handle into out[0..96) and zeroes the tail, so the connect state machine
  * kept there starts from zero. */
-int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE_HANDLE_SIZE],
-                           char *err, size_t errlen);
+int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE_HANDLE_SIZE], char *err,
+                           size_t errlen);
 /* Reads out[0..96) only; the tail is ignored. Rejects "not an mcpnet handle (magic
  * 0x...)" and versions this build does not speak. */
-int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wire_handle *h,
-                           char *err, size_t errlen);
+int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wire_handle *h, char *err,
+                           size_t errlen);
 /* Between the handle's family/addr/port and a socket address. set returns -EAFNOSUPPORT
  * for a family other than AF_INET/AF_INET6. */
 int mcp_wire_handle_set_sockaddr(struct mcp_wire_handle *h, const union mcp_sockaddr *a);
@@ -87,7 +87,7 @@ enum mcp_wire_type {
   MCP_WIRE_CLOSE = 6,       /* the sender closed its end of a stream */
   MCP_WIRE_PING = 7,        /* liveness probe, echoed as PONG with the same cookie */
   MCP_WIRE_PONG = 8,
-  MCP_WIRE_RECOVER = 9      /* version 2: one end re-created its QPs after a transport error */
+  MCP_WIRE_RECOVER = 9 /* version 2: one end re-created its QPs after a transport error */
 };
 #define MCP_WIRE_TYPE_MAX MCP_WIRE_RECOVER
 #define MCP_WIRE_RECOVER_SLOTS 64
@@ -129,7 +129,7 @@ struct mcp_wire_fingerprint {
   uint8_t gid_type;        /* MCP_WIRE_GID_* */
   uint8_t gid_family;      /* 4, 6, or 0 (IB) */
   uint16_t pkey;
-  uint8_t sl;           /* 0..15 */
+  uint8_t sl; /* 0..15 */
   uint8_t tc;
   uint8_t timeout;      /* 0..31 */
   uint8_t retry;        /* 0..7 */
@@ -146,11 +146,11 @@ struct mcp_wire_qp {
 
 /* One end of a connection as its peer needs to know it. */
 struct mcp_wire_endpoint {
-  uint32_t stream_id; /* the sender's stream id: the peer puts it in reply headers */
+  uint32_t stream_id;                      /* the sender's stream id: the peer puts it in reply headers */
   char dev_name[MCP_WIRE_DEVNAME_MAX + 1]; /* non-empty */
-  uint8_t port;       /* >= 1 */
-  uint8_t link_layer; /* MCP_WIRE_LINK_* */
-  uint8_t active_mtu; /* enum ibv_mtu, 1..5 */
+  uint8_t port;                            /* >= 1 */
+  uint8_t link_layer;                      /* MCP_WIRE_LINK_* */
+  uint8_t active_mtu;                      /* enum ibv_mtu, 1..5 */
   uint8_t gid_index;
   uint8_t gid[16];
   uint16_t lid;
@@ -183,9 +183,9 @@ struct mcp_wire_reject {
 enum { MCP_WIRE_RECOVER_QPS = 1, MCP_WIRE_RECOVER_READY = 2 };
 
 struct mcp_wire_recover {
-  uint32_t round;     /* 1, 2, ...: both ends count the rounds of one connection */
-  uint32_t step;      /* QPS: here are my new QPs; READY: they are at RTS (rest unused) */
-  uint32_t next_seq;  /* send: next CTS to consume; receive: next irecv */
+  uint32_t round;    /* 1, 2, ...: both ends count the rounds of one connection */
+  uint32_t step;     /* QPS: here are my new QPs; READY: they are at RTS (rest unused) */
+  uint32_t next_seq; /* send: next CTS to consume; receive: next irecv */
   /* Receive side: per slot, the last seq completed there (0: none yet). */
   uint32_t done[MCP_WIRE_RECOVER_SLOTS];
   struct mcp_wire_endpoint ep;
@@ -193,7 +193,7 @@ struct mcp_wire_recover {
 
 /* One decoded frame: the header's type and stream id plus the payload of that type. */
 struct mcp_wire_msg {
-  uint16_t version;   /* decoded: the header's; encode: 0 means this build's MCP_WIRE_VERSION */
+  uint16_t version; /* decoded: the header's; encode: 0 means this build's MCP_WIRE_VERSION */
   uint16_t type;
   uint32_t stream_id;
   union {
@@ -210,19 +210,18 @@ struct mcp_wire_msg {
 const char *mcp_wire_type_name(unsigned type);
 
 /* Checks the 16-byte header at buf (len >= 16): magic, version, known type, length. */
-int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_header *hdr,
-                           char *err, size_t errlen);
+int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_header *hdr, char *err,
+                           size_t errlen);
 /* The mcp_sock_frame_len_fn for mcp_sock_rbuf: 0 until 16 bytes are there, then 1 with
  * the whole frame's length, or -1 for a header that cannot be valid. */
 int mcp_wire_frame_len(const uint8_t *buf, size_t have, size_t *len, char *err, size_t errlen);
 
 /* Encodes one frame into buf (MCP_WIRE_MSG_MAX bytes always suffice); *len = bytes used. */
-int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size_t *len,
-                    char *err, size_t errlen);
+int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size_t *len, char *err,
+                    size_t errlen);
 /* Decodes exactly one whole frame: len must be 16 + the header's payload length. The
  * output struct is zeroed first, so unused fields compare equal. */
-int mcp_wire_decode(const uint8_t *buf, size_t len, struct mcp_wire_msg *m, char *err,
-                    size_t errlen);
+int mcp_wire_decode(const uint8_t *buf, size_t len, struct mcp_wire_msg *m, char *err, size_t errlen);
 
 /* Range checks shared by encoder and decoder; 0 or -EINVAL with the field named. */
 int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_t errlen);

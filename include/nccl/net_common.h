@@ -56,12 +56,12 @@ typedef enum {
   NCCL_ALL = ~0
 } ncclDebugLogSubSys;
 
-typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags,
-                                  const char *file, int line, const char *fmt, ...);
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                                  const char *fmt, ...);
 
 /* Profiler hook handed to init (v10+); mcpnet accepts it and does not call it yet. */
-typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *pHandle,
-                                               int64_t pluginId, void *extData);
+typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *pHandle, int64_t pluginId,
+                                               void *extData);
 
 #define NCCL_NET_HANDLE_MAXSIZE 128
 #define NCCL_PTR_HOST 0x1
@@ -73,9 +73,6 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *p
 #define NCCL_NET_OPTIONAL_RECV_COMPLETION 0x1
 #define NCCL_NET_TRAFFIC_CLASS_UNDEF (-1)
 
-typedef enum {
-  NCCL_NET_DEVICE_HOST = 0,
-  NCCL_NET_DEVICE_UNPACK = 1
-} ncclNetDeviceType;
+typedef enum { NCCL_NET_DEVICE_HOST = 0, NCCL_NET_DEVICE_UNPACK = 1 } ncclNetDeviceType;
 
 #endif

@@ -66,18 +66,16 @@ typedef struct {
   ncclResult_t (*listen)(void *ctx, int dev, void *handle, void **listenComm);
   ncclResult_t (*connect)(void *ctx, int dev, void *handle, void **sendComm,
                           ncclNetDeviceHandle_v11_t **sendDevComm);
-  ncclResult_t (*accept)(void *listenComm, void **recvComm,
-                         ncclNetDeviceHandle_v11_t **recvDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm, ncclNetDeviceHandle_v11_t **recvDevComm);
   ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
-  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
-                              int fd, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                              void **mhandle);
   ncclResult_t (*deregMr)(void *comm, void *mhandle);
-  ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle,
-                        void *phandle, void **request);
-  ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags,
-                        void **mhandles, void **phandles, void **request);
-  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
-                         void **request);
+  ncclResult_t (*isend)(void *sendComm, void *data, size_t size, int tag, void *mhandle, void *phandle,
+                        void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                        void **phandles, void **request);
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles, void **request);
   ncclResult_t (*test)(void *request, int *done, int *sizes);
   ncclResult_t (*closeSend)(void *sendComm);
   ncclResult_t (*closeRecv)(void *recvComm);
@@ -109,8 +107,7 @@ _Static_assert(offsetof(ncclNetProperties_v11_t, netDeviceVersion) == 60, "v11 p
 _Static_assert(offsetof(ncclNetProperties_v11_t, vProps) == 64, "v11 props layout");
 _Static_assert(offsetof(ncclNetProperties_v11_t, maxP2pBytes) == 88, "v11 props layout");
 _Static_assert(offsetof(ncclNetProperties_v11_t, maxCollBytes) == 96, "v11 props layout");
-_Static_assert(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104,
-               "v11 props layout");
+_Static_assert(offsetof(ncclNetProperties_v11_t, maxMultiRequestSize) == 104, "v11 props layout");
 
 _Static_assert(sizeof(ncclNetCommAttr_v11_t) == 16, "comm attr is four int32");
 _Static_assert(sizeof(ncclNetAttr_v11_t) == 44, "net attr is 44 bytes");

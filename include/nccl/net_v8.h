@@ -17,8 +17,7 @@
 
 #include "nccl/net_common.h"
 
-_Static_assert(sizeof(void *) == 8 && sizeof(size_t) == 8,
-               "the NCCL plugin layouts below are the LP64 ones");
+_Static_assert(sizeof(void *) == 8 && sizeof(size_t) == 8, "the NCCL plugin layouts below are the LP64 ones");
 
 /* Describes device-side (GPU-offload) state of a comm; HOST plugins never fill it. */
 typedef struct {
@@ -52,20 +51,16 @@ typedef struct {
   ncclResult_t (*devices)(int *ndev);
   ncclResult_t (*getProperties)(int dev, ncclNetProperties_v8_t *props);
   ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
-  ncclResult_t (*connect)(int dev, void *handle, void **sendComm,
-                          ncclNetDeviceHandle_v8_t **sendDevComm);
-  ncclResult_t (*accept)(void *listenComm, void **recvComm,
-                         ncclNetDeviceHandle_v8_t **recvDevComm);
+  ncclResult_t (*connect)(int dev, void *handle, void **sendComm, ncclNetDeviceHandle_v8_t **sendDevComm);
+  ncclResult_t (*accept)(void *listenComm, void **recvComm, ncclNetDeviceHandle_v8_t **recvDevComm);
   ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
-  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
-                              int fd, void **mhandle);
+  ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                              void **mhandle);
   ncclResult_t (*deregMr)(void *comm, void *mhandle);
-  ncclResult_t (*isend)(void *sendComm, void *data, int size, int tag, void *mhandle,
+  ncclResult_t (*isend)(void *sendComm, void *data, int size, int tag, void *mhandle, void **request);
+  ncclResult_t (*irecv)(void *recvComm, int n, void **data, int *sizes, int *tags, void **mhandles,
                         void **request);
-  ncclResult_t (*irecv)(void *recvComm, int n, void **data, int *sizes, int *tags,
-                        void **mhandles, void **request);
-  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles,
-                         void **request);
+  ncclResult_t (*iflush)(void *recvComm, int n, void **data, int *sizes, void **mhandles, void **request);
   ncclResult_t (*test)(void *request, int *done, int *sizes);
   ncclResult_t (*closeSend)(void *sendComm);
   ncclResult_t (*closeRecv)(void *recvComm);
@@ -75,9 +70,8 @@ typedef struct {
 } ncclNet_v8_t;
 
 /* Slot k of a function table sits at k pointer widths; every slot is pinned. */
-#define MCP_NCCL_ASSERT_SLOT(type, member, k)                                     \
-  _Static_assert(offsetof(type, member) == (k) * sizeof(void *),                 \
-                 #type "." #member " must be slot " #k)
+#define MCP_NCCL_ASSERT_SLOT(type, member, k) \
+  _Static_assert(offsetof(type, member) == (k) * sizeof(void *), #type "." #member " must be slot " #k)
 
 _Static_assert(sizeof(ncclNetDeviceHandle_v8_t) == 32, "device handle is 32 bytes");
 _Static_assert(offsetof(ncclNetDeviceHandle_v8_t, netDeviceVersion) == 4, "handle layout");

@@ -101,8 +101,8 @@ int mcp_qp_create_qps(struct mcp_link *c)
         break;
     }
     if (c->qp[i] == NULL) {
-      MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)",
-               c->dc->info->name, strerror(errno), sq_depth, rq_depth);
+      MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)", c->dc->info->name,
+               strerror(errno), sq_depth, rq_depth);
       return -1;
     }
     c->max_inline = (int)init.cap.max_inline_data;
@@ -114,9 +114,9 @@ int mcp_qp_create_qps(struct mcp_link *c)
     attr.qp_access_flags = QP_ACCESS;
     if (mcp_ibv.modify_qp(c->qp[i], &attr,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)",
-               c->dc->info->name, c->dc->info->port, c->qp[i]->qp_num, strerror(errno),
-               c->dc->info->pkey, c->dc->info->pkey_index);
+      MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)", c->dc->info->name,
+               c->dc->info->port, c->qp[i]->qp_num, strerror(errno), c->dc->info->pkey,
+               c->dc->info->pkey_index);
       return -1;
     }
   }
@@ -144,8 +144,8 @@ static void fill_av(const struct mcp_link *c, int sgid_index, struct ibv_ah_attr
 
 /* RESET/INIT -> RTR -> RTS toward a destination QP. The GID index is the caller's: a
  * walk on a job's thread must not read c->sgid_index, which a later round rewrites. */
-static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
-                     uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
+static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn,
+                     uint32_t dqpn, uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
   const struct mcp_config *cfg = mcp_param_process();
   const struct mcp_net_dev *d = c->dc->info;
@@ -161,8 +161,9 @@ static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp
   attr.max_dest_rd_atomic = 1;
   attr.min_rnr_timer = (uint8_t)cfg->min_rnr_timer;
   fill_av(c, sgid_index, &attr.ah_attr, dgid, dlid);
-  if (mcp_ibv.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+  if (mcp_ibv.modify_qp(qp, &attr,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
     goto fail;
   step = "RTR->RTS";
   memset(&attr, 0, sizeof(attr));
@@ -172,33 +173,35 @@ static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp
   attr.rnr_retry = (uint8_t)cfg->rnr_retry;
   attr.sq_psn = my_psn;
   attr.max_rd_atomic = 1;
-  if (mcp_ibv.modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+  if (mcp_ibv.modify_qp(qp, &attr,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                          IBV_QP_MAX_QP_RD_ATOMIC) != 0)
     goto fail;
   return 0;
 fail:
   mcp_gid_format(d->gid.raw, lgid, sizeof(lgid));
   mcp_gid_format(dgid, rgid, sizeof(rgid));
   MCP_WARN("%s port %d: QP %#x %s toward QP %#x of %s failed: %s. Local GID %d %s, remote GID %s, "
-           "MTU %d, SL %d, TC %d. %s", d->name, d->port, qp->qp_num, step, dqpn, c->peer_name,
-           strerror(errno), sgid_index, lgid, rgid, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
+           "MTU %d, SL %d, TC %d. %s",
+           d->name, d->port, qp->qp_num, step, dqpn, c->peer_name, strerror(errno), sgid_index, lgid, rgid,
+           mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc,
            errno == ETIMEDOUT ? "The peer's address did not resolve: is it reachable from this port's netdev?"
-           : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
-                             : "");
+             : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
+                               : "");
   return -1;
 }
 
-int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
-                  uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
+int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
+                  const uint8_t *dgid, uint16_t dlid)
 {
   return qp_to_rts(c, c->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
 }
 
 struct mcp_qp_job {
-  atomic_int state;     /* MCP_QP_THREAD_RUNNING, then _OK or _FAILED */
-  atomic_int refs;      /* the comm's and the thread's */
-  int abandoned;        /* set by the comm before it lets go: the QPs are the job's to destroy */
-  struct mcp_link *c;   /* referenced until the job is freed */
+  atomic_int state;   /* MCP_QP_THREAD_RUNNING, then _OK or _FAILED */
+  atomic_int refs;    /* the comm's and the thread's */
+  int abandoned;      /* set by the comm before it lets go: the QPs are the job's to destroy */
+  struct mcp_link *c; /* referenced until the job is freed */
   int nqps, sgid_index, first;
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
@@ -266,7 +269,8 @@ static void pin_library(void)
     return;
   if (dladdr((void *)pin_library, &info) == 0 || info.dli_fname == NULL ||
       dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == NULL)
-    MCP_INFO(NCCL_NET, "could not pin the plugin in memory for a QP setup thread still running; "
+    MCP_INFO(NCCL_NET,
+             "could not pin the plugin in memory for a QP setup thread still running; "
              "do not dlclose it before that thread ends");
 }
 
@@ -407,8 +411,8 @@ void mcp_comm_fill_endpoint(struct mcp_link *c)
   ep->ring_slots = MCP_SLOTS;
   ep->fp.plugin_version = mcp_version_number();
   ep->fp.gid_type = d->link_layer == IBV_LINK_LAYER_ETHERNET
-                        ? (d->gid.type == MCP_GID_TYPE_ROCE_V2 ? MCP_WIRE_GID_ROCE_V2 : MCP_WIRE_GID_ROCE_V1)
-                        : MCP_WIRE_GID_IB;
+    ? (d->gid.type == MCP_GID_TYPE_ROCE_V2 ? MCP_WIRE_GID_ROCE_V2 : MCP_WIRE_GID_ROCE_V1)
+    : MCP_WIRE_GID_IB;
   ep->fp.gid_family = d->link_layer == IBV_LINK_LAYER_ETHERNET ? (uint8_t)d->gid.family : 0;
   ep->fp.pkey = d->pkey;
   ep->fp.sl = (uint8_t)c->sl;

@@ -53,13 +53,11 @@ static const char *dir_words(const struct mcp_link *c)
 int mcp_recover_status_recoverable(int wc_status)
 {
   switch (wc_status) {
-  case IBV_WC_RETRY_EXC_ERR:     /* the peer never acknowledged: path lost */
-  case IBV_WC_LOC_QP_OP_ERR:     /* rxe on the host whose link went down */
-  case IBV_WC_WR_FLUSH_ERR:      /* the work queued behind either */
-  case IBV_WC_RNR_RETRY_EXC_ERR: /* the peer's receive queue stayed empty */
-    return 1;
-  default:
-    return 0;
+  case IBV_WC_RETRY_EXC_ERR: /* the peer never acknowledged: path lost */
+  case IBV_WC_LOC_QP_OP_ERR: /* rxe on the host whose link went down */
+  case IBV_WC_WR_FLUSH_ERR:  /* the work queued behind either */
+  case IBV_WC_RNR_RETRY_EXC_ERR: /* the peer's receive queue stayed empty */ return 1;
+  default: return 0;
   }
 }
 
@@ -69,9 +67,10 @@ static void rec_fail(struct mcp_link *c, const char *what)
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
 
   c->rec.phase = MCP_REC_NONE;
-  mcp_comm_fail(c, MCP_ERR_REMOTE, "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
-                "MCPNET_RECOVERY_TIMEOUT=%d): %s", dir_words(c), c->peer_name, c->rec.cause, spent,
-                c->rec.round, cfg->recovery_timeout_s, what);
+  mcp_comm_fail(c, MCP_ERR_REMOTE,
+                "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
+                "MCPNET_RECOVERY_TIMEOUT=%d): %s",
+                dir_words(c), c->peer_name, c->rec.cause, spent, c->rec.round, cfg->recovery_timeout_s, what);
 }
 
 /* Our GID's index in the port's current table, found by address: after a link flap the
@@ -165,8 +164,10 @@ static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
    * neighbour behind a link that is down: never wait for it. It takes the QPs it walks
    * along and destroys them when it returns; this round builds new ones. */
   if (mcp_qp_connect_abandon(c))
-    MCP_INFO(NCCL_NET, "%s %s: round %u: the QP setup of the previous round is still running; it "
-             "finishes in the background", dir_words(c), c->peer_name, round);
+    MCP_INFO(NCCL_NET,
+             "%s %s: round %u: the QP setup of the previous round is still running; it "
+             "finishes in the background",
+             dir_words(c), c->peer_name, round);
   c->rec.round = round;
   c->rec.peer_ready = 0;
   c->rec.peer.round = 0;
@@ -248,8 +249,8 @@ static int connect_round(struct mcp_link *c)
   for (i = 0; i < c->nqps; i++)
     c->remote.qps[i] = ep->qps[i];
   MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",
-           dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn, ep->qps[0].psn,
-           c->sgid_index);
+           dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn,
+           ep->qps[0].psn, c->sgid_index);
   if (mcp_qp_connect_start(c) != 0) {
     rec_fail(c, "cannot start a thread for the QP setup");
     return -1;
@@ -348,17 +349,17 @@ int mcp_recover_progress(struct mcp_link *c)
     if (c->rec.peer_ready)
       return finish_round(c);
     break;
-  default:
-    break;
+  default: break;
   }
   if (c->error != 0)
     return -1;
   if (c->rec.phase != MCP_REC_NONE && now >= c->rec.deadline_ns) {
-    rec_fail(c, c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
-                    ? "the peer never answered with its new QPs (its host or link is still down)"
-                : c->rec.phase == MCP_REC_WAIT_PEER ? "this host's GID did not come back on its port"
-                : c->rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
-                                                     : "the peer's QPs never became ready");
+    rec_fail(c,
+             c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
+               ? "the peer never answered with its new QPs (its host or link is still down)"
+               : c->rec.phase == MCP_REC_WAIT_PEER  ? "this host's GID did not come back on its port"
+               : c->rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
+                                                    : "the peer's QPs never became ready");
     return -1;
   }
   return c->rec.phase == MCP_REC_NONE ? 1 : 0;
@@ -399,7 +400,8 @@ void mcp_recover_check_events(struct mcp_link *c)
   ev = atomic_exchange(&c->qp_event, 0);
   if (ev != 0 && c->rec.phase == MCP_REC_NONE) {
     snprintf(cause, sizeof(cause), "async event \"%s\" on one of the connection's QPs",
-             mcp_ibv.event_type_str != NULL ? mcp_ibv.event_type_str((enum ibv_event_type)(ev - 1)) : "QP error");
+             mcp_ibv.event_type_str != NULL ? mcp_ibv.event_type_str((enum ibv_event_type)(ev - 1))
+                                            : "QP error");
     mcp_recover_start(c, cause);
     return;
   }

@@ -48,7 +48,8 @@ struct connect_tail {
   uint32_t pad;
   struct mcp_link *comm;
 };
-_Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE, "connect state fits the handle tail");
+_Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE,
+               "connect state fits the handle tail");
 
 /* NCCL_IB_SL / NCCL_IB_TC win; else the communicator's traffic class; else 0. A traffic
  * class is a TC (0..255) but only an SL when it fits the 4-bit field. */
@@ -111,10 +112,7 @@ static int qp_thread_start(struct mcp_link *c)
 }
 
 /* 0 while the QPs are still being connected, 1 when they are at RTS, -1 failed. */
-static int qp_thread_poll(struct mcp_link *c)
-{
-  return mcp_qp_connect_poll(c);
-}
+static int qp_thread_poll(struct mcp_link *c) { return mcp_qp_connect_poll(c); }
 
 /* Tells the other end why the connection is abandoned, so it fails now, not at its
  * connect timeout. */
@@ -137,17 +135,18 @@ static void warn_fingerprint(const struct mcp_link *c, const struct mcp_wire_end
 {
   static int rate_warned, timer_warned, version_warned;
 
-  if (r->fp.speed_mbps != l->fp.speed_mbps && r->fp.speed_mbps != 0 && l->fp.speed_mbps != 0 && !rate_warned) {
+  if (r->fp.speed_mbps != l->fp.speed_mbps && r->fp.speed_mbps != 0 && l->fp.speed_mbps != 0 &&
+      !rate_warned) {
     rate_warned = 1;
     MCP_WARN("link rates differ: %u Mb/s on %s here, %u Mb/s on %s at %s: traffic runs at the slower one. "
-             "Check cables, transceivers and the switch ports' speed", l->fp.speed_mbps, l->dev_name,
-             r->fp.speed_mbps, r->dev_name, c->peer_name);
+             "Check cables, transceivers and the switch ports' speed",
+             l->fp.speed_mbps, l->dev_name, r->fp.speed_mbps, r->dev_name, c->peer_name);
   }
   if ((r->fp.timeout != l->fp.timeout || r->fp.retry != l->fp.retry) && !timer_warned) {
     timer_warned = 1;
     MCP_WARN("QP timers differ: NCCL_IB_TIMEOUT=%u NCCL_IB_RETRY_CNT=%u here, %u and %u at %s: the two ends "
-             "notice a dead path at different times. Set the same values on every node", l->fp.timeout,
-             l->fp.retry, r->fp.timeout, r->fp.retry, c->peer_name);
+             "notice a dead path at different times. Set the same values on every node",
+             l->fp.timeout, l->fp.retry, r->fp.timeout, r->fp.retry, c->peer_name);
   }
   if (r->fp.plugin_version != l->fp.plugin_version && !version_warned) {
     version_warned = 1;
@@ -165,29 +164,33 @@ static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, cha
   static int mtu_warned;
 
   if (r->link_layer != l->link_layer) {
-    snprintf(why, len, "link layers differ: %s on %s here, %s on %s at %s. Select devices of one "
+    snprintf(why, len,
+             "link layers differ: %s on %s here, %s on %s at %s. Select devices of one "
              "link type on both ends (NCCL_IB_HCA or MCPNET_RANK_MAP)",
              l->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", l->dev_name,
              r->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", r->dev_name, c->peer_name);
     return -1;
   }
   if (r->fp.gid_type != l->fp.gid_type) {
-    snprintf(why, len, "GID types differ: RoCE v%d on %s here, RoCE v%d on %s at %s. Set "
+    snprintf(why, len,
+             "GID types differ: RoCE v%d on %s here, RoCE v%d on %s at %s. Set "
              "NCCL_IB_ROCE_VERSION_NUM (or the GID index) the same on every node",
              l->fp.gid_type, l->dev_name, r->fp.gid_type, r->dev_name, c->peer_name);
     return -1;
   }
   if (!mcp_pkey_can_talk(l->fp.pkey & MCP_PKEY_FULL_MEMBER, r->fp.pkey & MCP_PKEY_FULL_MEMBER)) {
-    snprintf(why, len, "both ends are limited members of partition 0x%04x (P_Key 0x%04x on %s here, "
+    snprintf(why, len,
+             "both ends are limited members of partition 0x%04x (P_Key 0x%04x on %s here, "
              "0x%04x on %s at %s), and limited members cannot talk to each other. Make one end a full "
-             "member of the partition", l->fp.pkey & MCP_PKEY_BASE_MASK, l->fp.pkey, l->dev_name, r->fp.pkey,
-             r->dev_name, c->peer_name);
+             "member of the partition",
+             l->fp.pkey & MCP_PKEY_BASE_MASK, l->fp.pkey, l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
     return -1;
   }
   if ((l->fp.pkey & MCP_PKEY_BASE_MASK) != (r->fp.pkey & MCP_PKEY_BASE_MASK)) {
-    snprintf(why, len, "P_Keys differ: 0x%04x on %s here, 0x%04x on %s at %s: the two ends are in different "
-             "partitions. Set the same MCPNET_TENANT_PKEY (or rank map pkey=) on every node", l->fp.pkey,
-             l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
+    snprintf(why, len,
+             "P_Keys differ: 0x%04x on %s here, 0x%04x on %s at %s: the two ends are in different "
+             "partitions. Set the same MCPNET_TENANT_PKEY (or rank map pkey=) on every node",
+             l->fp.pkey, l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
     return -1;
   }
   if (r->ring_slots != MCP_SLOTS) {
@@ -200,8 +203,9 @@ static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, cha
   if (r->active_mtu != l->active_mtu && !mtu_warned) {
     mtu_warned = 1;
     MCP_WARN("MTU %d on %s here, %d on %s at %s: this connection uses %d. Set the same MTU on both "
-             "links for full speed", mcp_fabric_mtu_bytes(l->active_mtu), l->dev_name,
-             mcp_fabric_mtu_bytes(r->active_mtu), r->dev_name, c->peer_name, mcp_fabric_mtu_bytes(c->mtu));
+             "links for full speed",
+             mcp_fabric_mtu_bytes(l->active_mtu), l->dev_name, mcp_fabric_mtu_bytes(r->active_mtu),
+             r->dev_name, c->peer_name, mcp_fabric_mtu_bytes(c->mtu));
   }
   return 0;
 }
@@ -334,7 +338,8 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
     return -1;
   }
   if (m->type != MCP_WIRE_CONN_ACK) {
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->peer_name, mcp_wire_type_name(m->type));
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->peer_name,
+                  mcp_wire_type_name(m->type));
     return -1;
   }
   c->remote = m->u.conn_ack;
@@ -346,8 +351,8 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
   }
   if (c->remote.nqps != c->nqps) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, "QP count mismatch");
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the peer answered with %d QPs for our %d",
-                  c->peer_name, c->remote.nqps, c->nqps);
+    mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the peer answered with %d QPs for our %d", c->peer_name,
+                  c->remote.nqps, c->nqps);
     return -1;
   }
   if (qp_thread_start(c) != 0) {
@@ -367,7 +372,8 @@ static int connect_finish(struct mcp_link *c)
   if (st == 0)
     return 0;
   if (st < 0) {
-    send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not bring its QPs to RTS (see its log)");
+    send_reject(c, MCP_WIRE_REJECT_RESOURCES,
+                "the connecting side could not bring its QPs to RTS (see its log)");
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: queue pairs could not be connected", c->peer_name);
     return -1;
   }
@@ -403,16 +409,19 @@ static void wait_notice(struct mcp_link *c, const char *what)
   mcp_oob_self_name(self, sizeof(self));
   mcp_oob_stream_peer_name(c->stream, peer, sizeof(peer));
   if (due == 1)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "%s %s: waiting %llu s for %s; this end is %s. Its host holds the "
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "%s %s: waiting %llu s for %s; this end is %s. Its host holds the "
              "TCP connection, so the process is alive but %s (a late or busy rank): still waiting",
              c->kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
-             ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled" : "has not got there yet");
+             ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled"
+                                  : "has not got there yet");
   else
     MCP_WARN("%s %s: still waiting after %llu s for %s; this end is %s. The peer's host holds the TCP "
              "connection, so its process is alive but %s: a late rank, or one that hangs. Not a failure: "
              "the wait ends when it answers, its process exits, or its host stops answering TCP keepalive",
              c->kind == MCP_COMM_SEND ? "connect to" : "accept from", peer, waited, what, self,
-             ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled" : "has not got there yet");
+             ph == MCP_OOB_TCP_UP ? "has made no call into mcpnet since we dialled"
+                                  : "has not got there yet");
 }
 
 /* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
@@ -424,7 +433,8 @@ static int connect_step(struct mcp_link *c)
   if (c->state == ST_WAIT_OOB) {
     ready = mcp_oob_stream_ready(c->stream);
     if (ready < 0) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name,
+                    mcp_oob_stream_dead_reason(c->stream));
       return -1;
     }
     if (ready > 0 && connect_send_request(c) != 0)
@@ -435,13 +445,16 @@ static int connect_step(struct mcp_link *c)
       if (connect_on_answer(c, &m) != 0)
         return -1;
     } else if (mcp_oob_stream_dead(c->stream)) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name,
+                    mcp_oob_stream_dead_reason(c->stream));
       return -1;
     } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
        * leave us waiting: its comm's CLOSE is the last word. */
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the accepting side abandoned this connection "
-                    "(CLOSE before its answer; see its log)", c->peer_name);
+      mcp_comm_fail(c, MCP_ERR_REMOTE,
+                    "connect to %s: the accepting side abandoned this connection "
+                    "(CLOSE before its answer; see its log)",
+                    c->peer_name);
       return -1;
     }
   }
@@ -492,7 +505,8 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
 
   *rc = MCP_ERR_SYSTEM;
   if (c == NULL) {
-    mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not create a comm (see its log)");
+    mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES,
+                           "the accepting side could not create a comm (see its log)");
     mcp_oob_request_free(req);
     return -1;
   }
@@ -542,7 +556,8 @@ static void accept_answer(struct mcp_link *c)
   if (st == 0)
     return;
   if (st < 0) {
-    send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not bring its QPs to RTS (see its log)");
+    send_reject(c, MCP_WIRE_REJECT_RESOURCES,
+                "the accepting side could not bring its QPs to RTS (see its log)");
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "accept from %s: queue pairs could not be connected", c->peer_name);
     return;
   }
@@ -594,10 +609,13 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
                       mcp_wire_type_name(m.type), m.type == MCP_WIRE_CONN_REJECT ? ": " : "",
                       m.type == MCP_WIRE_CONN_REJECT ? m.u.reject.reason : "");
     } else if (mcp_oob_stream_dead(c->stream)) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: %s", c->peer_name, mcp_oob_stream_dead_reason(c->stream));
+      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: %s", c->peer_name,
+                    mcp_oob_stream_dead_reason(c->stream));
     } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
-      mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the connecting side abandoned this connection "
-                    "(CLOSE before READY; see its log)", c->peer_name);
+      mcp_comm_fail(c, MCP_ERR_REMOTE,
+                    "accept from %s: the connecting side abandoned this connection "
+                    "(CLOSE before READY; see its log)",
+                    c->peer_name);
     }
   }
   if (c->error == 0 && c->state != ST_DONE) {
@@ -610,8 +628,10 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
     }
     if (mcp_clock_ns() <= c->deadline_ns)
       return 0;
-    mcp_comm_fail(c, MCP_ERR_REMOTE, "accept from %s: the queue pairs were not connected within "
-                  "MCPNET_CONNECT_TIMEOUT=%d s", c->peer_name, mcp_param_process()->connect_timeout_s);
+    mcp_comm_fail(c, MCP_ERR_REMOTE,
+                  "accept from %s: the queue pairs were not connected within "
+                  "MCPNET_CONNECT_TIMEOUT=%d s",
+                  c->peer_name, mcp_param_process()->connect_timeout_s);
   }
   lc->accepting = NULL;
   if (c->error != 0) {

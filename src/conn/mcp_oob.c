@@ -41,7 +41,7 @@ struct mcp_oob_stream {
   uint32_t id;        /* ours: the peer puts it in frame headers to reach us */
   uint32_t remote_id; /* the peer's id for the same connection, once known */
   struct mcp_oob_peer *peer;
-  atomic_int dead;    /* the peer connection is gone; reason in dead_reason */
+  atomic_int dead; /* the peer connection is gone; reason in dead_reason */
   atomic_int closed_by_peer;
   char dead_reason[MCP_WIRE_REASON_MAX];
   int inbox_head, inbox_count;
@@ -60,7 +60,7 @@ struct mcp_oob_peer {
   int have_hello;
   struct mcp_sock_sendq sq;
   struct mcp_sock_rbuf rb;
-  int refs; /* streams and queued requests */
+  int refs;                   /* streams and queued requests */
   uint64_t hello_deadline_ms; /* an incoming connection must say HELLO by then */
   int sent_frames;            /* anything but HELLO queued on this TCP connection */
   int told_silent;            /* outgoing: the acceptor closed us for a late HELLO */
@@ -126,7 +126,7 @@ static uint64_t random_u64(void)
     uint64_t t = mcp_clock_ns();
 
     v = ((t % MCP_NS_PER_S) << 20) ^ (t / MCP_NS_PER_S) ^ ((uint64_t)getpid() << 40) ^
-        (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
+      (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
   }
   return v != 0 ? v : 1;
 }
@@ -184,7 +184,8 @@ static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
     p->fd = -1;
   }
   mcp_sock_connect_cancel(&p->conn);
-  mcp_list_each(it, &oob.streams) {
+  mcp_list_each(it, &oob.streams)
+  {
     s = mcp_list_entry(it, struct mcp_oob_stream, link);
     if (s->peer == p && !atomic_load(&s->dead)) {
       snprintf(s->dead_reason, sizeof(s->dead_reason), "%s", p->dead_reason);
@@ -199,15 +200,16 @@ static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
 static int peer_redial(struct mcp_oob_peer *p)
 {
   struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
-                                       .max_retries = 1000, .backoff_ms = 10,
+                                       .max_retries = 1000,
+                                       .backoff_ms = 10,
                                        .backoff_max_ms = 1000};
   char addr[MCP_SOCKADDR_STRLEN];
 
-  if (!p->outgoing || !p->told_silent || p->sent_frames || p->redials >= MAX_REDIALS ||
-      p->state == PEER_DEAD)
+  if (!p->outgoing || !p->told_silent || p->sent_frames || p->redials >= MAX_REDIALS || p->state == PEER_DEAD)
     return 0;
   p->redials++;
-  MCP_INFO(NCCL_NET, "out-of-band: %s closed our connection because this process sent its HELLO "
+  MCP_INFO(NCCL_NET,
+           "out-of-band: %s closed our connection because this process sent its HELLO "
            "more than %d s after dialling (it made no call into mcpnet meanwhile); dialling again",
            mcp_sockaddr_format(&p->addr, addr, sizeof(addr)), HELLO_TIMEOUT_MS / 1000);
   if (p->fd >= 0)
@@ -281,7 +283,8 @@ static struct mcp_oob_stream *stream_find(uint32_t id)
 {
   struct mcp_list *it;
 
-  mcp_list_each(it, &oob.streams) {
+  mcp_list_each(it, &oob.streams)
+  {
     struct mcp_oob_stream *s = mcp_list_entry(it, struct mcp_oob_stream, link);
 
     if (s->id == id)
@@ -294,7 +297,8 @@ static struct mcp_oob_listener *listener_find(uint64_t token)
 {
   struct mcp_list *it;
 
-  mcp_list_each(it, &oob.listeners) {
+  mcp_list_each(it, &oob.listeners)
+  {
     struct mcp_oob_listener *l = mcp_list_entry(it, struct mcp_oob_listener, link);
 
     if (l->token == token)
@@ -387,20 +391,15 @@ static void dispatch(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
     return;
   }
   switch (m->type) {
-  case MCP_WIRE_HELLO:
-    on_hello(p, m);
-    return;
-  case MCP_WIRE_CONN_REQ:
-    on_conn_req(p, m);
-    return;
+  case MCP_WIRE_HELLO: on_hello(p, m); return;
+  case MCP_WIRE_CONN_REQ: on_conn_req(p, m); return;
   case MCP_WIRE_PING: {
     struct mcp_wire_msg pong = *m;
     pong.type = MCP_WIRE_PONG;
     (void)peer_queue(p, &pong);
     return;
   }
-  case MCP_WIRE_PONG:
-    return;
+  case MCP_WIRE_PONG: return;
   case MCP_WIRE_CONN_REJECT:
     if (m->stream_id == 0 && m->u.reject.code == MCP_WIRE_REJECT_SILENT) {
       p->told_silent = p->outgoing;
@@ -408,8 +407,7 @@ static void dispatch(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
     }
     on_stream_frame(p, m);
     return;
-  default:
-    on_stream_frame(p, m);
+  default: on_stream_frame(p, m);
   }
 }
 
@@ -438,8 +436,8 @@ static void peer_read(struct mcp_oob_peer *p)
         return;
     }
     if (r < 0) {
-      MCP_WARN("out-of-band: refused bytes from %s: %s; connection closed",
-               peer_name(p, name, sizeof(name)), err);
+      MCP_WARN("out-of-band: refused bytes from %s: %s; connection closed", peer_name(p, name, sizeof(name)),
+               err);
       peer_kill(p, "garbage from %s: %s", name, err);
       return;
     }
@@ -459,8 +457,10 @@ static void peer_read(struct mcp_oob_peer *p)
     else if (mcp_sock_rbuf_pending(&p->rb) > 0)
       MCP_WARN("out-of-band: %s closed in the middle of a frame (%zu bytes left)",
                peer_name(p, name, sizeof(name)), mcp_sock_rbuf_pending(&p->rb));
-    peer_kill(p, "%s closed the out-of-band connection: the peer process exited or closed its "
-              "communicator", peer_name(p, name, sizeof(name)));
+    peer_kill(p,
+              "%s closed the out-of-band connection: the peer process exited or closed its "
+              "communicator",
+              peer_name(p, name, sizeof(name)));
   }
 }
 
@@ -546,7 +546,8 @@ static void progress_locked(void)
 
   if (oob.listen_fd >= 0)
     accept_new();
-  mcp_list_each_safe(it, tmp, &oob.peers) {
+  mcp_list_each_safe(it, tmp, &oob.peers)
+  {
     struct mcp_oob_peer *p = mcp_list_entry(it, struct mcp_oob_peer, link);
 
     progress_peer(p);
@@ -747,7 +748,8 @@ struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, ui
 
   pthread_mutex_lock(&oob.lock);
   /* Share a live connection to the same process, whichever side opened it. */
-  mcp_list_each(it, &oob.peers) {
+  mcp_list_each(it, &oob.peers)
+  {
     q = mcp_list_entry(it, struct mcp_oob_peer, link);
     if (q->state == PEER_DEAD)
       continue;
@@ -759,7 +761,8 @@ struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, ui
   }
   if (p == NULL) {
     struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
-                                         .max_retries = 1000, .backoff_ms = 10,
+                                         .max_retries = 1000,
+                                         .backoff_ms = 10,
                                          .backoff_max_ms = 1000};
     p = peer_new();
     if (p == NULL)
@@ -834,7 +837,6 @@ int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m)
 
 void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify)
 {
-
   pthread_mutex_lock(&oob.lock);
   if (notify && s->remote_id != 0 && s->peer->state == PEER_UP) {
     struct mcp_wire_msg m;

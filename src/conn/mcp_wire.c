@@ -27,9 +27,8 @@ _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_N
 /* Largest payloads this version writes, to keep MCP_WIRE_MSG_MAX honest. */
 #define WIRE_STR(max) (2 + (max))
 #define WIRE_FP_SIZE 22
-#define WIRE_EP_MAX                                                                     \
-  (4 + WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 4 + 16 + 2 + 1 + 8 * MCP_WIRE_MAX_QPS + 16 +    \
-   WIRE_FP_SIZE)
+#define WIRE_EP_MAX \
+  (4 + WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 4 + 16 + 2 + 1 + 8 * MCP_WIRE_MAX_QPS + 16 + WIRE_FP_SIZE)
 #define WIRE_HELLO_MAX (8 + 4 + WIRE_STR(MCP_WIRE_HOSTNAME_MAX) + WIRE_STR(MCP_WIRE_VERSTR_MAX) + 4)
 #define WIRE_REJECT_MAX (4 + WIRE_STR(MCP_WIRE_REASON_MAX))
 #define WIRE_RECOVER_MAX (12 + 4 * MCP_WIRE_RECOVER_SLOTS + WIRE_EP_MAX)
@@ -40,18 +39,19 @@ _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_REJECT_MAX <= MCP_WIRE_MSG_MAX, "REJECT 
 _Static_assert(MCP_WIRE_MSG_MAX <= MCP_WIRE_MAX_FRAME, "messages fit a frame");
 
 static const char *const wire_type_names[] = {
-    [MCP_WIRE_HELLO] = "HELLO",           [MCP_WIRE_CONN_REQ] = "CONN_REQ",
-    [MCP_WIRE_CONN_ACK] = "CONN_ACK",     [MCP_WIRE_CONN_READY] = "CONN_READY",
-    [MCP_WIRE_CONN_REJECT] = "CONN_REJECT", [MCP_WIRE_CLOSE] = "CLOSE",
-    [MCP_WIRE_PING] = "PING",             [MCP_WIRE_PONG] = "PONG",
-    [MCP_WIRE_RECOVER] = "RECOVER",
+  [MCP_WIRE_HELLO] = "HELLO",
+  [MCP_WIRE_CONN_REQ] = "CONN_REQ",
+  [MCP_WIRE_CONN_ACK] = "CONN_ACK",
+  [MCP_WIRE_CONN_READY] = "CONN_READY",
+  [MCP_WIRE_CONN_REJECT] = "CONN_REJECT",
+  [MCP_WIRE_CLOSE] = "CLOSE",
+  [MCP_WIRE_PING] = "PING",
+  [MCP_WIRE_PONG] = "PONG",
+  [MCP_WIRE_RECOVER] = "RECOVER",
 };
 
 /* The frame types each version defines: version 1 ends at PONG. */
-static unsigned wire_type_max(unsigned version)
-{
-  return version >= 2 ? MCP_WIRE_TYPE_MAX : MCP_WIRE_PONG;
-}
+static unsigned wire_type_max(unsigned version) { return version >= 2 ? MCP_WIRE_TYPE_MAX : MCP_WIRE_PONG; }
 
 const char *mcp_wire_type_name(unsigned type)
 {
@@ -60,8 +60,7 @@ const char *mcp_wire_type_name(unsigned type)
   return wire_type_names[type];
 }
 
-static void wire_errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void wire_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static void wire_errf(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -90,8 +89,8 @@ static int wire_rd_need(struct wire_rd *r, size_t n, const char *field)
   if (r->failed)
     return -1;
   if (r->len - r->off < n) {
-    wire_errf(r->err, r->errlen, "truncated %s: %s needs %zu byte%s at offset %zu, %zu left",
-              r->what, field, n, n == 1 ? "" : "s", r->off, r->len - r->off);
+    wire_errf(r->err, r->errlen, "truncated %s: %s needs %zu byte%s at offset %zu, %zu left", r->what, field,
+              n, n == 1 ? "" : "s", r->off, r->len - r->off);
     r->failed = 1;
     return -1;
   }
@@ -99,8 +98,7 @@ static int wire_rd_need(struct wire_rd *r, size_t n, const char *field)
 }
 
 /* Marks a decoded value out of range; the first failure's message wins. */
-static void wire_rd_bad(struct wire_rd *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void wire_rd_bad(struct wire_rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void wire_rd_bad(struct wire_rd *r, const char *fmt, ...)
 {
@@ -128,10 +126,7 @@ static uint64_t wire_rd_le(struct wire_rd *r, size_t n, const char *field)
   return v;
 }
 
-static uint8_t wire_rd_u8(struct wire_rd *r, const char *field)
-{
-  return (uint8_t)wire_rd_le(r, 1, field);
-}
+static uint8_t wire_rd_u8(struct wire_rd *r, const char *field) { return (uint8_t)wire_rd_le(r, 1, field); }
 
 static uint16_t wire_rd_u16(struct wire_rd *r, const char *field)
 {
@@ -143,10 +138,7 @@ static uint32_t wire_rd_u32(struct wire_rd *r, const char *field)
   return (uint32_t)wire_rd_le(r, 4, field);
 }
 
-static uint64_t wire_rd_u64(struct wire_rd *r, const char *field)
-{
-  return wire_rd_le(r, 8, field);
-}
+static uint64_t wire_rd_u64(struct wire_rd *r, const char *field) { return wire_rd_le(r, 8, field); }
 
 static void wire_rd_bytes(struct wire_rd *r, void *dst, size_t n, const char *field)
 {
@@ -182,8 +174,7 @@ static void wire_rd_str(struct wire_rd *r, char *dst, size_t max, const char *fi
 static int wire_rd_finish(struct wire_rd *r)
 {
   if (!r->failed && r->off != r->len)
-    wire_rd_bad(r, "%zu unexpected trailing byte%s", r->len - r->off,
-                r->len - r->off == 1 ? "" : "s");
+    wire_rd_bad(r, "%zu unexpected trailing byte%s", r->len - r->off, r->len - r->off == 1 ? "" : "s");
   return r->failed ? -EBADMSG : 0;
 }
 
@@ -229,10 +220,7 @@ static void wire_wr_str(struct wire_wr *w, const char *s, size_t max)
 }
 
 /* A string field of a struct: NUL-terminated within its array of max + 1. */
-static int wire_str_ok(const char *s, size_t max)
-{
-  return strnlen(s, max + 1) <= max;
-}
+static int wire_str_ok(const char *s, size_t max) { return strnlen(s, max + 1) <= max; }
 
 /* ---- The handle --------------------------------------------------------------------- */
 
@@ -259,8 +247,8 @@ static int wire_handle_check(const struct mcp_wire_handle *h, char *err, size_t 
   return 0;
 }
 
-int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE_HANDLE_SIZE],
-                           char *err, size_t errlen)
+int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE_HANDLE_SIZE], char *err,
+                           size_t errlen)
 {
   struct wire_wr w = {.p = out, .cap = MCP_WIRE_HANDLE_TAIL_OFFSET};
 
@@ -286,12 +274,11 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
 /* Magic and version come first and get their own messages: a wrong magic means the
  * handle is not ours at all (another plugin's, or garbage), a newer version means the
  * ranks run different mcpnet builds. */
-static int wire_check_magic_version(uint32_t magic, uint16_t version, const char *what,
-                                    char *err, size_t errlen)
+static int wire_check_magic_version(uint32_t magic, uint16_t version, const char *what, char *err,
+                                    size_t errlen)
 {
   if (magic != MCP_WIRE_MAGIC) {
-    wire_errf(err, errlen, "not an mcpnet %s (magic 0x%08x, expected 0x%08x)", what, magic,
-              MCP_WIRE_MAGIC);
+    wire_errf(err, errlen, "not an mcpnet %s (magic 0x%08x, expected 0x%08x)", what, magic, MCP_WIRE_MAGIC);
     return -EBADMSG;
   }
   if (version > MCP_WIRE_VERSION) {
@@ -302,18 +289,17 @@ static int wire_check_magic_version(uint32_t magic, uint16_t version, const char
     return -EPROTONOSUPPORT;
   }
   if (version == 0) {
-    wire_errf(err, errlen, "mcpnet %s version 0 is invalid (this build speaks %u)", what,
-              MCP_WIRE_VERSION);
+    wire_errf(err, errlen, "mcpnet %s version 0 is invalid (this build speaks %u)", what, MCP_WIRE_VERSION);
     return -EBADMSG;
   }
   return 0;
 }
 
-int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wire_handle *h,
-                           char *err, size_t errlen)
+int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wire_handle *h, char *err,
+                           size_t errlen)
 {
-  struct wire_rd r = {.p = in, .len = MCP_WIRE_HANDLE_TAIL_OFFSET, .what = "handle",
-                      .err = err, .errlen = errlen};
+  struct wire_rd r = {
+    .p = in, .len = MCP_WIRE_HANDLE_TAIL_OFFSET, .what = "handle", .err = err, .errlen = errlen};
   uint32_t magic;
   uint16_t version;
   int rc;
@@ -374,18 +360,16 @@ void mcp_wire_handle_get_sockaddr(const struct mcp_wire_handle *h, union mcp_soc
 
 int mcp_wire_handle_equal(const struct mcp_wire_handle *a, const struct mcp_wire_handle *b)
 {
-  return a->family == b->family && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0 &&
-         a->port == b->port && a->dev == b->dev && a->listen_token == b->listen_token &&
-         a->nonce == b->nonce;
+  return a->family == b->family && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0 && a->port == b->port &&
+    a->dev == b->dev && a->listen_token == b->listen_token && a->nonce == b->nonce;
 }
 
 /* ---- Header ------------------------------------------------------------------------- */
 
-int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_header *hdr,
-                           char *err, size_t errlen)
+int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_header *hdr, char *err,
+                           size_t errlen)
 {
-  struct wire_rd r = {.p = buf, .len = len, .what = "frame header", .err = err,
-                      .errlen = errlen};
+  struct wire_rd r = {.p = buf, .len = len, .what = "frame header", .err = err, .errlen = errlen};
   int rc;
 
   memset(hdr, 0, sizeof(*hdr));
@@ -400,8 +384,8 @@ int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_heade
   if (rc != 0)
     return rc;
   if (hdr->type == 0 || hdr->type > wire_type_max(hdr->version)) {
-    wire_errf(err, errlen, "unknown frame type %u (version %u knows 1..%u)", hdr->type,
-              hdr->version, wire_type_max(hdr->version));
+    wire_errf(err, errlen, "unknown frame type %u (version %u knows 1..%u)", hdr->type, hdr->version,
+              wire_type_max(hdr->version));
     return -EBADMSG;
   }
   if (hdr->length > MCP_WIRE_MAX_PAYLOAD) {
@@ -447,21 +431,19 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
     wire_errf(err, errlen, "device name is empty or longer than %d bytes", MCP_WIRE_DEVNAME_MAX);
     return -EINVAL;
   }
-#define WIRE_RANGE(cond, fmt, val)                                                     \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      wire_errf(err, errlen, fmt, (unsigned)(val));                                    \
-      return -EINVAL;                                                                  \
-    }                                                                                  \
+#define WIRE_RANGE(cond, fmt, val)                  \
+  do {                                              \
+    if (!(cond)) {                                  \
+      wire_errf(err, errlen, fmt, (unsigned)(val)); \
+      return -EINVAL;                               \
+    }                                               \
   } while (0)
   WIRE_RANGE(ep->port >= 1, "port %u is not >= 1", ep->port);
   WIRE_RANGE(ep->link_layer == MCP_WIRE_LINK_IB || ep->link_layer == MCP_WIRE_LINK_ETHERNET,
              "link layer %u is neither 1 (InfiniBand) nor 2 (Ethernet)", ep->link_layer);
-  WIRE_RANGE(ep->active_mtu >= 1 && ep->active_mtu <= 5, "active MTU enum %u is not 1..5",
-             ep->active_mtu);
+  WIRE_RANGE(ep->active_mtu >= 1 && ep->active_mtu <= 5, "active MTU enum %u is not 1..5", ep->active_mtu);
   _Static_assert(MCP_WIRE_MAX_QPS == 128, "the messages below name the bound");
-  WIRE_RANGE(ep->nqps >= 1 && ep->nqps <= MCP_WIRE_MAX_QPS, "QP count %u is not 1..128",
-             ep->nqps);
+  WIRE_RANGE(ep->nqps >= 1 && ep->nqps <= MCP_WIRE_MAX_QPS, "QP count %u is not 1..128", ep->nqps);
   for (unsigned i = 0; i < ep->nqps && i < MCP_WIRE_MAX_QPS; i++) {
     WIRE_RANGE(ep->qps[i].qpn <= 0xffffff, "QP number 0x%x does not fit 24 bits", ep->qps[i].qpn);
     WIRE_RANGE(ep->qps[i].psn <= 0xffffff, "PSN 0x%x does not fit 24 bits", ep->qps[i].psn);
@@ -559,18 +541,18 @@ int mcp_wire_endpoint_equal(const struct mcp_wire_endpoint *a, const struct mcp_
 
   if (a->stream_id != b->stream_id || strncmp(a->dev_name, b->dev_name, sizeof(a->dev_name)) ||
       a->port != b->port || a->link_layer != b->link_layer || a->active_mtu != b->active_mtu ||
-      a->gid_index != b->gid_index || memcmp(a->gid, b->gid, sizeof(a->gid)) != 0 ||
-      a->lid != b->lid || a->nqps != b->nqps || a->ring_addr != b->ring_addr ||
-      a->ring_rkey != b->ring_rkey || a->ring_slots != b->ring_slots)
+      a->gid_index != b->gid_index || memcmp(a->gid, b->gid, sizeof(a->gid)) != 0 || a->lid != b->lid ||
+      a->nqps != b->nqps || a->ring_addr != b->ring_addr || a->ring_rkey != b->ring_rkey ||
+      a->ring_slots != b->ring_slots)
     return 0;
   for (unsigned i = 0; i < a->nqps && i < MCP_WIRE_MAX_QPS; i++)
     if (a->qps[i].qpn != b->qps[i].qpn || a->qps[i].psn != b->qps[i].psn)
       return 0;
   return fa->plugin_version == fb->plugin_version && fa->gid_type == fb->gid_type &&
-         fa->gid_family == fb->gid_family && fa->pkey == fb->pkey && fa->sl == fb->sl &&
-         fa->tc == fb->tc && fa->timeout == fb->timeout && fa->retry == fb->retry &&
-         fa->rnr_retry == fb->rnr_retry && fa->qps_per_conn == fb->qps_per_conn &&
-         fa->speed_mbps == fb->speed_mbps && fa->max_message == fb->max_message;
+    fa->gid_family == fb->gid_family && fa->pkey == fb->pkey && fa->sl == fb->sl && fa->tc == fb->tc &&
+    fa->timeout == fb->timeout && fa->retry == fb->retry && fa->rnr_retry == fb->rnr_retry &&
+    fa->qps_per_conn == fb->qps_per_conn && fa->speed_mbps == fb->speed_mbps &&
+    fa->max_message == fb->max_message;
 }
 
 /* ---- Frames ------------------------------------------------------------------------- */
@@ -585,10 +567,8 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
       return -EINVAL;
     }
     return 0;
-  case MCP_WIRE_CONN_REQ:
-    return mcp_wire_endpoint_check(&m->u.conn_req.ep, err, errlen);
-  case MCP_WIRE_CONN_ACK:
-    return mcp_wire_endpoint_check(&m->u.conn_ack, err, errlen);
+  case MCP_WIRE_CONN_REQ: return mcp_wire_endpoint_check(&m->u.conn_req.ep, err, errlen);
+  case MCP_WIRE_CONN_ACK: return mcp_wire_endpoint_check(&m->u.conn_ack, err, errlen);
   case MCP_WIRE_CONN_REJECT:
     if (!wire_str_ok(m->u.reject.reason, MCP_WIRE_REASON_MAX)) {
       wire_errf(err, errlen, "CONN_REJECT reason is not terminated");
@@ -596,8 +576,8 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
     }
     return 0;
   case MCP_WIRE_RECOVER:
-    if (m->u.recover.round == 0 || (m->u.recover.step != MCP_WIRE_RECOVER_QPS &&
-                                    m->u.recover.step != MCP_WIRE_RECOVER_READY)) {
+    if (m->u.recover.round == 0 ||
+        (m->u.recover.step != MCP_WIRE_RECOVER_QPS && m->u.recover.step != MCP_WIRE_RECOVER_READY)) {
       wire_errf(err, errlen, "RECOVER round %u step %u is invalid", m->u.recover.round, m->u.recover.step);
       return -EINVAL;
     }
@@ -605,11 +585,8 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
   case MCP_WIRE_CONN_READY:
   case MCP_WIRE_CLOSE:
   case MCP_WIRE_PING:
-  case MCP_WIRE_PONG:
-    return 0;
-  default:
-    wire_errf(err, errlen, "cannot encode unknown frame type %u", m->type);
-    return -EINVAL;
+  case MCP_WIRE_PONG: return 0;
+  default: wire_errf(err, errlen, "cannot encode unknown frame type %u", m->type); return -EINVAL;
   }
 }
 
@@ -627,20 +604,14 @@ static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m)
     wire_wr_u64(w, m->u.conn_req.listen_token);
     wire_wr_endpoint(w, &m->u.conn_req.ep);
     break;
-  case MCP_WIRE_CONN_ACK:
-    wire_wr_endpoint(w, &m->u.conn_ack);
-    break;
+  case MCP_WIRE_CONN_ACK: wire_wr_endpoint(w, &m->u.conn_ack); break;
   case MCP_WIRE_CONN_REJECT:
     wire_wr_u32(w, m->u.reject.code);
     wire_wr_str(w, m->u.reject.reason, MCP_WIRE_REASON_MAX);
     break;
-  case MCP_WIRE_CLOSE:
-    wire_wr_u32(w, m->u.close_stream_id);
-    break;
+  case MCP_WIRE_CLOSE: wire_wr_u32(w, m->u.close_stream_id); break;
   case MCP_WIRE_PING:
-  case MCP_WIRE_PONG:
-    wire_wr_u64(w, m->u.cookie);
-    break;
+  case MCP_WIRE_PONG: wire_wr_u64(w, m->u.cookie); break;
   case MCP_WIRE_RECOVER: {
     int i;
     wire_wr_u32(w, m->u.recover.round);
@@ -651,13 +622,12 @@ static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m)
     wire_wr_endpoint(w, &m->u.recover.ep);
     break;
   }
-  default: /* CONN_READY: empty */
-    break;
+  default: /* CONN_READY: empty */ break;
   }
 }
 
-int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size_t *len,
-                    char *err, size_t errlen)
+int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size_t *len, char *err,
+                    size_t errlen)
 {
   struct wire_wr w = {.p = buf, .cap = cap};
   struct wire_wr patch;
@@ -671,7 +641,8 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
     return rc;
   version = m->version != 0 ? m->version : MCP_WIRE_VERSION;
   if (version > MCP_WIRE_VERSION || m->type > wire_type_max(version)) {
-    wire_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type), version);
+    wire_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type),
+              version);
     return -EINVAL;
   }
   wire_wr_u32(&w, MCP_WIRE_MAGIC);
@@ -681,14 +652,13 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   wire_wr_u32(&w, m->stream_id);
   wire_wr_payload(&w, m);
   if (w.overflow) {
-    wire_errf(err, errlen, "%zu-byte buffer is too small for a %s frame",
-              cap, mcp_wire_type_name(m->type));
+    wire_errf(err, errlen, "%zu-byte buffer is too small for a %s frame", cap, mcp_wire_type_name(m->type));
     return -ENOBUFS;
   }
   payload = w.off - MCP_WIRE_HDR_SIZE;
   if (payload > MCP_WIRE_MAX_PAYLOAD) {
-    wire_errf(err, errlen, "%s payload of %zu bytes exceeds the frame limit",
-              mcp_wire_type_name(m->type), payload);
+    wire_errf(err, errlen, "%s payload of %zu bytes exceeds the frame limit", mcp_wire_type_name(m->type),
+              payload);
     return -EINVAL;
   }
   patch = (struct wire_wr){.p = buf, .cap = cap, .off = 8};
@@ -711,20 +681,14 @@ static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
     m->u.conn_req.listen_token = wire_rd_u64(r, "listen token");
     wire_rd_endpoint(r, &m->u.conn_req.ep);
     break;
-  case MCP_WIRE_CONN_ACK:
-    wire_rd_endpoint(r, &m->u.conn_ack);
-    break;
+  case MCP_WIRE_CONN_ACK: wire_rd_endpoint(r, &m->u.conn_ack); break;
   case MCP_WIRE_CONN_REJECT:
     m->u.reject.code = wire_rd_u32(r, "reject code");
     wire_rd_str(r, m->u.reject.reason, MCP_WIRE_REASON_MAX, "reject reason");
     break;
-  case MCP_WIRE_CLOSE:
-    m->u.close_stream_id = wire_rd_u32(r, "closed stream id");
-    break;
+  case MCP_WIRE_CLOSE: m->u.close_stream_id = wire_rd_u32(r, "closed stream id"); break;
   case MCP_WIRE_PING:
-  case MCP_WIRE_PONG:
-    m->u.cookie = wire_rd_u64(r, "cookie");
-    break;
+  case MCP_WIRE_PONG: m->u.cookie = wire_rd_u64(r, "cookie"); break;
   case MCP_WIRE_RECOVER: {
     int i;
     m->u.recover.round = wire_rd_u32(r, "recovery round");
@@ -739,13 +703,11 @@ static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
       wire_rd_bad(r, "recovery step %u is not 1 or 2", m->u.recover.step);
     break;
   }
-  default: /* CONN_READY: empty */
-    break;
+  default: /* CONN_READY: empty */ break;
   }
 }
 
-int mcp_wire_decode(const uint8_t *buf, size_t len, struct mcp_wire_msg *m, char *err,
-                    size_t errlen)
+int mcp_wire_decode(const uint8_t *buf, size_t len, struct mcp_wire_msg *m, char *err, size_t errlen)
 {
   struct mcp_wire_header hdr;
   struct wire_rd r;
@@ -765,8 +727,8 @@ int mcp_wire_decode(const uint8_t *buf, size_t len, struct mcp_wire_msg *m, char
   m->type = hdr.type;
   m->stream_id = hdr.stream_id;
   snprintf(what, sizeof(what), "%s payload", mcp_wire_type_name(hdr.type));
-  r = (struct wire_rd){.p = buf + MCP_WIRE_HDR_SIZE, .len = hdr.length, .what = what,
-                       .err = err, .errlen = errlen};
+  r = (struct wire_rd){
+    .p = buf + MCP_WIRE_HDR_SIZE, .len = hdr.length, .what = what, .err = err, .errlen = errlen};
   wire_rd_payload(&r, m);
   rc = wire_rd_finish(&r);
   if (rc != 0) {
@@ -784,28 +746,23 @@ int mcp_wire_msg_equal(const struct mcp_wire_msg *a, const struct mcp_wire_msg *
   switch (a->type) {
   case MCP_WIRE_HELLO:
     return a->u.hello.nonce == b->u.hello.nonce && a->u.hello.pid == b->u.hello.pid &&
-           strcmp(a->u.hello.hostname, b->u.hello.hostname) == 0 &&
-           strcmp(a->u.hello.plugin_version, b->u.hello.plugin_version) == 0 &&
-           a->u.hello.local_rank == b->u.hello.local_rank;
+      strcmp(a->u.hello.hostname, b->u.hello.hostname) == 0 &&
+      strcmp(a->u.hello.plugin_version, b->u.hello.plugin_version) == 0 &&
+      a->u.hello.local_rank == b->u.hello.local_rank;
   case MCP_WIRE_CONN_REQ:
     return a->u.conn_req.listen_token == b->u.conn_req.listen_token &&
-           mcp_wire_endpoint_equal(&a->u.conn_req.ep, &b->u.conn_req.ep);
-  case MCP_WIRE_CONN_ACK:
-    return mcp_wire_endpoint_equal(&a->u.conn_ack, &b->u.conn_ack);
+      mcp_wire_endpoint_equal(&a->u.conn_req.ep, &b->u.conn_req.ep);
+  case MCP_WIRE_CONN_ACK: return mcp_wire_endpoint_equal(&a->u.conn_ack, &b->u.conn_ack);
   case MCP_WIRE_CONN_REJECT:
-    return a->u.reject.code == b->u.reject.code &&
-           strcmp(a->u.reject.reason, b->u.reject.reason) == 0;
-  case MCP_WIRE_CLOSE:
-    return a->u.close_stream_id == b->u.close_stream_id;
+    return a->u.reject.code == b->u.reject.code && strcmp(a->u.reject.reason, b->u.reject.reason) == 0;
+  case MCP_WIRE_CLOSE: return a->u.close_stream_id == b->u.close_stream_id;
   case MCP_WIRE_PING:
-  case MCP_WIRE_PONG:
-    return a->u.cookie == b->u.cookie;
+  case MCP_WIRE_PONG: return a->u.cookie == b->u.cookie;
   case MCP_WIRE_RECOVER:
     return a->u.recover.round == b->u.recover.round && a->u.recover.step == b->u.recover.step &&
-           a->u.recover.next_seq == b->u.recover.next_seq &&
-           memcmp(a->u.recover.done, b->u.recover.done, sizeof(a->u.recover.done)) == 0 &&
-           mcp_wire_endpoint_equal(&a->u.recover.ep, &b->u.recover.ep);
-  default:
-    return 1;
+      a->u.recover.next_seq == b->u.recover.next_seq &&
+      memcmp(a->u.recover.done, b->u.recover.done, sizeof(a->u.recover.done)) == 0 &&
+      mcp_wire_endpoint_equal(&a->u.recover.ep, &b->u.recover.ep);
+  default: return 1;
   }
 }

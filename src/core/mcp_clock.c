@@ -32,7 +32,4 @@ uint64_t mcp_clock_coarse_ns(void)
   return hook != NULL ? hook() : clock_read(CLOCK_MONOTONIC_COARSE);
 }
 
-void mcp_clock_test_set(uint64_t (*now_ns)(void))
-{
-  __atomic_store_n(&clock_hook, now_ns, __ATOMIC_RELEASE);
-}
+void mcp_clock_test_set(uint64_t (*now_ns)(void)) { __atomic_store_n(&clock_hook, now_ns, __ATOMIC_RELEASE); }

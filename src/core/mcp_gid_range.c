@@ -38,8 +38,7 @@ int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)
   }
   errno = 0;
   bits = strtol(slash + 1, &end, 10);
-  if (errno != 0 || *end != '\0' || end == slash + 1 || bits < 0 ||
-      bits > (range->family == 4 ? 32 : 128))
+  if (errno != 0 || *end != '\0' || end == slash + 1 || bits < 0 || bits > (range->family == 4 ? 32 : 128))
     return -1;
   range->bits = (int)bits;
   return 0;

@@ -21,8 +21,7 @@ int mcp_log_level_enabled(int level)
   return atomic_load(&log_fn) != NULL || level <= atomic_load(&stderr_level);
 }
 
-void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-             const char *fmt, ...)
+void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
 {
   char msg[2048];
   va_list ap;
@@ -38,5 +37,8 @@ void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int
     return;
   }
   fprintf(stderr, "mcpnet %s: %s\n",
-          level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_INFO ? "INFO" : "TRACE", msg);
+          level == NCCL_LOG_WARN     ? "WARN"
+            : level == NCCL_LOG_INFO ? "INFO"
+                                     : "TRACE",
+          msg);
 }

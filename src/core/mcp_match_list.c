@@ -13,8 +13,7 @@
 #include "mcpnet/match_list.h"
 #include "mcpnet/text.h"
 
-static int match_fault(struct mcp_match_fault *f, enum mcp_match_error kind, const char *tok,
-                       size_t len)
+static int match_fault(struct mcp_match_fault *f, enum mcp_match_error kind, const char *tok, size_t len)
 {
   f->kind = kind;
   f->token = tok;
@@ -46,8 +45,8 @@ static int match_port(const char *p, size_t len, int *port)
   return 0;
 }
 
-int mcp_match_list_parse(const char *text, size_t name_max, int with_ports,
-                         struct mcp_match_list *list, struct mcp_match_fault *fault)
+int mcp_match_list_parse(const char *text, size_t name_max, int with_ports, struct mcp_match_list *list,
+                         struct mcp_match_fault *fault)
 {
   const char *p = text;
 
@@ -117,8 +116,7 @@ int mcp_match_allows(const struct mcp_match_list *list, const char *name, int po
   if (list->n == 0)
     return 1;
   for (int i = 0; i < list->n && !hit; i++)
-    hit = mcp_match_token(list, i, name) &&
-          (port < 0 || list->e[i].port < 0 || list->e[i].port == port);
+    hit = mcp_match_token(list, i, name) && (port < 0 || list->e[i].port < 0 || list->e[i].port == port);
   return list->exclude ? !hit : hit;
 }
 

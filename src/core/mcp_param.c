@@ -39,8 +39,8 @@ struct loader {
   size_t errlen;
   int nerr;
   bool nomem;
-  int ib_timeout_default;    /* NCCL_IB_TIMEOUT's default for the NCCL that loaded us */
-  char ib_timeout_why[192];  /* and why it is that */
+  int ib_timeout_default;   /* NCCL_IB_TIMEOUT's default for the NCCL that loaded us */
+  char ib_timeout_why[192]; /* and why it is that */
   struct layer_value file[MCP_PARAM_COUNT];
   struct layer_value nccl[MCP_PARAM_COUNT];
   struct layer_value envl[MCP_PARAM_COUNT];
@@ -148,8 +148,8 @@ static void set_layer(struct loader *ld, struct layer_value *slot, const struct 
                       const char *path, unsigned line)
 {
   slot->text = keep_n(ld, text, len);
-  slot->origin = (struct mcp_param_origin){
-    .source = src, .key = table_key(def, key), .path = path, .line = line };
+  slot->origin =
+    (struct mcp_param_origin){.source = src, .key = table_key(def, key), .path = path, .line = line};
 }
 
 static void read_env_layer(struct loader *ld)
@@ -173,8 +173,8 @@ static void read_env_layer(struct loader *ld)
         len = alen;
         used = *a;
       } else if (alen != len || strncmp(av, v, len) != 0) {
-        warn_only(ld, "%s=%.*s (environment) is ignored: %s=%.*s is also set and takes precedence",
-                  *a, (int)alen, av, used, (int)len, v);
+        warn_only(ld, "%s=%.*s (environment) is ignored: %s=%.*s is also set and takes precedence", *a,
+                  (int)alen, av, used, (int)len, v);
       }
     }
     if (v != NULL)
@@ -197,13 +197,11 @@ static void take_line(struct loader *ld, struct layer_value *layer, enum mcp_par
   if (def == NULL) {
     /* NCCL's files hold all of NCCL's variables; only ours is expected to be ours. */
     if (ours)
-      warn_only(ld, "%s:%u: unknown key %s ignored (mcpnet-params lists the known ones)",
-                path, lineno, key);
+      warn_only(ld, "%s:%u: unknown key %s ignored (mcpnet-params lists the known ones)", path, lineno, key);
     return;
   }
   if (ours && def->id == MCP_PARAM_CONFIG) {
-    warn_only(ld, "%s:%u: %s inside a config file is ignored: files do not nest", path,
-              lineno, key);
+    warn_only(ld, "%s:%u: %s inside a config file is ignored: files do not nest", path, lineno, key);
     return;
   }
   if (*value == '\0')
@@ -250,8 +248,7 @@ static void read_file_layer(struct loader *ld, const char *path, struct layer_va
     else if (rc < 0 && ours)
       fail(ld, "%s:%u: malformed line, expected KEY=VALUE: %s", path, lineno, shown);
     else if (rc < 0)
-      warn_only(ld, "%s:%u: malformed line skipped (NCCL skips it too): %s", path, lineno,
-                shown);
+      warn_only(ld, "%s:%u: malformed line skipped (NCCL skips it too): %s", path, lineno, shown);
   }
   if (ferror(f))
     goto unreadable;
@@ -276,8 +273,7 @@ static void read_nccl_conf(struct loader *ld)
 {
   const char *user = env_get(ld, "NCCL_CONF_FILE");
   const char *home = ld->env != NULL && ld->env->home != NULL ? ld->env->home : env_get(ld, "HOME");
-  const char *sys = ld->env != NULL && ld->env->system_conf != NULL ? ld->env->system_conf
-                                                                    : "/etc/nccl.conf";
+  const char *sys = ld->env != NULL && ld->env->system_conf != NULL ? ld->env->system_conf : "/etc/nccl.conf";
   char path[4096];
 
   if (user != NULL) {
@@ -297,12 +293,8 @@ static void *field(struct mcp_config *cfg, const struct mcp_param_def *def)
 static void set_default(struct mcp_config *cfg, const struct mcp_param_def *def)
 {
   switch (def->type) {
-  case MCP_PARAM_INT:
-    *(int *)field(cfg, def) = (int)def->def;
-    break;
-  case MCP_PARAM_BOOL:
-    *(bool *)field(cfg, def) = def->def != 0;
-    break;
+  case MCP_PARAM_INT: *(int *)field(cfg, def) = (int)def->def; break;
+  case MCP_PARAM_BOOL: *(bool *)field(cfg, def) = def->def != 0; break;
   case MCP_PARAM_STRING:
     /* Table defaults are string literals: they outlive any configuration. */
     *(const char **)field(cfg, def) = def->def_str;
@@ -311,8 +303,7 @@ static void set_default(struct mcp_config *cfg, const struct mcp_param_def *def)
 }
 
 /* "NAME=value (environment)", naming the canonical variable when an alias was used. */
-static void describe(const struct mcp_param_def *def, const struct layer_value *lv, char *buf,
-                     size_t len)
+static void describe(const struct mcp_param_def *def, const struct layer_value *lv, char *buf, size_t len)
 {
   char where[512];
 
@@ -390,7 +381,8 @@ static void check_infinite(struct loader *ld)
     fail(ld,
          "NCCL_IB_TIMEOUT=0 (%s) means an infinite ACK timeout: a lost peer would hang the job "
          "instead of failing. Set MCPNET_ALLOW_INFINITE_RETRY=1 to allow it, or use 1..31 "
-         "(20 with 7 retries fails after about 34 s, 18 after about 8.6 s)", where);
+         "(20 with 7 retries fails after about 34 s, 18 after about 8.6 s)",
+         where);
     cfg->ib_timeout = ld->ib_timeout_default;
     cfg->origin[MCP_PARAM_IB_TIMEOUT].rejected = true;
   }
@@ -399,7 +391,8 @@ static void check_infinite(struct loader *ld)
     fail(ld,
          "MCPNET_RNR_RETRY=7 (%s) means retrying receiver-not-ready NAKs forever: a peer that "
          "stops posting receives would hang the job. Set MCPNET_ALLOW_INFINITE_RETRY=1 to allow "
-         "it, or use 0..6", where);
+         "it, or use 0..6",
+         where);
     set_default(cfg, &defs[MCP_PARAM_RNR_RETRY]);
     cfg->origin[MCP_PARAM_RNR_RETRY].rejected = true;
   }
@@ -449,8 +442,8 @@ static void log_time_to_error(struct loader *ld)
     snprintf(rn, sizeof(rn), "after at least %.2f ms (MCPNET_MIN_RNR_TIMER=%d: %.2f ms x %d tries)",
              rnr * 1000.0, cfg->min_rnr_timer, mcp_param_rnr_timer_ms(cfg->min_rnr_timer),
              cfg->rnr_retry + 1);
-  snprintf(msg, sizeof(msg), "QP time to error: an unreachable peer fails %s; RNR NAKs fail %s%s%s",
-           qp, rn, timeout_default ? ". NCCL_IB_TIMEOUT is the default for this NCCL: " : "",
+  snprintf(msg, sizeof(msg), "QP time to error: an unreachable peer fails %s; RNR NAKs fail %s%s%s", qp, rn,
+           timeout_default ? ". NCCL_IB_TIMEOUT is the default for this NCCL: " : "",
            timeout_default ? ld->ib_timeout_why : "");
   emit(ld, NCCL_LOG_INFO, msg);
 }
@@ -467,8 +460,8 @@ static const struct layer_value *pick(const struct loader *ld, enum mcp_param_id
   return NULL;
 }
 
-int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsigned flags,
-                   char *err, size_t errlen)
+int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsigned flags, char *err,
+                   size_t errlen)
 {
   struct loader *ld;
   const struct layer_value *conf;
@@ -492,9 +485,9 @@ int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsi
   ld->cfg = cfg;
   ld->env = env;
   /* NCCL changed this default in 2.23: follow the NCCL that loaded us. */
-  ld->ib_timeout_default = mcp_param_nccl_ib_timeout(env != NULL ? env->nccl_version : 0,
-                                                     env != NULL ? env->nccl_abi : 0,
-                                                     ld->ib_timeout_why, sizeof(ld->ib_timeout_why));
+  ld->ib_timeout_default =
+    mcp_param_nccl_ib_timeout(env != NULL ? env->nccl_version : 0, env != NULL ? env->nccl_abi : 0,
+                              ld->ib_timeout_why, sizeof(ld->ib_timeout_why));
   cfg->ib_timeout = ld->ib_timeout_default;
   ld->err = err;
   ld->errlen = err != NULL ? errlen : 0;
@@ -522,8 +515,7 @@ int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsi
       size_t used = strlen(ld->err);
 
       if (used < ld->errlen)
-        snprintf(ld->err + used, ld->errlen - used, " (and %d more invalid settings)",
-                 ld->nerr - 1);
+        snprintf(ld->err + used, ld->errlen - used, " (and %d more invalid settings)", ld->nerr - 1);
     }
     rc = -EINVAL;
     goto out;

@@ -24,12 +24,13 @@ int mcp_param_nccl_ib_timeout(int nccl_version, int nccl_abi, char *why, size_t 
     int maj = nccl_version / 10000, min = nccl_version / 100 % 100, pat = nccl_version % 100;
     int t = nccl_version >= NCCL_CODE_2_23 ? 20 : 18;
 
-    snprintf(why, whylen, "%d, as NCCL %d.%d.%d (which loaded mcpnet) defaults to (%s)", t, maj, min,
-             pat, t == 20 ? "20 from NCCL 2.23 on" : "18 before NCCL 2.23");
+    snprintf(why, whylen, "%d, as NCCL %d.%d.%d (which loaded mcpnet) defaults to (%s)", t, maj, min, pat,
+             t == 20 ? "20 from NCCL 2.23 on" : "18 before NCCL 2.23");
     return t;
   }
   if (nccl_abi == 8) {
-    snprintf(why, whylen, "18, as NCCL took the v8 table: NCCL 2.20-2.22 default to 18 (2.23, also "
+    snprintf(why, whylen,
+             "18, as NCCL took the v8 table: NCCL 2.20-2.22 default to 18 (2.23, also "
              "v8, to 20; NCCL's version was not visible)");
     return 18;
   }
@@ -48,19 +49,22 @@ int mcp_param_nccl_ib_timeout(int nccl_version, int nccl_abi, char *why, size_t 
  * parameter table. Why each is safe to ignore is in the README's compatibility section.
  */
 static const char *const nccl_ignored[] = {
-  "NCCL_IB_ADAPTIVE_ROUTING",    "NCCL_IB_AR_THRESHOLD",      "NCCL_IB_DATA_DIRECT",
-  "NCCL_IB_DISABLE",             "NCCL_IB_ECE_ENABLE",        "NCCL_IB_FIFO_TC",
-  "NCCL_IB_MERGE_NICS",          "NCCL_IB_MERGE_VFS",         "NCCL_IB_MQP_RETRY_ALL",
-  "NCCL_IB_MQP_RETRY_CNT",       "NCCL_IB_MQP_RETRY_SLEEP_MSEC", "NCCL_IB_PCI_RELAXED_ORDERING",
-  "NCCL_IB_RETURN_ASYNC_EVENTS", "NCCL_IB_ROUTABLE_FLID_GID_INDEX", "NCCL_IB_SPLIT_DATA_ON_QPS",
-  "NCCL_IB_USE_INLINE",          "NCCL_IB_WARN_RAIL_LOCAL",   NULL,
+  "NCCL_IB_ADAPTIVE_ROUTING",     "NCCL_IB_AR_THRESHOLD",
+  "NCCL_IB_DATA_DIRECT",          "NCCL_IB_DISABLE",
+  "NCCL_IB_ECE_ENABLE",           "NCCL_IB_FIFO_TC",
+  "NCCL_IB_MERGE_NICS",           "NCCL_IB_MERGE_VFS",
+  "NCCL_IB_MQP_RETRY_ALL",        "NCCL_IB_MQP_RETRY_CNT",
+  "NCCL_IB_MQP_RETRY_SLEEP_MSEC", "NCCL_IB_PCI_RELAXED_ORDERING",
+  "NCCL_IB_RETURN_ASYNC_EVENTS",  "NCCL_IB_ROUTABLE_FLID_GID_INDEX",
+  "NCCL_IB_SPLIT_DATA_ON_QPS",    "NCCL_IB_USE_INLINE",
+  "NCCL_IB_WARN_RAIL_LOCAL",      NULL,
 };
 
 /*
  * MCPNET_* names that are not parameters but belong to mcpnet's own build and lab
  * harness (test/lab exports them to every guest process): not a user's typo.
  */
-static const char *const harness_names[] = { "MCPNET_BUILD_DIR", "MCPNET_SOURCE_DIR", NULL };
+static const char *const harness_names[] = {"MCPNET_BUILD_DIR", "MCPNET_SOURCE_DIR", NULL};
 
 const char *const *mcp_param_nccl_ignored(void) { return nccl_ignored; }
 
@@ -195,13 +199,16 @@ int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
       const char *near = mcp_param_nearest(name, &d);
 
       nunknown++;
-      snprintf(msg, sizeof(msg), "%s=%s (environment) is not an mcpnet variable and is ignored; "
-               "the nearest one is %s (mcpnet-params lists them all)", name, eq + 1, near);
+      snprintf(msg, sizeof(msg),
+               "%s=%s (environment) is not an mcpnet variable and is ignored; "
+               "the nearest one is %s (mcpnet-params lists them all)",
+               name, eq + 1, near);
       report(env, NCCL_LOG_WARN, msg);
     }
   }
   if (nign > 0) {
-    snprintf(msg, sizeof(msg), "set, but mcpnet does not act on them (NCCL's own IB transport would): "
+    snprintf(msg, sizeof(msg),
+             "set, but mcpnet does not act on them (NCCL's own IB transport would): "
              "%s%s%s%s. The README's compatibility section says what mcpnet does instead",
              ignored, ignored[0] != '\0' && foreign[0] != '\0' ? "; " : "",
              foreign[0] != '\0' ? "not read by NCCL 2.28 either: " : "", foreign);
@@ -212,22 +219,22 @@ int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
   return nunknown;
 }
 
-int mcp_param_qps_cap(int want, int max_qps, long max_cqe, int cqe_per_qp, int cqe_fixed,
-                      char *why, size_t whylen)
+int mcp_param_qps_cap(int want, int max_qps, long max_cqe, int cqe_per_qp, int cqe_fixed, char *why,
+                      size_t whylen)
 {
   long fit = cqe_per_qp > 0 && max_cqe > 0 ? (max_cqe - cqe_fixed) / cqe_per_qp : want;
 
   if (whylen > 0)
     why[0] = '\0';
   if (want > max_qps) {
-    snprintf(why, whylen, "%d QPs per connection is mcpnet's bound (NCCL's own arrays hold 128)",
-             max_qps);
+    snprintf(why, whylen, "%d QPs per connection is mcpnet's bound (NCCL's own arrays hold 128)", max_qps);
     want = max_qps;
   }
   if (fit < 1)
     fit = 1; /* one QP needs less than a whole CQ on any real device; let create_cq say */
   if (want > fit) {
-    snprintf(why, whylen, "%ld QPs per connection fill this device's completion queue: it holds "
+    snprintf(why, whylen,
+             "%ld QPs per connection fill this device's completion queue: it holds "
              "at most %ld entries (ibv_device_attr.max_cqe) and mcpnet needs %d per QP",
              fit, max_cqe, cqe_per_qp);
     want = (int)fit;

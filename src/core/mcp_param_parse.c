@@ -68,8 +68,8 @@ int mcp_param_parse_int(const char *text, long long *out)
 
 int mcp_param_parse_bool(const char *text, bool *out)
 {
-  static const char *const yes[] = { "1", "true", "yes", "on" };
-  static const char *const no[] = { "0", "false", "no", "off" };
+  static const char *const yes[] = {"1", "true", "yes", "on"};
+  static const char *const no[] = {"0", "false", "no", "off"};
 
   for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
     if (strcasecmp(text, yes[i]) == 0) {
@@ -154,16 +154,13 @@ static int format_int(const struct mcp_param_def *def, long long v, char *buf, s
   return snprintf(buf, len, "%lld", v);
 }
 
-int mcp_param_format(const struct mcp_config *cfg, const struct mcp_param_def *def, char *buf,
-                     size_t len)
+int mcp_param_format(const struct mcp_config *cfg, const struct mcp_param_def *def, char *buf, size_t len)
 {
   const char *s;
 
   switch (def->type) {
-  case MCP_PARAM_INT:
-    return format_int(def, *(const int *)cfield(cfg, def), buf, len);
-  case MCP_PARAM_BOOL:
-    return snprintf(buf, len, "%d", *(const bool *)cfield(cfg, def) ? 1 : 0);
+  case MCP_PARAM_INT: return format_int(def, *(const int *)cfield(cfg, def), buf, len);
+  case MCP_PARAM_BOOL: return snprintf(buf, len, "%d", *(const bool *)cfield(cfg, def) ? 1 : 0);
   case MCP_PARAM_STRING:
     s = *(const char *const *)cfield(cfg, def);
     return snprintf(buf, len, "%s", s != NULL ? s : "(unset)");
@@ -174,12 +171,9 @@ int mcp_param_format(const struct mcp_config *cfg, const struct mcp_param_def *d
 int mcp_param_format_default(const struct mcp_param_def *def, char *buf, size_t len)
 {
   switch (def->type) {
-  case MCP_PARAM_INT:
-    return format_int(def, def->def, buf, len);
-  case MCP_PARAM_BOOL:
-    return snprintf(buf, len, "%d", def->def != 0);
-  case MCP_PARAM_STRING:
-    return snprintf(buf, len, "%s", def->def_str != NULL ? def->def_str : "(unset)");
+  case MCP_PARAM_INT: return format_int(def, def->def, buf, len);
+  case MCP_PARAM_BOOL: return snprintf(buf, len, "%d", def->def != 0);
+  case MCP_PARAM_STRING: return snprintf(buf, len, "%s", def->def_str != NULL ? def->def_str : "(unset)");
   }
   return snprintf(buf, len, "?");
 }
@@ -195,10 +189,8 @@ int mcp_param_format_range(const struct mcp_param_def *def, char *buf, size_t le
     format_int(def, def->min, lo, sizeof(lo));
     format_int(def, def->max, hi, sizeof(hi));
     return snprintf(buf, len, "%s..%s", lo, hi);
-  case MCP_PARAM_BOOL:
-    return snprintf(buf, len, "0 or 1");
-  case MCP_PARAM_STRING:
-    return snprintf(buf, len, "any");
+  case MCP_PARAM_BOOL: return snprintf(buf, len, "0 or 1");
+  case MCP_PARAM_STRING: return snprintf(buf, len, "any");
   }
   return snprintf(buf, len, "?");
 }

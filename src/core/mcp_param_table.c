@@ -48,13 +48,12 @@ static int check_cidr(const char *value, char *why, size_t whylen)
   af = strchr(host, ':') != NULL ? AF_INET6 : AF_INET;
   maxlen = af == AF_INET6 ? 128 : 32;
   if (inet_pton(af, host, addr) != 1) {
-    snprintf(why, whylen, "is not a CIDR: '%s' is not an IPv%d address", host,
-             af == AF_INET6 ? 6 : 4);
+    snprintf(why, whylen, "is not a CIDR: '%s' is not an IPv%d address", host, af == AF_INET6 ? 6 : 4);
     return -EINVAL;
   }
   /* Only plain decimal here: "/0x10" or "/+8" would be legal ints but odd CIDRs. */
-  if (slash[1] < '0' || slash[1] > '9' || mcp_param_parse_int(slash + 1, &prefix) != 0 ||
-      prefix > maxlen || strspn(slash + 1, "0123456789") != strlen(slash + 1)) {
+  if (slash[1] < '0' || slash[1] > '9' || mcp_param_parse_int(slash + 1, &prefix) != 0 || prefix > maxlen ||
+      strspn(slash + 1, "0123456789") != strlen(slash + 1)) {
     snprintf(why, whylen, "is not a CIDR: the prefix length must be 0..%d", maxlen);
     return -EINVAL;
   }
@@ -96,11 +95,14 @@ static int check_port_range(const char *value, char *why, size_t whylen)
 static int check_mtu(long long value, char *why, size_t whylen)
 {
   switch (value) {
-  case 0: case 256: case 512: case 1024: case 2048: case 4096:
-    return 0;
+  case 0:
+  case 256:
+  case 512:
+  case 1024:
+  case 2048:
+  case 4096: return 0;
   }
-  snprintf(why, whylen,
-           "IB path MTUs are 256, 512, 1024, 2048 and 4096; 0 takes the port's active MTU");
+  snprintf(why, whylen, "IB path MTUs are 256, 512, 1024, 2048 and 4096; 0 takes the port's active MTU");
   return -EINVAL;
 }
 
@@ -132,36 +134,59 @@ static int check_pkey_value(long long value, char *why, size_t whylen)
   return -EINVAL;
 }
 
-static const char *const tenant_pkey_aliases[] = { "MCPNET_PKEY", NULL };
-static const char *const watchdog_aliases[] = { "MCPNET_WATCHDOG_SECONDS", NULL };
+static const char *const tenant_pkey_aliases[] = {"MCPNET_PKEY", NULL};
+static const char *const watchdog_aliases[] = {"MCPNET_WATCHDOG_SECONDS", NULL};
 
 #define OFF(field) offsetof(struct mcp_config, field)
 
-#define INT_ROW(id_, name_, def_, min_, max_, field, doc_, why_)                          \
-  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_INT, .def = def_, .min = min_,   \
-            .max = max_, .doc = doc_, .why = why_, .offset = OFF(field) }
-#define BOOL_ROW(id_, name_, def_, field, doc_)                                           \
-  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_BOOL, .def = def_, .min = 0,     \
-            .max = 1, .doc = doc_, .offset = OFF(field) }
-#define STR_ROW(id_, name_, def_, field, check_, range_, doc_)                            \
-  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_STRING, .def_str = def_,         \
-            .check_str = check_, .range_doc = range_, .doc = doc_, .offset = OFF(field) }
+#define INT_ROW(id_, name_, def_, min_, max_, field, doc_, why_) \
+  [id_] = {.id = id_,                                            \
+           .name = name_,                                        \
+           .type = MCP_PARAM_INT,                                \
+           .def = def_,                                          \
+           .min = min_,                                          \
+           .max = max_,                                          \
+           .doc = doc_,                                          \
+           .why = why_,                                          \
+           .offset = OFF(field)}
+#define BOOL_ROW(id_, name_, def_, field, doc_) \
+  [id_] = {.id = id_,                           \
+           .name = name_,                       \
+           .type = MCP_PARAM_BOOL,              \
+           .def = def_,                         \
+           .min = 0,                            \
+           .max = 1,                            \
+           .doc = doc_,                         \
+           .offset = OFF(field)}
+#define STR_ROW(id_, name_, def_, field, check_, range_, doc_) \
+  [id_] = {.id = id_,                                          \
+           .name = name_,                                      \
+           .type = MCP_PARAM_STRING,                           \
+           .def_str = def_,                                    \
+           .check_str = check_,                                \
+           .range_doc = range_,                                \
+           .doc = doc_,                                        \
+           .offset = OFF(field)}
 /* A string whose typed form the configuration keeps (parse_), e.g. the rank map. */
-#define PARSED_ROW(id_, name_, def_, field, parse_, range_, doc_)                         \
-  [id_] = { .id = id_, .name = name_, .type = MCP_PARAM_STRING, .def_str = def_,         \
-            .parse_str = parse_, .range_doc = range_, .doc = doc_, .offset = OFF(field) }
+#define PARSED_ROW(id_, name_, def_, field, parse_, range_, doc_) \
+  [id_] = {.id = id_,                                             \
+           .name = name_,                                         \
+           .type = MCP_PARAM_STRING,                              \
+           .def_str = def_,                                       \
+           .parse_str = parse_,                                   \
+           .range_doc = range_,                                   \
+           .doc = doc_,                                           \
+           .offset = OFF(field)}
 
 static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   STR_ROW(MCP_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, ib_hca, NULL, "device list",
           "Devices to use, as in NCCL: comma list of name[:port], prefix match, ^ excludes, = exact"),
   INT_ROW(MCP_PARAM_IB_GID_INDEX, "NCCL_IB_GID_INDEX", -1, -1, 1023, ib_gid_index,
-          "RoCE GID index on every port; -1 chooses automatically",
-          "-1 chooses automatically"),
+          "RoCE GID index on every port; -1 chooses automatically", "-1 chooses automatically"),
   INT_ROW(MCP_PARAM_IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", 2, 1, 2, ib_roce_version,
           "RoCE version preferred by automatic GID choice", "RoCE is version 1 or 2"),
-  STR_ROW(MCP_PARAM_IB_ADDR_FAMILY, "NCCL_IB_ADDR_FAMILY", "AF_INET", ib_addr_family,
-          check_family, "AF_INET|AF_INET6",
-          "Address family preferred by automatic GID choice"),
+  STR_ROW(MCP_PARAM_IB_ADDR_FAMILY, "NCCL_IB_ADDR_FAMILY", "AF_INET", ib_addr_family, check_family,
+          "AF_INET|AF_INET6", "Address family preferred by automatic GID choice"),
   STR_ROW(MCP_PARAM_IB_ADDR_RANGE, "NCCL_IB_ADDR_RANGE", NULL, ib_addr_range, check_cidr,
           "CIDR (IPv4 or IPv6)", "Automatic GID choice only takes GIDs inside this subnet"),
   INT_ROW(MCP_PARAM_IB_TIMEOUT, "NCCL_IB_TIMEOUT", 20, 0, 31, ib_timeout,
@@ -179,32 +204,45 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   INT_ROW(MCP_PARAM_IB_PKEY, "NCCL_IB_PKEY", 0, 0, 65535, ib_pkey_index,
           "Index into the port's P_Key table, as in NCCL (a P_Key value goes in MCPNET_TENANT_PKEY)",
           "P_Key table indices are 16 bits"),
-  INT_ROW(MCP_PARAM_IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", 1, 1, 65535,
-          ib_qps_per_conn, "QPs each connection spreads its messages over; above 128, or more "
+  INT_ROW(MCP_PARAM_IB_QPS_PER_CONNECTION, "NCCL_IB_QPS_PER_CONNECTION", 1, 1, 65535, ib_qps_per_conn,
+          "QPs each connection spreads its messages over; above 128, or more "
           "than a device's completion queue holds, is capped with a WARN",
           "a connection needs at least 1 QP"),
-  STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL,
-          "interface list",
+  STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL, "interface list",
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,
           "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
   PARSED_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, parse_rank_map, "rank map",
-          "Per-local-rank placement: "
-          "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."),
+             "Per-local-rank placement: "
+             "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."),
   INT_ROW(MCP_PARAM_LOCAL_RANK, "MCPNET_LOCAL_RANK", -1, -1, 4095, local_rank,
           "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ...",
           "-1 looks the local rank up in the launcher's variables"),
   BOOL_ROW(MCP_PARAM_STRICT, "MCPNET_STRICT", 1, strict,
            "A pinned or listed device that is missing or unusable fails init instead of being skipped"),
-  [MCP_PARAM_TENANT_PKEY] = {
-    .id = MCP_PARAM_TENANT_PKEY, .name = "MCPNET_TENANT_PKEY", .aliases = tenant_pkey_aliases,
-    .type = MCP_PARAM_INT, .def = -1, .min = -1, .max = 0xffff, .hex = true, .check_int = check_pkey_value,
-    .doc = "P_Key value (e.g. 0x8001) this tenant's traffic must carry; -1 uses NCCL_IB_PKEY's index",
-    .why = "a P_Key is 16 bits; -1 leaves it unset", .offset = OFF(tenant_pkey) },
-  [MCP_PARAM_MTU] = {
-    .id = MCP_PARAM_MTU, .name = "MCPNET_MTU", .type = MCP_PARAM_INT, .def = 0, .min = 0,
-    .max = 4096, .check_int = check_mtu, .range_doc = "0, 256, 512, 1024, 2048, 4096",
-    .doc = "Path MTU cap in bytes; 0 takes the port's active MTU", .offset = OFF(mtu) },
+  [MCP_PARAM_TENANT_PKEY] =
+    {.id = MCP_PARAM_TENANT_PKEY,
+     .name = "MCPNET_TENANT_PKEY",
+     .aliases = tenant_pkey_aliases,
+     .type = MCP_PARAM_INT,
+     .def = -1,
+     .min = -1,
+     .max = 0xffff,
+     .hex = true,
+     .check_int = check_pkey_value,
+     .doc = "P_Key value (e.g. 0x8001) this tenant's traffic must carry; -1 uses NCCL_IB_PKEY's index",
+     .why = "a P_Key is 16 bits; -1 leaves it unset",
+     .offset = OFF(tenant_pkey)},
+  [MCP_PARAM_MTU] = {.id = MCP_PARAM_MTU,
+                     .name = "MCPNET_MTU",
+                     .type = MCP_PARAM_INT,
+                     .def = 0,
+                     .min = 0,
+                     .max = 4096,
+                     .check_int = check_mtu,
+                     .range_doc = "0, 256, 512, 1024, 2048, 4096",
+                     .doc = "Path MTU cap in bytes; 0 takes the port's active MTU",
+                     .offset = OFF(mtu)},
   INT_ROW(MCP_PARAM_RNR_RETRY, "MCPNET_RNR_RETRY", 6, 0, 7, rnr_retry,
           "Retries after a receiver-not-ready NAK; 7 (infinite) needs MCPNET_ALLOW_INFINITE_RETRY",
           "the RNR retry counter is 3 bits"),
@@ -214,8 +252,8 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "the RNR timer code is 5 bits"),
   BOOL_ROW(MCP_PARAM_ALLOW_INFINITE_RETRY, "MCPNET_ALLOW_INFINITE_RETRY", 0, allow_infinite_retry,
            "Allow NCCL_IB_TIMEOUT=0 or MCPNET_RNR_RETRY=7, which can hang a job forever"),
-  STR_ROW(MCP_PARAM_OOB_PORT_RANGE, "MCPNET_OOB_PORT_RANGE", NULL, oob_port_range,
-          check_port_range, "PORT or LO-HI within 1-65535",
+  STR_ROW(MCP_PARAM_OOB_PORT_RANGE, "MCPNET_OOB_PORT_RANGE", NULL, oob_port_range, check_port_range,
+          "PORT or LO-HI within 1-65535",
           "TCP ports the out-of-band listener may bind, so firewalls can open them; unset = any"),
   INT_ROW(MCP_PARAM_CONNECT_TIMEOUT, "MCPNET_CONNECT_TIMEOUT", 30, 1, 3600, connect_timeout_s,
           "Seconds an out-of-band connect keeps retrying before it fails",
@@ -223,17 +261,24 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   INT_ROW(MCP_PARAM_RECOVERY_TIMEOUT, "MCPNET_RECOVERY_TIMEOUT", 30, 0, 3600, recovery_timeout_s,
           "Seconds to re-create a connection's QPs and replay after a transport error; 0 fails at once",
           "recovery may take up to 1 h; 0 disables it"),
-  [MCP_PARAM_WATCHDOG_SEC] = {
-    .id = MCP_PARAM_WATCHDOG_SEC, .name = "MCPNET_WATCHDOG_SEC", .aliases = watchdog_aliases,
-    .type = MCP_PARAM_INT, .def = 300, .min = 0, .max = 86400,
-    .doc = "Seconds without progress before a request's stall is reported (once per stall); 0 turns it off",
-    .why = "the watchdog period is at most a day; 0 turns it off", .offset = OFF(watchdog_s) },
+  [MCP_PARAM_WATCHDOG_SEC] =
+    {.id = MCP_PARAM_WATCHDOG_SEC,
+     .name = "MCPNET_WATCHDOG_SEC",
+     .aliases = watchdog_aliases,
+     .type = MCP_PARAM_INT,
+     .def = 300,
+     .min = 0,
+     .max = 86400,
+     .doc = "Seconds without progress before a request's stall is reported (once per stall); 0 turns it off",
+     .why = "the watchdog period is at most a day; 0 turns it off",
+     .offset = OFF(watchdog_s)},
   BOOL_ROW(MCP_PARAM_ABORT_ON_ERROR, "MCPNET_ABORT_ON_ERROR", 0, abort_on_error,
            "Abort the process at the first error, for a core dump"),
   BOOL_ROW(MCP_PARAM_FORCE_FLUSH, "MCPNET_FORCE_FLUSH", 0, force_flush,
            "Run iflush's loopback read for host buffers too (GPU buffers are always flushed when NCCL asks)"),
   INT_ROW(MCP_PARAM_PROGRESS_CPU, "MCPNET_PROGRESS_CPU", -1, -1, 4095, progress_cpu,
-          "CPU a future background thread (async events, recovery) is pinned to; -1 = not pinned"" [planned: not in effect yet]",
+          "CPU a future background thread (async events, recovery) is pinned to; -1 = not pinned"
+          " [planned: not in effect yet]",
           "-1 leaves the thread unpinned"),
   INT_ROW(MCP_PARAM_INLINE_BYTES, "MCPNET_INLINE_BYTES", 64, 0, 1024, inline_bytes,
           "Largest data message from host memory written inline (GPU memory never is); 0 never inlines data",
@@ -285,9 +330,8 @@ double mcp_param_time_to_error_s(int timeout, int retry)
 
 /* The IB specification's min_rnr_timer encoding, in hundredths of a millisecond. */
 static const unsigned rnr_timer_cs[32] = {
-  65536, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192,
-  256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576,
-  32768, 49152,
+  65536, 1,   2,   3,   4,    6,    8,    12,   16,   24,   32,   48,    64,    96,    128,   192,
+  256,   384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
 };
 
 double mcp_param_rnr_timer_ms(int code)

@@ -58,8 +58,10 @@ static int parse_ranks(const char *s, struct mcp_rankmap_entry *e, char *err, si
     e->lo = e->hi = (int)a;
     return 0;
   }
-  if (trim_copy(s, (size_t)(dash - s), lo, sizeof(lo)) < 0 || trim_copy(dash + 1, strlen(dash + 1), hi, sizeof(hi)) < 0 ||
-      parse_decimal(lo, 0, MCP_RANKMAP_RANK_MAX, &a) != 0 || parse_decimal(hi, 0, MCP_RANKMAP_RANK_MAX, &b) != 0)
+  if (trim_copy(s, (size_t)(dash - s), lo, sizeof(lo)) < 0 ||
+      trim_copy(dash + 1, strlen(dash + 1), hi, sizeof(hi)) < 0 ||
+      parse_decimal(lo, 0, MCP_RANKMAP_RANK_MAX, &a) != 0 ||
+      parse_decimal(hi, 0, MCP_RANKMAP_RANK_MAX, &b) != 0)
     return ERR("'%s' is not a rank range N-M with ranks 0..%d", s, MCP_RANKMAP_RANK_MAX);
   if (a > b)
     return ERR("rank range '%s' runs backwards", s);
@@ -222,8 +224,8 @@ int mcp_rankmap_parse(const char *text, struct mcp_rankmap *map, char *err, size
         return ERR("MCPNET_RANK_MAP entry '%s': %s", entry, why);
       for (i = 0; i < map->n; i++)
         if (e->lo <= map->e[i].hi && map->e[i].lo <= e->hi)
-          return ERR("MCPNET_RANK_MAP: entries '%s' and '%s' both place local rank %d", map->e[i].text,
-                     entry, e->lo > map->e[i].lo ? e->lo : map->e[i].lo);
+          return ERR("MCPNET_RANK_MAP: entries '%s' and '%s' both place local rank %d", map->e[i].text, entry,
+                     e->lo > map->e[i].lo ? e->lo : map->e[i].lo);
       map->n++;
     }
     if (semi == NULL)

@@ -27,24 +27,18 @@
 socklen_t mcp_sockaddr_len(const union mcp_sockaddr *a)
 {
   switch (a->sa.sa_family) {
-  case AF_INET:
-    return sizeof(a->sin);
-  case AF_INET6:
-    return sizeof(a->sin6);
-  default:
-    return 0;
+  case AF_INET: return sizeof(a->sin);
+  case AF_INET6: return sizeof(a->sin6);
+  default: return 0;
   }
 }
 
 uint16_t mcp_sockaddr_port(const union mcp_sockaddr *a)
 {
   switch (a->sa.sa_family) {
-  case AF_INET:
-    return ntohs(a->sin.sin_port);
-  case AF_INET6:
-    return ntohs(a->sin6.sin6_port);
-  default:
-    return 0;
+  case AF_INET: return ntohs(a->sin.sin_port);
+  case AF_INET6: return ntohs(a->sin6.sin6_port);
+  default: return 0;
   }
 }
 
@@ -61,15 +55,11 @@ int mcp_sockaddr_equal(const union mcp_sockaddr *a, const union mcp_sockaddr *b)
   if (a->sa.sa_family != b->sa.sa_family)
     return 0;
   switch (a->sa.sa_family) {
-  case AF_INET:
-    return a->sin.sin_port == b->sin.sin_port &&
-           a->sin.sin_addr.s_addr == b->sin.sin_addr.s_addr;
+  case AF_INET: return a->sin.sin_port == b->sin.sin_port && a->sin.sin_addr.s_addr == b->sin.sin_addr.s_addr;
   case AF_INET6:
-    return a->sin6.sin6_port == b->sin6.sin6_port &&
-           a->sin6.sin6_scope_id == b->sin6.sin6_scope_id &&
-           memcmp(&a->sin6.sin6_addr, &b->sin6.sin6_addr, sizeof(a->sin6.sin6_addr)) == 0;
-  default:
-    return 0;
+    return a->sin6.sin6_port == b->sin6.sin6_port && a->sin6.sin6_scope_id == b->sin6.sin6_scope_id &&
+      memcmp(&a->sin6.sin6_addr, &b->sin6.sin6_addr, sizeof(a->sin6.sin6_addr)) == 0;
+  default: return 0;
   }
 }
 
@@ -91,9 +81,7 @@ const char *mcp_sockaddr_format_host(const union mcp_sockaddr *a, char *buf, siz
     else
       snprintf(buf, len, "%s", host);
     break;
-  default:
-    snprintf(buf, len, "(family %d)", (int)a->sa.sa_family);
-    break;
+  default: snprintf(buf, len, "(family %d)", (int)a->sa.sa_family); break;
   }
   return buf;
 }
@@ -199,8 +187,7 @@ bad:
 
 /* ---- Listening -------------------------------------------------------------------- */
 
-int mcp_sock_port_range_parse(const char *str, struct mcp_sock_port_range *range, char *msg,
-                              size_t msglen)
+int mcp_sock_port_range_parse(const char *str, struct mcp_sock_port_range *range, char *msg, size_t msglen)
 {
   const char *dash;
   unsigned long lo, hi;
@@ -214,16 +201,14 @@ int mcp_sock_port_range_parse(const char *str, struct mcp_sock_port_range *range
       goto bad;
     hi = lo;
   } else if (sock_parse_uint(str, (size_t)(dash - str), 65535, &lo) != 0 ||
-             sock_parse_uint(dash + 1, strlen(dash + 1), 65535, &hi) != 0 || lo == 0 ||
-             hi < lo) {
+             sock_parse_uint(dash + 1, strlen(dash + 1), 65535, &hi) != 0 || lo == 0 || hi < lo) {
     goto bad;
   }
   range->lo = (uint16_t)lo;
   range->hi = (uint16_t)hi;
   return 0;
 bad:
-  snprintf(msg, msglen,
-           "port range \"%s\" is not \"lo-hi\" with 1 <= lo <= hi <= 65535 (or one port)", str);
+  snprintf(msg, msglen, "port range \"%s\" is not \"lo-hi\" with 1 <= lo <= hi <= 65535 (or one port)", str);
   return -EINVAL;
 }
 
@@ -275,8 +260,8 @@ fail:
   return err;
 }
 
-int mcp_sock_listen(const union mcp_sockaddr *addr, const struct mcp_sock_port_range *range,
-                    int *fd, union mcp_sockaddr *bound, char *msg, size_t msglen)
+int mcp_sock_listen(const union mcp_sockaddr *addr, const struct mcp_sock_port_range *range, int *fd,
+                    union mcp_sockaddr *bound, char *msg, size_t msglen)
 {
   char host[MCP_SOCKADDR_STRLEN];
   unsigned lo, hi, port;
@@ -317,7 +302,7 @@ int mcp_sock_listen(const union mcp_sockaddr *addr, const struct mcp_sock_port_r
   if (rc != 0) {
     snprintf(msg, msglen, "cannot listen on %s port %u: %s%s", host, port, strerror(-rc),
              rc == -EADDRNOTAVAIL ? " (the address is not on this host)"
-             : rc == -EACCES      ? " (ports below 1024 need privileges)"
+               : rc == -EACCES    ? " (ports below 1024 need privileges)"
                                   : "");
     return rc;
   }
@@ -362,10 +347,8 @@ int mcp_sock_accept(int listen_fd, int *fd, union mcp_sockaddr *peer)
     case ENONET:
     case EHOSTUNREACH:
     case EOPNOTSUPP:
-    case ENETUNREACH:
-      return -EAGAIN;
-    default:
-      return -errno;
+    case ENETUNREACH: return -EAGAIN;
+    default: return -errno;
     }
   }
   /* Small control frames must not wait for Nagle's coalescing. */
@@ -408,16 +391,11 @@ static uint64_t sock_elapsed_ms(const struct mcp_sock_connect *c, uint64_t now)
 const char *mcp_sock_connect_fail_name(enum mcp_sock_connect_fail fail)
 {
   switch (fail) {
-  case MCP_SOCK_FAIL_NONE:
-    return "none";
-  case MCP_SOCK_FAIL_REFUSED:
-    return "refused";
-  case MCP_SOCK_FAIL_UNREACHABLE:
-    return "unreachable";
-  case MCP_SOCK_FAIL_TIMEOUT:
-    return "timeout";
-  case MCP_SOCK_FAIL_OTHER:
-    return "error";
+  case MCP_SOCK_FAIL_NONE: return "none";
+  case MCP_SOCK_FAIL_REFUSED: return "refused";
+  case MCP_SOCK_FAIL_UNREACHABLE: return "unreachable";
+  case MCP_SOCK_FAIL_TIMEOUT: return "timeout";
+  case MCP_SOCK_FAIL_OTHER: return "error";
   }
   return "?";
 }
@@ -431,8 +409,7 @@ static void sock_connect_close(struct mcp_sock_connect *c)
 
 /* Records the final failure and its explanation; the message is what a user sees. */
 static enum mcp_sock_connect_state sock_connect_fail(struct mcp_sock_connect *c,
-                                                     enum mcp_sock_connect_fail fail, int err,
-                                                     uint64_t now)
+                                                     enum mcp_sock_connect_fail fail, int err, uint64_t now)
 {
   char peer[MCP_SOCKADDR_STRLEN];
   unsigned long long ms = (unsigned long long)sock_elapsed_ms(c, now);
@@ -462,15 +439,13 @@ static enum mcp_sock_connect_state sock_connect_fail(struct mcp_sock_connect *c,
              peer, ms, peer);
     break;
   default:
-    snprintf(c->msg, sizeof(c->msg), "connect to %s failed: %s (errno %d)", peer,
-             strerror(err), err);
+    snprintf(c->msg, sizeof(c->msg), "connect to %s failed: %s (errno %d)", peer, strerror(err), err);
     break;
   }
   return c->state;
 }
 
-static enum mcp_sock_connect_state sock_connect_error(struct mcp_sock_connect *c, int err,
-                                                      uint64_t now)
+static enum mcp_sock_connect_state sock_connect_error(struct mcp_sock_connect *c, int err, uint64_t now)
 {
   sock_connect_close(c);
   switch (err) {
@@ -481,25 +456,20 @@ static enum mcp_sock_connect_state sock_connect_error(struct mcp_sock_connect *c
     if (c->attempts <= c->opts.max_retries &&
         now + (uint64_t)c->next_backoff_ms * 1000000ull < c->deadline_ns) {
       c->retry_at_ns = now + (uint64_t)c->next_backoff_ms * 1000000ull;
-      c->next_backoff_ms = c->next_backoff_ms >= c->opts.backoff_max_ms / 2
-                               ? c->opts.backoff_max_ms
-                               : c->next_backoff_ms * 2;
+      c->next_backoff_ms =
+        c->next_backoff_ms >= c->opts.backoff_max_ms / 2 ? c->opts.backoff_max_ms : c->next_backoff_ms * 2;
       return c->state;
     }
     return sock_connect_fail(c, MCP_SOCK_FAIL_REFUSED, err, now);
   case EHOSTUNREACH:
-  case ENETUNREACH:
-    return sock_connect_fail(c, MCP_SOCK_FAIL_UNREACHABLE, err, now);
-  case ETIMEDOUT:
-    return sock_connect_fail(c, MCP_SOCK_FAIL_TIMEOUT, err, now);
-  default:
-    return sock_connect_fail(c, MCP_SOCK_FAIL_OTHER, err, now);
+  case ENETUNREACH: return sock_connect_fail(c, MCP_SOCK_FAIL_UNREACHABLE, err, now);
+  case ETIMEDOUT: return sock_connect_fail(c, MCP_SOCK_FAIL_TIMEOUT, err, now);
+  default: return sock_connect_fail(c, MCP_SOCK_FAIL_OTHER, err, now);
   }
 }
 
 /* One connect() call on a fresh socket. */
-static enum mcp_sock_connect_state sock_connect_attempt(struct mcp_sock_connect *c,
-                                                        uint64_t now)
+static enum mcp_sock_connect_state sock_connect_attempt(struct mcp_sock_connect *c, uint64_t now)
 {
   c->fd = socket(c->peer.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c->fd < 0)
@@ -522,8 +492,7 @@ static enum mcp_sock_connect_state sock_connect_attempt(struct mcp_sock_connect 
   return sock_connect_error(c, errno, now);
 }
 
-enum mcp_sock_connect_state mcp_sock_connect_start(struct mcp_sock_connect *c,
-                                                   const union mcp_sockaddr *peer,
+enum mcp_sock_connect_state mcp_sock_connect_start(struct mcp_sock_connect *c, const union mcp_sockaddr *peer,
                                                    const union mcp_sockaddr *local,
                                                    const struct mcp_sock_connect_opts *opts)
 {
@@ -597,10 +566,7 @@ int mcp_sock_connect_take_fd(struct mcp_sock_connect *c)
   return fd;
 }
 
-void mcp_sock_connect_cancel(struct mcp_sock_connect *c)
-{
-  sock_connect_close(c);
-}
+void mcp_sock_connect_cancel(struct mcp_sock_connect *c) { sock_connect_close(c); }
 
 /* ---- Framed send and receive ------------------------------------------------------ */
 
@@ -617,10 +583,7 @@ void mcp_sock_sendq_free(struct mcp_sock_sendq *q)
   memset(q, 0, sizeof(*q));
 }
 
-size_t mcp_sock_sendq_pending(const struct mcp_sock_sendq *q)
-{
-  return q->tail - q->head;
-}
+size_t mcp_sock_sendq_pending(const struct mcp_sock_sendq *q) { return q->tail - q->head; }
 
 /* Makes room for len more bytes at the tail: compact first, grow only if needed. */
 static int sock_sendq_reserve(struct mcp_sock_sendq *q, size_t len)
@@ -701,10 +664,7 @@ void mcp_sock_rbuf_free(struct mcp_sock_rbuf *rb)
   memset(rb, 0, sizeof(*rb));
 }
 
-size_t mcp_sock_rbuf_pending(const struct mcp_sock_rbuf *rb)
-{
-  return rb->end - rb->start;
-}
+size_t mcp_sock_rbuf_pending(const struct mcp_sock_rbuf *rb) { return rb->end - rb->start; }
 
 long mcp_sock_rbuf_fill(struct mcp_sock_rbuf *rb, int fd)
 {
@@ -736,8 +696,7 @@ long mcp_sock_rbuf_fill(struct mcp_sock_rbuf *rb, int fd)
   return total;
 }
 
-int mcp_sock_rbuf_next(struct mcp_sock_rbuf *rb, const uint8_t **frame, size_t *len, char *msg,
-                       size_t msglen)
+int mcp_sock_rbuf_next(struct mcp_sock_rbuf *rb, const uint8_t **frame, size_t *len, char *msg, size_t msglen)
 {
   size_t have = rb->end - rb->start, flen = 0;
   int rc;
@@ -750,8 +709,7 @@ int mcp_sock_rbuf_next(struct mcp_sock_rbuf *rb, const uint8_t **frame, size_t *
   if (rc == 0)
     return 0;
   if (flen == 0 || flen > rb->cap) {
-    snprintf(msg, msglen, "a frame of %zu bytes does not fit the %zu-byte receive buffer", flen,
-             rb->cap);
+    snprintf(msg, msglen, "a frame of %zu bytes does not fit the %zu-byte receive buffer", flen, rb->cap);
     return -EBADMSG;
   }
   if (have < flen)

@@ -21,8 +21,7 @@
 
 /* ---- NCCL_SOCKET_IFNAME ----------------------------------------------------------- */
 
-int mcp_sock_ifspec_parse(const char *str, struct mcp_match_list *spec, char *msg,
-                          size_t msglen)
+int mcp_sock_ifspec_parse(const char *str, struct mcp_match_list *spec, char *msg, size_t msglen)
 {
   struct mcp_match_fault f;
 
@@ -31,8 +30,8 @@ int mcp_sock_ifspec_parse(const char *str, struct mcp_match_list *spec, char *ms
   if (f.kind == MCP_MATCH_TOO_MANY)
     snprintf(msg, msglen, "NCCL_SOCKET_IFNAME lists more than %d interfaces", MCP_MATCH_LIST_MAX);
   else if (f.kind == MCP_MATCH_NO_NAME)
-    snprintf(msg, msglen, "NCCL_SOCKET_IFNAME entry \"%.*s\" has no interface name before ':'",
-             f.token_len, f.token);
+    snprintf(msg, msglen, "NCCL_SOCKET_IFNAME entry \"%.*s\" has no interface name before ':'", f.token_len,
+             f.token);
   else
     snprintf(msg, msglen,
              "NCCL_SOCKET_IFNAME entry \"%.*s\" is longer than any interface name "
@@ -79,8 +78,8 @@ static int sock_first_entry(const struct mcp_sock_ifaddr *list, int i)
   return 1;
 }
 
-static void sock_if_evaluate(const struct mcp_sock_ifaddr *list, int n, const char *name,
-                             int family, struct sock_if_eval *ev)
+static void sock_if_evaluate(const struct mcp_sock_ifaddr *list, int n, const char *name, int family,
+                             struct sock_if_eval *ev)
 {
   int have = 0, saw_link_local = 0, saw_other_family = 0;
 
@@ -127,8 +126,7 @@ static void sock_if_evaluate(const struct mcp_sock_ifaddr *list, int n, const ch
 
 /* ---- Choosing --------------------------------------------------------------------- */
 
-static void sock_appendf(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void sock_appendf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 static void sock_appendf(char *buf, size_t len, const char *fmt, ...)
 {
@@ -157,18 +155,17 @@ static int sock_auto_tier(const char *name, unsigned int flags)
 }
 
 static const char *const sock_auto_why[] = {
-    "the first usable ib* interface",
-    "the first usable interface other than docker*, virbr* and loopback (no usable ib* "
-    "interface)",
-    "a docker* interface, as no other interface is usable: set NCCL_SOCKET_IFNAME if "
-    "peers on other hosts cannot reach it",
-    "loopback, as no other interface is usable: only peers on this host can connect",
+  "the first usable ib* interface",
+  "the first usable interface other than docker*, virbr* and loopback (no usable ib* "
+  "interface)",
+  "a docker* interface, as no other interface is usable: set NCCL_SOCKET_IFNAME if "
+  "peers on other hosts cannot reach it",
+  "loopback, as no other interface is usable: only peers on this host can connect",
 };
 
 /* Lists every interface with why it was passed over, for the failure message. */
-static void sock_describe_seen(const struct mcp_sock_ifaddr *list, int n,
-                               const struct mcp_match_list *spec, int family, char *buf,
-                               size_t len)
+static void sock_describe_seen(const struct mcp_sock_ifaddr *list, int n, const struct mcp_match_list *spec,
+                               int family, char *buf, size_t len)
 {
   int shown = 0;
 
@@ -200,8 +197,8 @@ static void sock_choice_set(struct mcp_sock_iface_choice *choice, const struct s
   choice->addr = ev->addr;
 }
 
-int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname,
-                          int family, struct mcp_sock_iface_choice *choice)
+int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname, int family,
+                          struct mcp_sock_iface_choice *choice)
 {
   struct mcp_match_list spec;
   struct sock_if_eval ev, best;
@@ -215,8 +212,7 @@ int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char 
     snprintf(choice->reason, sizeof(choice->reason), "unknown address family %d", family);
     return -EINVAL;
   }
-  if (mcp_sock_ifspec_parse(explicit ? ifname : NULL, &spec, choice->reason,
-                            sizeof(choice->reason)) != 0)
+  if (mcp_sock_ifspec_parse(explicit ? ifname : NULL, &spec, choice->reason, sizeof(choice->reason)) != 0)
     return -EINVAL;
   for (int i = 0; i < n; i++) {
     int tier;
@@ -226,8 +222,7 @@ int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char 
     sock_if_evaluate(list, n, list[i].name, family, &ev);
     if (!ev.usable)
       continue;
-    tier = explicit ? (mcp_match_allows(&spec, ev.name, -1) ? 0 : -1)
-                    : sock_auto_tier(ev.name, ev.flags);
+    tier = explicit ? (mcp_match_allows(&spec, ev.name, -1) ? 0 : -1) : sock_auto_tier(ev.name, ev.flags);
     if (tier < 0)
       continue;
     if (tier == 0)
@@ -240,27 +235,23 @@ int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char 
   if (best_tier == 4) {
     if (explicit)
       snprintf(choice->reason, sizeof(choice->reason),
-               "no usable %s interface matches NCCL_SOCKET_IFNAME=%s; seen: ",
-               sock_family_name(family), ifname);
+               "no usable %s interface matches NCCL_SOCKET_IFNAME=%s; seen: ", sock_family_name(family),
+               ifname);
     else
       snprintf(choice->reason, sizeof(choice->reason),
-               "no usable %s interface (NCCL_SOCKET_IFNAME unset); seen: ",
-               sock_family_name(family));
-    sock_describe_seen(list, n, explicit ? &spec : NULL, family, choice->reason,
-                       sizeof(choice->reason));
+               "no usable %s interface (NCCL_SOCKET_IFNAME unset); seen: ", sock_family_name(family));
+    sock_describe_seen(list, n, explicit ? &spec : NULL, family, choice->reason, sizeof(choice->reason));
     return -ENODEV;
   }
   sock_choice_set(choice, &best);
   mcp_sockaddr_format_host(&best.addr, host, sizeof(host));
   if (explicit)
     snprintf(choice->reason, sizeof(choice->reason),
-             "%s %s: the first usable %s interface matching NCCL_SOCKET_IFNAME=%s (%d match%s)",
-             best.name, host, sock_family_name(family), ifname, matches,
-             matches == 1 ? "" : "es");
+             "%s %s: the first usable %s interface matching NCCL_SOCKET_IFNAME=%s (%d match%s)", best.name,
+             host, sock_family_name(family), ifname, matches, matches == 1 ? "" : "es");
   else
-    snprintf(choice->reason, sizeof(choice->reason),
-             "%s %s: automatic choice (NCCL_SOCKET_IFNAME unset), %s", best.name, host,
-             sock_auto_why[best_tier]);
+    snprintf(choice->reason, sizeof(choice->reason), "%s %s: automatic choice (NCCL_SOCKET_IFNAME unset), %s",
+             best.name, host, sock_auto_why[best_tier]);
   return 0;
 }
 

@@ -22,7 +22,10 @@ struct mcp_verbs_sym {
   int required;
 };
 
-#define MCP_VERBS_SYM(field, name, required) {#name, (void **)&mcp_ibv.field, required}
+#define MCP_VERBS_SYM(field, name, required) \
+  {                                          \
+#name, (void **)&mcp_ibv.field, required \
+  }
 
 static const struct mcp_verbs_sym verbs_syms[] = {
   MCP_VERBS_SYM(get_device_list, ibv_get_device_list, 1),
@@ -66,7 +69,8 @@ int mcp_verbs_load(char *why, size_t whylen)
   if (verbs_lib == NULL) {
     snprintf(why, whylen,
              "libibverbs.so.1 cannot be loaded (%s): install rdma-core's libibverbs1 and "
-             "the provider of your NIC (ibverbs-providers)", dlerror());
+             "the provider of your NIC (ibverbs-providers)",
+             dlerror());
     rc = -1;
     goto out;
   }

@@ -36,7 +36,8 @@ static const struct mcp_cnt_desc rxe_table[] = {
   {HW "rcvd_rnr_err", MCP_CNT_RNR, "RNR NAKs received: the peer had no receive posted"},
   {HW "send_rnr_err", MCP_CNT_RNR, "RNR NAKs sent: no receive was posted here"},
   {HW "rcvd_seq_err", MCP_CNT_LOSS, "sequence-error NAKs from the peer: it missed packets sent from here"},
-  {HW "out_of_seq_request", MCP_CNT_LOSS, "requests that arrived after a PSN gap: packets toward here were lost"},
+  {HW "out_of_seq_request", MCP_CNT_LOSS,
+   "requests that arrived after a PSN gap: packets toward here were lost"},
   {HW "duplicate_request", MCP_CNT_LOSS, "duplicate requests: the peer retransmitted (packets or ACKs lost)"},
   {HW "completer_retry_err", MCP_CNT_RETRANS, "retransmission rounds after an ACK timeout or a NAK"},
   {HW "ack_deferred", MCP_CNT_CONTEXT, "ACKs whose processing was deferred (load)"},
@@ -86,7 +87,8 @@ static const struct mcp_cnt_desc bnxt_re_table[] = {
   {HW "res_tx_invalid_rkey", MCP_CNT_PROT, "responses refused for an invalid rkey"},
   {HW "res_tx_no_perm", MCP_CNT_PROT, "responses refused for missing permission"},
   {HW "res_tx_range_err", MCP_CNT_PROT, "responses refused for a range error"},
-  {HW "seq_err_naks_rcvd", MCP_CNT_LOSS, "sequence-error NAKs from the peer: it missed packets sent from here"},
+  {HW "seq_err_naks_rcvd", MCP_CNT_LOSS,
+   "sequence-error NAKs from the peer: it missed packets sent from here"},
   {HW "dup_req", MCP_CNT_LOSS, "duplicate requests: the peer retransmitted (packets or ACKs lost)"},
   {HW "oos_drop_count", MCP_CNT_LOSS, "out-of-sequence packets dropped: packets toward here were lost"},
   {HW "missing_resp", MCP_CNT_LOSS, "responses that never came"},
@@ -109,7 +111,8 @@ static const struct mcp_cnt_desc irdma_table[] = {
   {HW "RNR received", MCP_CNT_RNR, "RNR NAKs received: the peer had no receive posted"},
   {HW "Nak Sequence Error", MCP_CNT_LOSS, "sequence-error NAKs: packets were lost"},
   {HW "Nak Sequence Error Implied", MCP_CNT_LOSS, "implied NAKs: responses showed earlier packets were lost"},
-  {HW "Rcvd Out of order packets", MCP_CNT_LOSS, "packets received out of order: packets toward here were lost"},
+  {HW "Rcvd Out of order packets", MCP_CNT_LOSS,
+   "packets received out of order: packets toward here were lost"},
   {HW "CRC errors", MCP_CNT_LOSS, "packets with a bad CRC: corrupted on the way here"},
   {HW "ip4InDiscards", MCP_CNT_LOSS, "IPv4 packets discarded on receive"},
   {HW "ip6InDiscards", MCP_CNT_LOSS, "IPv6 packets discarded on receive"},
@@ -144,13 +147,9 @@ static const struct mcp_cnt_desc ib_table[] = {
 
 #define LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static int has_prefix(const char *s, const char *p)
-{
-  return s != NULL && strncmp(s, p, strlen(p)) == 0;
-}
+static int has_prefix(const char *s, const char *p) { return s != NULL && strncmp(s, p, strlen(p)) == 0; }
 
-const char *mcp_cnt_table(const char *driver, const char *ibdev, const struct mcp_cnt_desc **desc,
-                          int *n)
+const char *mcp_cnt_table(const char *driver, const char *ibdev, const struct mcp_cnt_desc **desc, int *n)
 {
   static const struct {
     const char *name;
@@ -230,10 +229,7 @@ static void read_table(struct mcp_cnt_snapshot *s, const char *pdir, const struc
       add(s, t[i].path, t[i].kind, t[i].meaning, v);
 }
 
-static int contains(const char *s, const char *word)
-{
-  return strstr(s, word) != NULL;
-}
+static int contains(const char *s, const char *word) { return strstr(s, word) != NULL; }
 
 /* The kind of a counter no table knows, from words in its name; 0: not an error counter
  * (traffic, resources, the "lifespan" setting). */
@@ -300,8 +296,7 @@ static void read_listed(struct mcp_cnt_snapshot *s, const char *pdir, const char
       uint64_t v;
 
       off += de->d_reclen;
-      if (de->d_name[0] == '.' ||
-          snprintf(rel, sizeof(rel), "%s/%s", sub, de->d_name) >= (int)sizeof(rel))
+      if (de->d_name[0] == '.' || snprintf(rel, sizeof(rel), "%s/%s", sub, de->d_name) >= (int)sizeof(rel))
         continue;
       kind = kind_by_name(de->d_name);
       for (i = 0; i < n; i++)
@@ -437,25 +432,19 @@ enum mcp_cnt_cause mcp_cnt_classify(const struct mcp_cnt_diff *d, int wc_status,
   case IBV_WC_REM_INV_REQ_ERR:
   case IBV_WC_REM_ACCESS_ERR:
   case IBV_WC_LOC_RDD_VIOL_ERR:
-  case IBV_WC_REM_INV_RD_REQ_ERR:
-    return MCP_CAUSE_PROTECTION;
-  default:
-    break;
+  case IBV_WC_REM_INV_RD_REQ_ERR: return MCP_CAUSE_PROTECTION;
+  default: break;
   }
   if ((port_state != 0 && port_state != IBV_PORT_ACTIVE) || MOVED(MCP_CNT_LINK))
     return MCP_CAUSE_LOCAL_LINK;
   switch (wc_status) {
-  case IBV_WC_RNR_RETRY_EXC_ERR:
-    return MCP_CAUSE_RNR;
+  case IBV_WC_RNR_RETRY_EXC_ERR: return MCP_CAUSE_RNR;
   case IBV_WC_RETRY_EXC_ERR:
-  case IBV_WC_RESP_TIMEOUT_ERR:
-    return MOVED(MCP_CNT_LOSS) ? MCP_CAUSE_LOSSY : MCP_CAUSE_UNREACHABLE;
+  case IBV_WC_RESP_TIMEOUT_ERR: return MOVED(MCP_CNT_LOSS) ? MCP_CAUSE_LOSSY : MCP_CAUSE_UNREACHABLE;
   case IBV_WC_REM_OP_ERR:
   case IBV_WC_REM_ABORT_ERR:
-  case IBV_WC_BAD_RESP_ERR:
-    return MCP_CAUSE_REMOTE;
-  default:
-    break;
+  case IBV_WC_BAD_RESP_ERR: return MCP_CAUSE_REMOTE;
+  default: break;
   }
   /* A status that names no cause (flush, local QP error, general error): the counters. */
   if (MOVED(MCP_CNT_PROT))
@@ -474,26 +463,30 @@ static const struct {
   [MCP_CAUSE_UNKNOWN] = {"unknown", "no port counter points at a cause",
                          "look for the first error in the peer's log; compare `rdma statistic show link "
                          "DEV/PORT` and dmesg on both hosts"},
-  [MCP_CAUSE_UNREACHABLE] = {"unreachable peer",
-                             "retries ran out and no counter shows packets getting through: the peer host, "
-                             "its port or the path to it stopped answering (host down, link or switch port "
-                             "down, route or GID changed)",
-                             "check that the peer host and its port are up (rdma link, ibv_devinfo), ping the "
-                             "peer's address from this port's interface, compare NCCL_IB_GID_INDEX and "
-                             "NCCL_IB_ADDR_RANGE on both ends; on a slow fabric raise NCCL_IB_TIMEOUT"},
-  [MCP_CAUSE_LOSSY] = {"lossy fabric",
-                       "packets were lost or corrupted between the two ports (sequence errors, duplicates, "
-                       "retransmissions) until retries ran out",
-                       "check lossless RoCE (PFC/ECN) on the NICs and switches, cables and optics (symbol "
-                       "errors) and the MTU along the path; raising NCCL_IB_TIMEOUT or NCCL_IB_RETRY_CNT rides "
-                       "out short bursts"},
-  [MCP_CAUSE_LOCAL_LINK] = {"local link down", "this port went down or could not send",
-                            "check the link on this host (ip link, rdma link, the cable and the switch port)"},
-  [MCP_CAUSE_PROTECTION] = {"protection error",
-                            "a memory access was refused: a buffer outside its registration, deregistered or "
-                            "freed while in flight, a write longer than its target, or a bad rkey",
-                            "check that every buffer passed to isend/irecv lies within its regMr range and stays "
-                            "registered until test reports done; run the same mcpnet on both ends"},
+  [MCP_CAUSE_UNREACHABLE] =
+    {"unreachable peer",
+     "retries ran out and no counter shows packets getting through: the peer host, "
+     "its port or the path to it stopped answering (host down, link or switch port "
+     "down, route or GID changed)",
+     "check that the peer host and its port are up (rdma link, ibv_devinfo), ping the "
+     "peer's address from this port's interface, compare NCCL_IB_GID_INDEX and "
+     "NCCL_IB_ADDR_RANGE on both ends; on a slow fabric raise NCCL_IB_TIMEOUT"},
+  [MCP_CAUSE_LOSSY] =
+    {"lossy fabric",
+     "packets were lost or corrupted between the two ports (sequence errors, duplicates, "
+     "retransmissions) until retries ran out",
+     "check lossless RoCE (PFC/ECN) on the NICs and switches, cables and optics (symbol "
+     "errors) and the MTU along the path; raising NCCL_IB_TIMEOUT or NCCL_IB_RETRY_CNT rides "
+     "out short bursts"},
+  [MCP_CAUSE_LOCAL_LINK] =
+    {"local link down", "this port went down or could not send",
+     "check the link on this host (ip link, rdma link, the cable and the switch port)"},
+  [MCP_CAUSE_PROTECTION] =
+    {"protection error",
+     "a memory access was refused: a buffer outside its registration, deregistered or "
+     "freed while in flight, a write longer than its target, or a bad rkey",
+     "check that every buffer passed to isend/irecv lies within its regMr range and stays "
+     "registered until test reports done; run the same mcpnet on both ends"},
   [MCP_CAUSE_RNR] = {"receiver not ready",
                      "the receiver had no receive posted more often than MCPNET_RNR_RETRY allows",
                      "check that the peer process is making progress; raise MCPNET_RNR_RETRY or "
@@ -518,5 +511,7 @@ const char *mcp_cnt_cause_why(enum mcp_cnt_cause c)
 
 const char *mcp_cnt_cause_try(enum mcp_cnt_cause c)
 {
-  return (unsigned)c < sizeof(causes) / sizeof(causes[0]) ? causes[c].try : causes[0].try;
+  return (unsigned)c < sizeof(causes) / sizeof(causes[0]) ? causes[c].
+  try : causes
+    [0].try;
 }

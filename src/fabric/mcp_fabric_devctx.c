@@ -105,8 +105,8 @@ void mcp_devctx_put(struct mcp_devctx *dc)
   devctx_table[dc->dev] = NULL;
   pthread_mutex_unlock(&devctx_lock);
   if (!mcp_list_empty(&dc->mrs))
-    MCP_WARN("%s: %d registration(s) still held when the last comm closed; released now",
-             dc->info->ibdev, dc->mr_count);
+    MCP_WARN("%s: %d registration(s) still held when the last comm closed; released now", dc->info->ibdev,
+             dc->mr_count);
   while (!mcp_list_empty(&dc->mrs)) {
     struct mcp_mr *m = mcp_list_first(&dc->mrs, struct mcp_mr, link);
 
@@ -135,7 +135,8 @@ void mcp_devctx_poll_events(struct mcp_devctx *dc)
       if (ev.element.port_num == dc->info->port) {
         atomic_fetch_add(&dc->port_err_gen, 1);
         MCP_WARN("%s port %d: port error event: the link went down; connections on it recover or fail "
-                 "after MCPNET_RECOVERY_TIMEOUT", dc->info->ibdev, dc->info->port);
+                 "after MCPNET_RECOVERY_TIMEOUT",
+                 dc->info->ibdev, dc->info->port);
       }
       break;
     case IBV_EVENT_PORT_ACTIVE:
@@ -162,8 +163,7 @@ void mcp_devctx_poll_events(struct mcp_devctx *dc)
         fn(ev.element.qp->qp_context, ev.element.qp->qp_num, ev.event_type);
       break;
     }
-    default:
-      break;
+    default: break;
     }
     mcp_ibv.ack_async_event(&ev);
   }

@@ -41,8 +41,11 @@
 
 int mcp_fabric_speed_mbps(uint8_t width_code, uint32_t speed_code)
 {
-  static const struct { uint32_t code; int mbps; } lane[] = {
-    {1, 2500}, {2, 5000}, {4, 10000}, {8, 10000}, {16, 14000},
+  static const struct {
+    uint32_t code;
+    int mbps;
+  } lane[] = {
+    {1, 2500},   {2, 5000},   {4, 10000},    {8, 10000},    {16, 14000},
     {32, 25000}, {64, 50000}, {128, 100000}, {256, 200000},
   };
   int lanes, i;
@@ -141,8 +144,9 @@ static int probe_dmabuf(struct ibv_pd *pd, const char *ibdev)
   mr = mcp_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, fd, IBV_ACCESS_LOCAL_WRITE);
   if (mr != NULL)
     mcp_ibv.dereg_mr(mr);
-  ok = fd >= 0 ? mr != NULL
-               : mr == NULL && errno != EOPNOTSUPP && errno != ENOSYS && errno != EPROTONOSUPPORT && errno != 0;
+  ok = fd >= 0
+    ? mr != NULL
+    : mr == NULL && errno != EOPNOTSUPP && errno != ENOSYS && errno != EPROTONOSUPPORT && errno != 0;
   MCP_INFO(NCCL_INIT | NCCL_NET, "%s: DMA-BUF %s (%s)", ibdev, ok ? "supported" : "not supported",
            fd >= 0 ? (mr != NULL ? "a udmabuf page registered" : "registering a udmabuf page failed")
                    : "no /dev/udmabuf: judged by the driver's answer to an invalid fd");
@@ -251,7 +255,7 @@ struct discover_dev {
   const char *ibdev;
   struct ibv_device_attr attr;
   int ptr_support;
-  struct mcp_sysfs_dev sys;  /* the device as sysfs shows it: GID tables */
+  struct mcp_sysfs_dev sys; /* the device as sysfs shows it: GID tables */
   int sys_ok;
 };
 
@@ -271,12 +275,14 @@ static int gid_table_read(const struct discover_dev *dd, int port, struct mcp_gi
   rc = mcp_netns_port_netdev(dd->ibdev, port, ndev, sizeof(ndev));
   if (rc == 0) {
     mcp_netns_view_add(&view, SYSFS_ROOT, ndev);
-    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: netdev in this network namespace: %s", dd->ibdev,
-             port, ndev[0] ? ndev : "none (its GIDs belong to another namespace)");
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: netdev in this network namespace: %s", dd->ibdev, port,
+             ndev[0] ? ndev : "none (its GIDs belong to another namespace)");
   } else {
-    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: RDMA netlink cannot name the port's netdev (%s); "
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "%s port %d: RDMA netlink cannot name the port's netdev (%s); "
              "GIDs count as ours when their netdev's name exists here, which names shared "
-             "across network namespaces can fool", dd->ibdev, port, strerror(-rc));
+             "across network namespaces can fool",
+             dd->ibdev, port, strerror(-rc));
     for (i = 0; i < p->ngid; i++)
       mcp_netns_view_add(&view, SYSFS_ROOT, p->gid[i].netdev);
   }
@@ -292,7 +298,7 @@ struct discover_run {
   struct mcp_gid_policy pol;
 };
 
-#define EXCLUDE(run, dev, port, ...)                                                          \
+#define EXCLUDE(run, dev, port, ...) \
   mcp_fabric_exclude((run)->fab, dev, port, mcp_select_requested((run)->sel, dev, port), __VA_ARGS__)
 
 /* The port's P_Key table: sysfs when it was read, else one query per index. */
@@ -346,9 +352,10 @@ static int choose_pkey(const struct discover_run *run, const struct discover_dev
   }
   idx = mcp_pkey_resolve(tab, n, (unsigned)value, &full);
   if (idx < 0) {
-    snprintf(why, len, "%s 0x%04x: partition 0x%04x is not in the port's P_Key table (table: %s); "
-             "ask the fabric administrator to add this port to the partition", from, (unsigned)value,
-             (unsigned)value & MCP_PKEY_BASE_MASK, shown);
+    snprintf(why, len,
+             "%s 0x%04x: partition 0x%04x is not in the port's P_Key table (table: %s); "
+             "ask the fabric administrator to add this port to the partition",
+             from, (unsigned)value, (unsigned)value & MCP_PKEY_BASE_MASK, shown);
     return -1;
   }
   d->pkey_index = idx;
@@ -376,7 +383,9 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
   }
   if (pattr.state != IBV_PORT_ACTIVE) {
     EXCLUDE(run, dd->ibdev, port, "port state is %s, not ACTIVE (link down, or the switch port is not up)",
-            pattr.state == IBV_PORT_DOWN ? "DOWN" : pattr.state == IBV_PORT_INIT ? "INIT" : "not active");
+            pattr.state == IBV_PORT_DOWN     ? "DOWN"
+              : pattr.state == IBV_PORT_INIT ? "INIT"
+                                             : "not active");
     return;
   }
   if (pattr.link_layer != IBV_LINK_LAYER_ETHERNET && pattr.link_layer != IBV_LINK_LAYER_INFINIBAND) {
@@ -473,8 +482,10 @@ static void discover_device(struct discover_run *run, struct ibv_device *dev)
     snprintf(node, sizeof(node), "/dev/infiniband/%s", dev->dev_name);
     if (access(node, R_OK | W_OK) != 0)
       e = errno;
-    EXCLUDE(run, dd.ibdev, 0, "cannot open its uverbs node %s (%s): not granted to this container "
-            "(device cgroup, --device) or no permission for this user", node, strerror(e));
+    EXCLUDE(run, dd.ibdev, 0,
+            "cannot open its uverbs node %s (%s): not granted to this container "
+            "(device cgroup, --device) or no permission for this user",
+            node, strerror(e));
     return;
   }
   if (mcp_ibv.query_device(dd.ctx, &dd.attr) != 0) {
@@ -512,7 +523,8 @@ static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const 
     return 0;
   }
   if (fab->local_rank < 0)
-    snprintf(err, sizeof(err), "MCPNET_RANK_MAP is set but this process has no local rank: set "
+    snprintf(err, sizeof(err),
+             "MCPNET_RANK_MAP is set but this process has no local rank: set "
              "MCPNET_LOCAL_RANK, or start it with a launcher that sets LOCAL_RANK (torchrun), "
              "SLURM_LOCALID (srun) or OMPI_COMM_WORLD_LOCAL_RANK (mpirun)");
   else
@@ -534,8 +546,8 @@ static int hca_spaces_warned;
 _Static_assert(MCP_RANKMAP_NAME_MAX == MCP_DEV_NAME_MAX, "rank map device names fit a device name");
 
 /* What discovery found, said once: fail, or go on with a word about what was skipped. */
-static int discover_verdict(struct mcp_fabric *fab, const struct mcp_config *cfg, int n,
-                            int nproblems, const char *problems, const char *report)
+static int discover_verdict(struct mcp_fabric *fab, const struct mcp_config *cfg, int n, int nproblems,
+                            const char *problems, const char *report)
 {
   if (nproblems > 0 && cfg->strict) {
     MCP_WARN("init fails (MCPNET_STRICT=1): %s. Devices found: %s. %s", problems, report, fallback);

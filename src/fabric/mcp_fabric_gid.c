@@ -20,10 +20,7 @@ static int gid_is_zero(const uint8_t raw[16])
   return memcmp(raw, zero, 16) == 0;
 }
 
-static int gid_is_link_local(const uint8_t raw[16])
-{
-  return raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80;
-}
+static int gid_is_link_local(const uint8_t raw[16]) { return raw[0] == 0xfe && (raw[1] & 0xc0) == 0x80; }
 
 int mcp_gid_family(const uint8_t raw[16])
 {
@@ -95,7 +92,9 @@ static void table_brief(const struct mcp_gid_entry *tab, int n, char *buf, size_
       continue;
     mcp_gid_format(tab[i].raw, text, sizeof(text));
     w = snprintf(buf + used, len - used, "%s%d %s %s %s%s%s%s", used ? ", " : "", tab[i].index, text,
-                 tab[i].type == MCP_GID_TYPE_ROCE_V2 ? "v2" : tab[i].type == MCP_GID_TYPE_ROCE_V1 ? "v1" : "IB",
+                 tab[i].type == MCP_GID_TYPE_ROCE_V2     ? "v2"
+                   : tab[i].type == MCP_GID_TYPE_ROCE_V1 ? "v1"
+                                                         : "IB",
                  tab[i].netdev[0] ? tab[i].netdev : "-", bad ? " (" : "", bad ? bad : "", bad ? ")" : "");
     used += w > 0 ? (size_t)w : 0;
   }
@@ -128,16 +127,20 @@ static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp
      * worth a WARN: the peers must agree on the version, and a mixed fleet does not. */
     if (tab[i].type != want_type &&
         (tab[i].type == MCP_GID_TYPE_ROCE_V1 || tab[i].type == MCP_GID_TYPE_ROCE_V2)) {
-      snprintf(err, errlen, "GID index %d is RoCE v%d, not the v%d NCCL_IB_ROCE_VERSION_NUM=%d asks for; "
+      snprintf(err, errlen,
+               "GID index %d is RoCE v%d, not the v%d NCCL_IB_ROCE_VERSION_NUM=%d asks for; "
                "used as given (set by %s), as NCCL does. Every peer must use the same RoCE version. "
-               "The port's GIDs: %s", pol->index, tab[i].type == MCP_GID_TYPE_ROCE_V1 ? 1 : 2,
-               pol->roce_version == 1 ? 1 : 2, pol->roce_version == 1 ? 1 : 2, src, brief);
+               "The port's GIDs: %s",
+               pol->index, tab[i].type == MCP_GID_TYPE_ROCE_V1 ? 1 : 2, pol->roce_version == 1 ? 1 : 2,
+               pol->roce_version == 1 ? 1 : 2, src, brief);
       return 1;
     }
     return 0;
   }
-  snprintf(err, errlen, "GID index %d is empty or not described to this namespace (set by %s). The port's "
-           "GIDs: %s", pol->index, src, brief);
+  snprintf(err, errlen,
+           "GID index %d is empty or not described to this namespace (set by %s). The port's "
+           "GIDs: %s",
+           pol->index, src, brief);
   return -1;
 }
 
@@ -164,7 +167,7 @@ int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_
     /* Preference: the wanted RoCE version, then the wanted family, then the subnet of
      * the out-of-band interface, then the lowest index. */
     score = (e->type == want_type) * 8 + (mcp_gid_family(e->raw) == pol->family) * 4 +
-            (pol->has_oob_subnet && mcp_gid_in_range(e->raw, &pol->oob_subnet)) * 2;
+      (pol->has_oob_subnet && mcp_gid_in_range(e->raw, &pol->oob_subnet)) * 2;
     if (score > best_score) {
       best = i;
       best_score = score;
@@ -175,7 +178,8 @@ int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_
     table_brief(tab, n, brief, sizeof(brief));
     snprintf(err, errlen,
              "no usable GID: every entry is empty, link-local, of another network namespace, "
-             "on a down netdev%s%s%s. The port's GIDs: %s", pol->has_range ? " or outside " : "",
+             "on a down netdev%s%s%s. The port's GIDs: %s",
+             pol->has_range ? " or outside " : "",
              pol->has_range ? (pol->range_source ? pol->range_source : "NCCL_IB_ADDR_RANGE") : "",
              pol->has_address ? " or not the requested address (MCPNET_RANK_MAP gid=)" : "", brief);
     return -1;
@@ -185,9 +189,8 @@ int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_
              tab[best].type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1");
   else
     snprintf(why, sizeof(why), "automatic: %s, IPv%d%s%s%s",
-             tab[best].type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
-             mcp_gid_family(tab[best].raw), (best_score & 2) ? ", in the out-of-band subnet" : "",
-             pol->has_range ? ", inside " : "",
+             tab[best].type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1", mcp_gid_family(tab[best].raw),
+             (best_score & 2) ? ", in the out-of-band subnet" : "", pol->has_range ? ", inside " : "",
              pol->has_range ? (pol->range_source ? pol->range_source : "NCCL_IB_ADDR_RANGE") : "");
   choice_fill(choice, &tab[best], why);
   return 0;

@@ -23,19 +23,17 @@ int mcp_hca_parse(const char *text, struct mcp_match_list *list, char *err, size
       snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s': bad port", f.token_len, f.token);
       break;
     }
-    snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s': port '%s' is not 1..255", f.token_len,
-             f.token, f.port);
+    snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s': port '%s' is not 1..255", f.token_len, f.token, f.port);
     break;
   default:
-    snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s' has no usable device name", f.token_len,
-             f.token);
+    snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s' has no usable device name", f.token_len, f.token);
     break;
   }
   return -1;
 }
 
-int mcp_hca_token_devices(const struct mcp_match_list *list, int i, const char *const *devs,
-                          int ndev, char *out, size_t outlen)
+int mcp_hca_token_devices(const struct mcp_match_list *list, int i, const char *const *devs, int ndev,
+                          char *out, size_t outlen)
 {
   size_t used = 0;
   int k, hits = 0;

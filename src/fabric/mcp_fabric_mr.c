@@ -34,8 +34,8 @@ static void page_range(const void *data, size_t size, uintptr_t *base, size_t *l
   *len = end - start;
 }
 
-static void warn_reg_failure(struct mcp_devctx *dc, const char *what, void *data, size_t size,
-                             int type, int err)
+static void warn_reg_failure(struct mcp_devctx *dc, const char *what, void *data, size_t size, int type,
+                             int err)
 {
   struct rlimit rl;
   char limit[64] = "unknown";
@@ -48,12 +48,12 @@ static void warn_reg_failure(struct mcp_devctx *dc, const char *what, void *data
   }
   MCP_WARN("%s of %p+%zu (%s memory) on %s failed: %s. Locked-memory limit (ulimit -l): %s; "
            "this process has %d MR(s), %zu bytes registered on %s. %s",
-           what, data, size, type == NCCL_PTR_CUDA ? "GPU" : "host", dc->info->ibdev, strerror(err),
-           limit, dc->mr_count, dc->mr_bytes, dc->info->ibdev,
-           err == ENOMEM ? "Raise the limit (ulimit -l unlimited; containers: --ulimit memlock=-1)."
-           : err == EFAULT ? "The address range is not mapped in this process."
-           : type == NCCL_PTR_CUDA ? "GPU memory needs nvidia-peermem or DMA-BUF support."
-                                   : "");
+           what, data, size, type == NCCL_PTR_CUDA ? "GPU" : "host", dc->info->ibdev, strerror(err), limit,
+           dc->mr_count, dc->mr_bytes, dc->info->ibdev,
+           err == ENOMEM     ? "Raise the limit (ulimit -l unlimited; containers: --ulimit memlock=-1)."
+             : err == EFAULT ? "The address range is not mapped in this process."
+             : type == NCCL_PTR_CUDA ? "GPU memory needs nvidia-peermem or DMA-BUF support."
+                                     : "");
 }
 
 int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, struct mcp_mr **out)
@@ -66,7 +66,8 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
 
   page_range(data, size, &base, &len);
   pthread_mutex_lock(&dc->mr_lock);
-  mcp_list_each(it, &dc->mrs) {
+  mcp_list_each(it, &dc->mrs)
+  {
     m = mcp_list_entry(it, struct mcp_mr, link);
     if (!m->dmabuf && m->type == type && m->base <= base && m->base + m->len >= base + len) {
       m->refs++;
@@ -100,8 +101,8 @@ out:
   return rc;
 }
 
-int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type,
-                           uint64_t offset, int fd, struct mcp_mr **out)
+int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type, uint64_t offset, int fd,
+                           struct mcp_mr **out)
 {
   struct mcp_mr *m;
 

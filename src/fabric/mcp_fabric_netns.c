@@ -38,7 +38,7 @@ struct nl_sock {
 struct nl_want {
   const char *dev_name; /* device dump: the name to find */
   uint32_t dev_index;
-  char *ndev;           /* port get: where the netdev name goes */
+  char *ndev; /* port get: where the netdev name goes */
   size_t ndev_len;
   int found;
 };
@@ -120,8 +120,7 @@ static void nl_parse(const struct nlmsghdr *h, struct nl_want *w)
       if (vlen > 0 && memchr(val, '\0', vlen) != NULL)
         ndev = val;
       break;
-    default:
-      break;
+    default: break;
     }
     p += NLA_ALIGN(a->nla_len);
   }

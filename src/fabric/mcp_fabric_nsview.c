@@ -47,8 +47,7 @@ static int view_add(struct mcp_netns_view *view, const char *root, const char *n
   if (netdev[0] == '\0' || strlen(netdev) >= IF_NAMESIZE || mcp_netns_view_find(view, netdev) >= 0 ||
       view->n == MCP_NETNS_VIEW_MAX)
     return 0;
-  if (snprintf(dir, sizeof(dir), "%s/class/net/%s", root, netdev) >= (int)sizeof(dir) ||
-      stat(dir, &st) != 0)
+  if (snprintf(dir, sizeof(dir), "%s/class/net/%s", root, netdev) >= (int)sizeof(dir) || stat(dir, &st) != 0)
     return 0;
   snprintf(view->dev[view->n].name, IF_NAMESIZE, "%s", netdev);
   view->dev[view->n].up = operstate_up(dir);

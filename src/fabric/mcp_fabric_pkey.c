@@ -35,10 +35,7 @@ int mcp_pkey_resolve(const uint16_t *table, int n, unsigned value, int *full)
   return limited;
 }
 
-int mcp_pkey_can_talk(int full_a, int full_b)
-{
-  return full_a || full_b;
-}
+int mcp_pkey_can_talk(int full_a, int full_b) { return full_a || full_b; }
 
 void mcp_pkey_format_table(const uint16_t *table, int n, char *buf, size_t len)
 {

@@ -15,10 +15,10 @@
 
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-  int ready;        /* configuration loaded and fabric discovered */
-  int ctxs;         /* live contexts from v11 init */
-  int comms;        /* live listen/send/recv comms */
-  int had_ctx;      /* a v11 init happened: finalize exists, teardown is allowed */
+  int ready;   /* configuration loaded and fabric discovered */
+  int ctxs;    /* live contexts from v11 init */
+  int comms;   /* live listen/send/recv comms */
+  int had_ctx; /* a v11 init happened: finalize exists, teardown is allowed */
   struct mcp_fabric fab;
 } g;
 

@@ -38,8 +38,8 @@ static void put(struct text *t, const char *fmt, ...)
     t->used = t->len - 1;
 }
 
-void mcp_fabric_exclude(struct mcp_fabric *fab, const char *ibdev, int port, int requested,
-                        const char *fmt, ...)
+void mcp_fabric_exclude(struct mcp_fabric *fab, const char *ibdev, int port, int requested, const char *fmt,
+                        ...)
 {
   struct mcp_fabric_excluded *x;
   va_list ap;
@@ -109,8 +109,7 @@ int mcp_select_requested(const struct mcp_select *s, const char *ibdev, int port
   if (s->hca.n == 0 || s->hca.exclude)
     return 0;
   for (i = 0; i < s->hca.n; i++)
-    if (mcp_match_token(&s->hca, i, ibdev) &&
-        (port <= 0 || s->hca.e[i].port < 0 || s->hca.e[i].port == port))
+    if (mcp_match_token(&s->hca, i, ibdev) && (port <= 0 || s->hca.e[i].port < 0 || s->hca.e[i].port == port))
       return 1;
   return 0;
 }
@@ -132,7 +131,8 @@ static void why_missing(const struct mcp_fabric *fab, const char *name, int port
   int i, found = 0;
 
   for (i = 0; i < fab->nexcl; i++)
-    if (strcmp(fab->excl[i].name, name) == 0 && (port < 0 || fab->excl[i].port <= 0 || fab->excl[i].port == port)) {
+    if (strcmp(fab->excl[i].name, name) == 0 &&
+        (port < 0 || fab->excl[i].port <= 0 || fab->excl[i].port == port)) {
       put(t, "%s%s", found ? "; " : "", fab->excl[i].reason);
       found = 1;
     }
@@ -258,7 +258,8 @@ void mcp_select_report(const struct mcp_fabric *fab, char *buf, size_t len)
     const struct mcp_net_dev *d = &fab->dev[i];
     put(&t, "%s%s port %d: used", t.used ? "; " : "", d->ibdev, d->port);
     if (d->gid.text[0] != '\0')
-      put(&t, " (GID %d %s on %s)", d->gid.index, d->gid.text, d->gid.netdev[0] ? d->gid.netdev : "no netdev");
+      put(&t, " (GID %d %s on %s)", d->gid.index, d->gid.text,
+          d->gid.netdev[0] ? d->gid.netdev : "no netdev");
   }
   for (i = 0; i < fab->nexcl; i++) {
     const struct mcp_fabric_excluded *x = &fab->excl[i];
@@ -271,8 +272,8 @@ void mcp_select_report(const struct mcp_fabric *fab, char *buf, size_t len)
     put(&t, "no RDMA device");
 }
 
-int mcp_select_ambiguous(const struct mcp_select *s, const char *const *visible, int nvisible,
-                         char *buf, size_t len)
+int mcp_select_ambiguous(const struct mcp_select *s, const char *const *visible, int nvisible, char *buf,
+                         size_t len)
 {
   struct text t = {buf, len, 0};
   char which[512];
@@ -290,7 +291,8 @@ int mcp_select_ambiguous(const struct mcp_select *s, const char *const *visible,
     put(&t, "%s '%s' matches several devices (%s)", n > 1 ? ";" : "", s->hca.e[i].name, which);
   }
   if (n > 0)
-    put(&t, ". mcpnet uses all of them, as NCCL does (prefix matching); start the list with '=' "
+    put(&t,
+        ". mcpnet uses all of them, as NCCL does (prefix matching); start the list with '=' "
         "to match names exactly");
   return n;
 }

@@ -28,7 +28,7 @@
 #include "mcpnet/fabric_sysfs.h"
 
 _Static_assert((int)MCP_LINK_LAYER_INFINIBAND == (int)IBV_LINK_LAYER_INFINIBAND &&
-               (int)MCP_LINK_LAYER_ETHERNET == (int)IBV_LINK_LAYER_ETHERNET,
+                 (int)MCP_LINK_LAYER_ETHERNET == (int)IBV_LINK_LAYER_ETHERNET,
                "enum mcp_link_layer must keep libibverbs' values");
 
 int mcp_sysfs_attr_read(const char *path, char *buf, size_t len)
@@ -64,10 +64,7 @@ static int path_fmt(char *out, const char *fmt, ...)
   return n >= 0 && n < PATH_MAX ? 0 : -ENAMETOOLONG;
 }
 
-static int cmp_name(const void *a, const void *b)
-{
-  return strcmp(a, b);
-}
+static int cmp_name(const void *a, const void *b) { return strcmp(a, b); }
 
 static int cmp_int(const void *a, const void *b)
 {
@@ -164,8 +161,7 @@ int mcp_sysfs_parse_rate(const char *text, int *mbps)
 }
 
 /* Type and netdev of slot i: 1 to keep the entry, 0 to skip it. */
-static int gid_attrs_read(const char *pdir, int have_attrs, int link_layer, int i,
-                          struct mcp_sysfs_gid *g)
+static int gid_attrs_read(const char *pdir, int have_attrs, int link_layer, int i, struct mcp_sysfs_gid *g)
 {
   char path[PATH_MAX], text[64];
 
@@ -220,9 +216,9 @@ static int port_read_gids(const char *pdir, struct mcp_sysfs_port *p)
     memset(g, 0, sizeof(*g));
     g->index = idx[k];
     /* The kernel prints an empty slot as all zeros rather than failing. */
-    if (path_fmt(path, "%s/gids/%d", pdir, idx[k]) != 0 || mcp_sysfs_attr_read(path, text, sizeof(text)) != 0 ||
-        inet_pton(AF_INET6, text, g->raw) != 1 || memcmp(g->raw, zero, 16) == 0 ||
-        !gid_attrs_read(pdir, have_attrs, p->link_layer, idx[k], g)) {
+    if (path_fmt(path, "%s/gids/%d", pdir, idx[k]) != 0 ||
+        mcp_sysfs_attr_read(path, text, sizeof(text)) != 0 || inet_pton(AF_INET6, text, g->raw) != 1 ||
+        memcmp(g->raw, zero, 16) == 0 || !gid_attrs_read(pdir, have_attrs, p->link_layer, idx[k], g)) {
       p->gid_skipped++;
       continue;
     }
@@ -260,7 +256,8 @@ static int port_read_pkeys(const char *pdir, struct mcp_sysfs_port *p)
     char *end;
     unsigned long v;
 
-    if (path_fmt(path, "%s/pkeys/%d", pdir, idx[k]) != 0 || mcp_sysfs_attr_read(path, text, sizeof(text)) != 0)
+    if (path_fmt(path, "%s/pkeys/%d", pdir, idx[k]) != 0 ||
+        mcp_sysfs_attr_read(path, text, sizeof(text)) != 0)
       continue;
     v = strtoul(text, &end, 16);
     if (*end == '\0' && v <= 0xffff)
@@ -284,8 +281,8 @@ static int port_read(const char *ddir, int num, struct mcp_sysfs_port *p)
     mcp_sysfs_parse_state(text, &p->phys_state, p->phys_state_name, sizeof(p->phys_state_name));
   if (path_fmt(path, "%s/link_layer", pdir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0)
     p->link_layer = strcmp(text, "InfiniBand") == 0 ? MCP_LINK_LAYER_INFINIBAND
-                    : strcmp(text, "Ethernet") == 0 ? MCP_LINK_LAYER_ETHERNET
-                                                     : MCP_LINK_LAYER_UNSPECIFIED;
+      : strcmp(text, "Ethernet") == 0               ? MCP_LINK_LAYER_ETHERNET
+                                                    : MCP_LINK_LAYER_UNSPECIFIED;
   /* Some drivers answer EINVAL for the rate of a port that is down: leave it unknown. */
   if (path_fmt(path, "%s/rate", pdir) == 0 && mcp_sysfs_attr_read(path, text, sizeof(text)) == 0 &&
       mcp_sysfs_parse_rate(text, &p->rate_mbps) == 0)
@@ -309,8 +306,7 @@ static void driver_read(const char *ddir, const char *name, char *out, size_t le
   ssize_t n;
 
   out[0] = '\0';
-  if (path_fmt(path, "%s/device/driver", ddir) == 0 &&
-      (n = readlink(path, target, sizeof(target) - 1)) > 0) {
+  if (path_fmt(path, "%s/device/driver", ddir) == 0 && (n = readlink(path, target, sizeof(target) - 1)) > 0) {
     const char *slash;
     target[n] = '\0';
     slash = strrchr(target, '/');
@@ -318,8 +314,7 @@ static void driver_read(const char *ddir, const char *name, char *out, size_t le
     return;
   }
   /* rxe has no parent device, only a "parent" attribute naming its netdev. */
-  if (path_fmt(path, "%s/parent", ddir) == 0 && access(path, R_OK) == 0 &&
-      strncmp(name, "rxe", 3) == 0)
+  if (path_fmt(path, "%s/parent", ddir) == 0 && access(path, R_OK) == 0 && strncmp(name, "rxe", 3) == 0)
     snprintf(out, len, "rxe");
 }
 
@@ -348,8 +343,8 @@ int mcp_sysfs_dev_names(const char *root, char (*names)[MCP_DEV_NAME_MAX], int m
   return n;
 }
 
-int mcp_sysfs_dev_read(const char *root, const char *name, struct mcp_sysfs_dev *dev,
-                       char *err, size_t errlen)
+int mcp_sysfs_dev_read(const char *root, const char *name, struct mcp_sysfs_dev *dev, char *err,
+                       size_t errlen)
 {
   char ddir[PATH_MAX], path[PATH_MAX], text[64];
   int *nums = NULL, n, k, rc;

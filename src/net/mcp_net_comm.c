@@ -35,7 +35,10 @@ ncclResult_t mcp_net_accept(void *listen_comm, void **recv_comm)
   return mcp_net_result(mcp_conn_accept(listen_comm, recv_comm));
 }
 
-ncclResult_t mcp_net_close_listen(void *listen_comm) { return mcp_net_result(mcp_conn_close_listen(listen_comm)); }
+ncclResult_t mcp_net_close_listen(void *listen_comm)
+{
+  return mcp_net_result(mcp_conn_close_listen(listen_comm));
+}
 
 ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
 {
@@ -92,8 +95,8 @@ ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void 
   return ncclSuccess;
 }
 
-ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
-                                   int fd, void **mhandle)
+ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                   void **mhandle)
 {
   struct mcp_devctx *dc = comm_devctx(comm);
   struct mcp_mr *m;
@@ -135,4 +138,3 @@ static ncclResult_t close_comm(void *comm, int kind)
 
 ncclResult_t mcp_net_close_send(void *send_comm) { return close_comm(send_comm, MCP_COMM_SEND); }
 ncclResult_t mcp_net_close_recv(void *recv_comm) { return close_comm(recv_comm, MCP_COMM_RECV); }
-

@@ -52,20 +52,25 @@ static void fork_protect(void)
     return;
   said = 1;
   if (st == IBV_FORK_UNNEEDED)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "fork safety: the kernel copies registered pages into a forked child "
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "fork safety: the kernel copies registered pages into a forked child "
              "(copy-on-fork, Linux 5.13+); nothing to set up");
   else if (st == IBV_FORK_ENABLED)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "fork safety: libibverbs' fork protection was already on "
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "fork safety: libibverbs' fork protection was already on "
              "(RDMAV_FORK_SAFE or the application)");
   else if (rc == 0)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "fork safety: %s; ibv_fork_init turned on libibverbs' protection "
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "fork safety: %s; ibv_fork_init turned on libibverbs' protection "
              "(MADV_DONTFORK: a forked child does not inherit registered memory)",
-             mcp_ibv.is_fork_initialized ? "this kernel would share registered pages with a forked child"
-                                         : "this rdma-core cannot tell whether the kernel copies pages on fork");
+             mcp_ibv.is_fork_initialized
+               ? "this kernel would share registered pages with a forked child"
+               : "this rdma-core cannot tell whether the kernel copies pages on fork");
   else
     MCP_WARN("fork safety: ibv_fork_init failed (%s): memory was registered in this process before "
              "mcpnet's init, and on this kernel (older than 5.13) a fork() after that can corrupt "
-             "transfers. Set RDMAV_FORK_SAFE=1 in the environment", strerror(rc));
+             "transfers. Set RDMAV_FORK_SAFE=1 in the environment",
+             strerror(rc));
 }
 
 void mcp_net_note_abi(int version) { abi_taken = version; }
@@ -96,11 +101,14 @@ static void log_identity(int version)
   if (version > 0)
     snprintf(nccl, sizeof(nccl), " (NCCL %d.%d.%d)", version / 10000, version / 100 % 100, version % 100);
   if (abi_taken > 0)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "mcpnet %s, source revision %s; NCCL took the ncclNetPlugin_v%d table%s; "
-             "library %s", MCPNET_VERSION, MCPNET_REVISION, abi_taken, nccl, path);
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "mcpnet %s, source revision %s; NCCL took the ncclNetPlugin_v%d table%s; "
+             "library %s",
+             MCPNET_VERSION, MCPNET_REVISION, abi_taken, nccl, path);
   else
-    MCP_INFO(NCCL_INIT | NCCL_NET, "mcpnet %s, source revision %s; no ncclNetPlugin table named%s; library %s",
-             MCPNET_VERSION, MCPNET_REVISION, nccl, path);
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "mcpnet %s, source revision %s; no ncclNetPlugin table named%s; library %s", MCPNET_VERSION,
+             MCPNET_REVISION, nccl, path);
 }
 
 /* NCCL_IB_QPS_PER_CONNECTION as each port can run it: NCCL accepts any value, so mcpnet
@@ -109,17 +117,17 @@ static void log_identity(int version)
 static void cap_qps(struct mcp_fabric *fab, const struct mcp_config *cfg)
 {
   int per_qp = 2 * MCP_SEND_REQS + 1 > 2 * MCP_SLOTS + 8 + MCP_RQ_DEPTH ? 2 * MCP_SEND_REQS + 1
-                                                                         : 2 * MCP_SLOTS + 8 + MCP_RQ_DEPTH;
+                                                                        : 2 * MCP_SLOTS + 8 + MCP_RQ_DEPTH;
   char why[256];
 
   for (int i = 0; i < fab->ndev; i++) {
     struct mcp_net_dev *d = &fab->dev[i];
 
-    d->qps_per_conn = mcp_param_qps_cap(cfg->ib_qps_per_conn, MCP_MAX_QPS, d->max_cqe, per_qp, 16,
-                                        why, sizeof(why));
+    d->qps_per_conn =
+      mcp_param_qps_cap(cfg->ib_qps_per_conn, MCP_MAX_QPS, d->max_cqe, per_qp, 16, why, sizeof(why));
     if (why[0] != '\0')
-      MCP_WARN("NCCL_IB_QPS_PER_CONNECTION=%d: %s uses %d QPs per connection: %s",
-               cfg->ib_qps_per_conn, d->name, d->qps_per_conn, why);
+      MCP_WARN("NCCL_IB_QPS_PER_CONNECTION=%d: %s uses %d QPs per connection: %s", cfg->ib_qps_per_conn,
+               d->name, d->qps_per_conn, why);
   }
 }
 

@@ -13,17 +13,11 @@
 ncclResult_t mcp_net_result(int err)
 {
   switch (err) {
-  case 0:
-    return ncclSuccess;
-  case MCP_ERR_REMOTE:
-    return ncclRemoteError;
-  case MCP_ERR_INTERNAL:
-    return ncclInternalError;
-  case MCP_ERR_ARG:
-    return ncclInvalidArgument;
-  case MCP_ERR_USAGE:
-    return ncclInvalidUsage;
-  default:
-    return ncclSystemError;
+  case 0: return ncclSuccess;
+  case MCP_ERR_REMOTE: return ncclRemoteError;
+  case MCP_ERR_INTERNAL: return ncclInternalError;
+  case MCP_ERR_ARG: return ncclInvalidArgument;
+  case MCP_ERR_USAGE: return ncclInvalidUsage;
+  default: return ncclSystemError;
   }
 }

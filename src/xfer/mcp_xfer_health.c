@@ -74,13 +74,11 @@ enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, int wc_status, char 
   return cause;
 }
 
-static int seq_before(uint32_t a, uint32_t b)
-{
-  return (int32_t)(a - b) < 0;
-}
+static int seq_before(uint32_t a, uint32_t b) { return (int32_t)(a - b) < 0; }
 
 /* Appends "; " and the formatted text to buf at *used. */
-static void part(char *buf, size_t len, size_t *used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void part(char *buf, size_t len, size_t *used, const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
 static void part(char *buf, size_t len, size_t *used, const char *fmt, ...)
 {
   va_list ap;
@@ -120,12 +118,15 @@ static void describe_send(const struct mcp_comm *c, char *buf, size_t len, size_
       oldest = r;
   }
   if (written > 0)
-    part(buf, len, used, "%d send(s) written but not acknowledged by the peer's adapter (oldest seq %u, "
-         "%d write(s) of it unacknowledged): the data left, no ACK came back", written, oldest->seq,
-         oldest->pending);
+    part(buf, len, used,
+         "%d send(s) written but not acknowledged by the peer's adapter (oldest seq %u, "
+         "%d write(s) of it unacknowledged): the data left, no ACK came back",
+         written, oldest->seq, oldest->pending);
   if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != c->seq) {
-    part(buf, len, used, "the send of seq %u waits for its receive buffer, which was never advertised by "
-         "the peer (no clear-to-send): the peer has not posted the matching irecv", c->seq);
+    part(buf, len, used,
+         "the send of seq %u waits for its receive buffer, which was never advertised by "
+         "the peer (no clear-to-send): the peer has not posted the matching irecv",
+         c->seq);
     return;
   }
   n = e[0].n >= 1 && e[0].n <= MCP_MAX_RECVS ? e[0].n : 1;
@@ -134,19 +135,21 @@ static void describe_send(const struct mcp_comm *c, char *buf, size_t len, size_
   if (arrived < n)
     part(buf, len, used, "the clear-to-send of seq %u arrived for %d of its %d buffers", c->seq, arrived, n);
   else if (ss->seq == c->seq && ss->matched > 0)
-    part(buf, len, used, "the grouped receive of seq %u has %d of its %d buffers sent; the others wait "
-         "for isend with their tags", c->seq, ss->matched, n);
+    part(buf, len, used,
+         "the grouped receive of seq %u has %d of its %d buffers sent; the others wait "
+         "for isend with their tags",
+         c->seq, ss->matched, n);
   if (arrived == n && c->tag_refused_seq == c->seq) {
     char tags[MCP_MAX_RECVS * 20] = "";
     size_t t = 0;
     for (i = 0; i < n && t < sizeof(tags); i++)
       t += (size_t)snprintf(tags + t, sizeof(tags) - t, "%s%d%s", i ? "," : "", e[i].tag,
                             n > 1 && ss->seq == c->seq && ss->used[i] ? "(sent)" : "");
-    part(buf, len, used, "isend with tag %d finds no free buffer for its tag in the oldest receive "
+    part(buf, len, used,
+         "isend with tag %d finds no free buffer for its tag in the oldest receive "
          "(seq %u, tags %s): it is retried until the sends of that receive's other tags arrive",
          c->tag_refused, c->seq, tags);
-  }
-  else if (written == 0)
+  } else if (written == 0)
     part(buf, len, used, "the peer advertised its receive buffer for seq %u, but no isend took it", c->seq);
 }
 
@@ -168,15 +171,19 @@ static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_
   advertised -= c->cts_pending; /* the newest wait to be advertised together */
   if (advertised > 0) {
     if (oldest->got == 0)
-      part(buf, len, used, "%d receive(s) advertised to the peer but no data arrived (oldest seq %u, "
-           "%d buffer(s)): the peer has not sent to them", advertised, oldest->seq, oldest->req->n);
+      part(buf, len, used,
+           "%d receive(s) advertised to the peer but no data arrived (oldest seq %u, "
+           "%d buffer(s)): the peer has not sent to them",
+           advertised, oldest->seq, oldest->req->n);
     else
-      part(buf, len, used, "%d receive(s) advertised to the peer; the oldest (seq %u) got %d of its %d "
-           "writes: the rest never arrived", advertised, oldest->seq, oldest->got, oldest->expected);
+      part(buf, len, used,
+           "%d receive(s) advertised to the peer; the oldest (seq %u) got %d of its %d "
+           "writes: the rest never arrived",
+           advertised, oldest->seq, oldest->got, oldest->expected);
   }
   if (c->inflight == MCP_SLOTS || c->rslots[c->seq % MCP_SLOTS].req != NULL)
-    part(buf, len, used, "irecv cannot advertise seq %u: its slot still waits for the data of seq %u",
-         c->seq, c->seq - MCP_SLOTS);
+    part(buf, len, used, "irecv cannot advertise seq %u: its slot still waits for the data of seq %u", c->seq,
+         c->seq - MCP_SLOTS);
   if (flushes > 0)
     part(buf, len, used, "%d flush read(s) not completed by the local adapter", flushes);
 }
@@ -229,8 +236,9 @@ int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
     snprintf(extra, sizeof(extra), " Port error counters since the comm connected: %s.", moved);
   }
   MCP_WARN("watchdog: %s %s on %s port %d: no progress for %" PRIu64 " s (MCPNET_WATCHDOG_SEC=%d): %s.%s "
-           "The comm stays open; this is reported once per stall", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
-           c->link.peer_name, c->link.dc->info->ibdev, c->link.dc->info->port, (uint64_t)(stalled / 1000000000ull), seconds,
+           "The comm stays open; this is reported once per stall",
+           c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name,
+           c->link.dc->info->ibdev, c->link.dc->info->port, (uint64_t)(stalled / 1000000000ull), seconds,
            what, extra);
   return 1;
 }

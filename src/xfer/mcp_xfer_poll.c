@@ -48,14 +48,16 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
       return 0;
   }
   if (mcp_oob_stream_dead(c->link.stream)) {
-    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
-                  c->link.peer_name, mcp_oob_stream_dead_reason(c->link.stream));
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s",
+                  c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name,
+                  mcp_oob_stream_dead_reason(c->link.stream));
     return -1;
   }
   if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
-    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: the peer closed its end of this connection with work "
-                  "still pending here", c->link.kind == MCP_COMM_SEND ? "send to" : "receive from",
-                  c->link.peer_name);
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                  "%s %s: the peer closed its end of this connection with work "
+                  "still pending here",
+                  c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name);
     return -1;
   }
   /* A peer that lost the RDMA path asks for a recovery on the stream; the device's
@@ -77,8 +79,10 @@ static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot
   if (record) {
     const struct mcp_record *rec = &c->ring_records[slot];
     if (rec->seq != rs->seq || (int)rec->n != r->n) {
-      mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "receive from %s: the sizes record of seq %u says seq %u, "
-                    "%u buffers (protocol error)", c->link.peer_name, rs->seq, rec->seq, rec->n);
+      mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                    "receive from %s: the sizes record of seq %u says seq %u, "
+                    "%u buffers (protocol error)",
+                    c->link.peer_name, rs->seq, rec->seq, rec->n);
       return;
     }
     for (i = 0; i < r->n; i++)
@@ -106,9 +110,10 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
     c->link.recv_consumed[qp] = 0;
   }
   if (rs->req == NULL || (rs->seq & 0xffffu) != MCP_IMM_SEQ(imm)) {
-    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "receive from %s: data for seq %u (low bits) arrived at slot "
-                  "%d, which waits for %u (protocol error)", c->link.peer_name, MCP_IMM_SEQ(imm), slot,
-                  rs->req ? rs->seq : 0);
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                  "receive from %s: data for seq %u (low bits) arrived at slot "
+                  "%d, which waits for %u (protocol error)",
+                  c->link.peer_name, MCP_IMM_SEQ(imm), slot, rs->req ? rs->seq : 0);
     return;
   }
   rs->expected = (int)MCP_IMM_K(imm);
@@ -131,22 +136,26 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
   if (c->link.error != 0)
     return;
   if (peer_gone) {
-    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
-                  "seq %u)", dir, c->link.peer_name,
-                  mcp_oob_stream_dead(c->link.stream) ? mcp_oob_stream_dead_reason(c->link.stream) : "the peer closed this connection",
+    mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                  "%s %s: %s; its adapter refused the work in flight (%s on QP %#x, "
+                  "seq %u)",
+                  dir, c->link.peer_name,
+                  mcp_oob_stream_dead(c->link.stream) ? mcp_oob_stream_dead_reason(c->link.stream)
+                                                      : "the peer closed this connection",
                   mcp_ibv.wc_status_str(wc->status), wc->qp_num, c->seq);
     return;
   }
   cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
   if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
     MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
-  mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
-                dir, c->link.peer_name,
-                mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err, wc->qp_num,
-                mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
-                c->seq, c->link.dc->info->name, c->link.dc->info->port, c->link.dc->info->gid.index, c->link.dc->info->gid.text,
-                mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt, mcp_cnt_cause_name(cause));
+                dir, c->link.peer_name, mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err,
+                wc->qp_num, mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), c->seq, c->link.dc->info->name,
+                c->link.dc->info->port, c->link.dc->info->gid.index, c->link.dc->info->gid.text,
+                mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt,
+                mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
 }
 
@@ -157,12 +166,12 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
   if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
       !mcp_oob_stream_dead(c->link.stream) && !mcp_oob_stream_closed_by_peer(c->link.stream)) {
     char why[256];
-    if (c->link.rec.phase != MCP_REC_NONE && c->link.rec.phase != MCP_REC_CONNECTING && c->link.rec.phase != MCP_REC_WAIT_READY)
+    if (c->link.rec.phase != MCP_REC_NONE && c->link.rec.phase != MCP_REC_CONNECTING &&
+        c->link.rec.phase != MCP_REC_WAIT_READY)
       return;
     snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
              mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
-             mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)),
-             c->link.dc->info->name, c->link.dc->info->port);
+             mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), c->link.dc->info->name, c->link.dc->info->port);
     mcp_recover_start(&c->link, why);
     return;
   }
@@ -244,11 +253,8 @@ int mcp_xfer_poll(struct mcp_comm *c)
         r->done = 1;
       }
       break;
-    case MCP_WR_RECV:
-      on_immediate(c, w);
-      break;
-    default:
-      break; /* signalled clear-to-send writes only free send-queue space */
+    case MCP_WR_RECV: on_immediate(c, w); break;
+    default: break; /* signalled clear-to-send writes only free send-queue space */
     }
   }
   return n;

@@ -37,7 +37,8 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
 
   memset(&wr, 0, sizeof(wr));
   sge.addr = (uintptr_t)c->staging[slot].e;
-  sge.length = (uint32_t)((nslots - 1) * (int)sizeof(struct mcp_cts_slot) + n * (int)sizeof(struct mcp_cts_elem));
+  sge.length =
+    (uint32_t)((nslots - 1) * (int)sizeof(struct mcp_cts_slot) + n * (int)sizeof(struct mcp_cts_elem));
   sge.lkey = c->staging_mr->lkey;
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -69,10 +70,7 @@ static int cts_flush(struct mcp_comm *c)
 }
 
 /* Entries the sender holds and has not used yet, as far as this side knows. */
-static int cts_unused(const struct mcp_comm *c)
-{
-  return (int)(c->cts_published - c->recv_landed);
-}
+static int cts_unused(const struct mcp_comm *c) { return (int)(c->cts_published - c->recv_landed); }
 
 /* A receive's data arrived: once the sender holds fewer unused entries than a batch,
  * what is held goes out, so it never runs dry while receives are posted. */
@@ -115,8 +113,10 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
       continue;
     rc = post_cts(c, (int)(s % MCP_SLOTS), 1, rs->req->n);
     if (rc != 0) {
-      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s after recovery "
-                    "failed: %s", c->link.dc->info->name, s, c->link.peer_name, strerror(rc));
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM,
+                    "%s: posting the clear-to-send for seq %u to %s after recovery "
+                    "failed: %s",
+                    c->link.dc->info->name, s, c->link.peer_name, strerror(rc));
       return -1;
     }
   }
@@ -125,8 +125,8 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
   return 0;
 }
 
-int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                   void **mhandles, void **request)
+int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                   void **request)
 {
   struct mcp_comm *c = recv_comm;
   int optional = *request == (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION;
@@ -231,9 +231,10 @@ static int flush_setup(struct mcp_comm *c, int quiet)
   attr.pkey_index = (uint16_t)mcp_param_process()->ib_pkey_index;
   attr.port_num = (uint8_t)c->link.dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (mcp_ibv.modify_qp(c->flush_qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                                IBV_QP_ACCESS_FLAGS) != 0 ||
-      mcp_qp_to_rts(&c->link, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->link.dc->info->gid.raw, c->link.dc->info->lid) != 0) {
+  if (mcp_ibv.modify_qp(c->flush_qp, &attr,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0 ||
+      mcp_qp_to_rts(&c->link, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->link.dc->info->gid.raw,
+                    c->link.dc->info->lid) != 0) {
     mcp_ibv.destroy_qp(c->flush_qp);
     c->flush_qp = NULL;
     return -1;
@@ -289,7 +290,8 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
     return 0;
   c->flush_next_try_ns = now_ns + 100000000ull;
   if (now_ns - c->flush_lost_ns > (uint64_t)timeout_s * 1000000000ull) {
-    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s port %d: the loopback flush read failed and could not be made "
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM,
+                  "%s port %d: the loopback flush read failed and could not be made "
                   "again within MCPNET_RECOVERY_TIMEOUT=%d s (is the port still down?)",
                   c->link.dc->info->name, c->link.dc->info->port, timeout_s);
     return -1;
@@ -313,8 +315,7 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
   return 0;
 }
 
-int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles,
-                    void **request)
+int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request)
 {
   struct mcp_comm *c = recv_comm;
   struct mcp_request *r;
@@ -333,7 +334,8 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   if (last < 0 || (!gpu && !mcp_param_process()->force_flush))
     return 0;
   if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
-    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up", c->link.dc->info->name);
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up",
+                  c->link.dc->info->name);
     return MCP_ERR_SYSTEM;
   }
   r = mcp_req_get(c);
@@ -354,7 +356,8 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   rc = r->repost ? 0 : flush_post(c, r);
   if (rc != 0) {
     mcp_req_put(r);
-    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s", c->link.dc->info->name, strerror(rc));
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s", c->link.dc->info->name,
+                  strerror(rc));
     return MCP_ERR_SYSTEM;
   }
   c->wd_progress++;

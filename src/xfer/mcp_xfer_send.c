@@ -25,10 +25,7 @@
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 
-static uint32_t load_seq(const struct mcp_cts_elem *e)
-{
-  return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
-}
+static uint32_t load_seq(const struct mcp_cts_elem *e) { return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE); }
 
 static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
 {
@@ -41,8 +38,8 @@ static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
   return rc;
 }
 
-static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *sge, void *addr,
-                    size_t len, const struct mcp_mr *mh, uint64_t raddr, uint32_t rkey)
+static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *sge, void *addr, size_t len,
+                    const struct mcp_mr *mh, uint64_t raddr, uint32_t rkey)
 {
   memset(wr, 0, sizeof(*wr));
   wr->wr.rdma.remote_addr = raddr;
@@ -136,8 +133,7 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   return post(c, (int)(ss->seq % (uint32_t)c->link.nqps), &wr);
 }
 
-int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                   void **request)
+int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
 {
   struct mcp_comm *c = send_comm;
   uint32_t seq = c->seq;
@@ -183,19 +179,21 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   }
   if (size > e[i].size) {
-    mcp_comm_fail(&c->link, MCP_ERR_USAGE, "send of %zu bytes to %s is larger than the posted receive "
-                  "buffer of %llu bytes (seq %u, tag %d)", size, c->link.peer_name,
-                  (unsigned long long)e[i].size, seq, tag);
+    mcp_comm_fail(&c->link, MCP_ERR_USAGE,
+                  "send of %zu bytes to %s is larger than the posted receive "
+                  "buffer of %llu bytes (seq %u, tag %d)",
+                  size, c->link.peer_name, (unsigned long long)e[i].size, seq, tag);
     return MCP_ERR_USAGE;
   }
   if (size > 0 && mhandle == NULL) {
-    mcp_comm_fail(&c->link, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size, c->link.peer_name);
+    mcp_comm_fail(&c->link, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size,
+                  c->link.peer_name);
     return MCP_ERR_ARG;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
-    mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "send to %s: more than %d requests outstanding", c->link.peer_name,
-                  MCP_SEND_REQS);
+    mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "send to %s: more than %d requests outstanding",
+                  c->link.peer_name, MCP_SEND_REQS);
     return MCP_ERR_INTERNAL;
   }
   r->kind = MCP_REQ_SEND;
@@ -276,7 +274,9 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
       return -1;
     replayed++;
   }
-  MCP_INFO(NCCL_NET, "send to %s: after recovery %d message(s) written again, %d completed by the "
-           "receiver's table", c->link.peer_name, replayed, completed);
+  MCP_INFO(NCCL_NET,
+           "send to %s: after recovery %d message(s) written again, %d completed by the "
+           "receiver's table",
+           c->link.peer_name, replayed, completed);
   return 0;
 }

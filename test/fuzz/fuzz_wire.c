@@ -101,11 +101,18 @@ static void seed_endpoint(struct mcp_wire_endpoint *ep, int big)
   ep->ring_addr = big ? 0x7fffffffffffull : 0x1000;
   ep->ring_rkey = 0x1234;
   ep->ring_slots = big ? 256 : 8;
-  ep->fp = (struct mcp_wire_fingerprint){
-      .plugin_version = 0x000100, .gid_type = big ? MCP_WIRE_GID_IB : MCP_WIRE_GID_ROCE_V2,
-      .gid_family = big ? 0 : 4, .pkey = 0xffff, .sl = big ? 15 : 0, .tc = big ? 255 : 0,
-      .timeout = big ? 31 : 20, .retry = 7, .rnr_retry = 6, .qps_per_conn = big ? 16 : 1,
-      .speed_mbps = big ? 400000 : 10000, .max_message = 1u << 30};
+  ep->fp = (struct mcp_wire_fingerprint){.plugin_version = 0x000100,
+                                         .gid_type = big ? MCP_WIRE_GID_IB : MCP_WIRE_GID_ROCE_V2,
+                                         .gid_family = big ? 0 : 4,
+                                         .pkey = 0xffff,
+                                         .sl = big ? 15 : 0,
+                                         .tc = big ? 255 : 0,
+                                         .timeout = big ? 31 : 20,
+                                         .retry = 7,
+                                         .rnr_retry = 6,
+                                         .qps_per_conn = big ? 16 : 1,
+                                         .speed_mbps = big ? 400000 : 10000,
+                                         .max_message = 1u << 30};
 }
 
 static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
@@ -127,9 +134,7 @@ static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
     m->u.conn_req.listen_token = big ? ~0ull : 42;
     seed_endpoint(&m->u.conn_req.ep, big);
     break;
-  case MCP_WIRE_CONN_ACK:
-    seed_endpoint(&m->u.conn_ack, big);
-    break;
+  case MCP_WIRE_CONN_ACK: seed_endpoint(&m->u.conn_ack, big); break;
   case MCP_WIRE_CONN_REJECT:
     m->u.reject.code = big ? MCP_WIRE_REJECT_INTERNAL : MCP_WIRE_REJECT_NO_LISTENER;
     if (big)
@@ -137,13 +142,9 @@ static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
     else
       strcpy(m->u.reject.reason, "no listen with token 42");
     break;
-  case MCP_WIRE_CLOSE:
-    m->u.close_stream_id = big ? 0xffffffffu : 3;
-    break;
+  case MCP_WIRE_CLOSE: m->u.close_stream_id = big ? 0xffffffffu : 3; break;
   case MCP_WIRE_PING:
-  case MCP_WIRE_PONG:
-    m->u.cookie = big ? ~0ull : 0x0102030405060708ull;
-    break;
+  case MCP_WIRE_PONG: m->u.cookie = big ? ~0ull : 0x0102030405060708ull; break;
   case MCP_WIRE_RECOVER:
     m->u.recover.round = big ? ~0u : 1;
     m->u.recover.step = big ? MCP_WIRE_RECOVER_READY : MCP_WIRE_RECOVER_QPS;
@@ -152,8 +153,7 @@ static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
       m->u.recover.done[i] = big ? ~0u - (uint32_t)i : (uint32_t)(i + 1);
     seed_endpoint(&m->u.recover.ep, big);
     break;
-  default:
-    break;
+  default: break;
   }
 }
 
@@ -205,8 +205,11 @@ static int write_corpus(const char *dir)
     }
   }
   for (int fam = 4; fam <= 6; fam += 2) {
-    h = (struct mcp_wire_handle){.family = (uint16_t)fam, .port = 40001, .dev = fam == 4 ? 0 : 3,
-                                 .listen_token = 0x5eed5eed5eed5eedull, .nonce = 0xabcdef};
+    h = (struct mcp_wire_handle){.family = (uint16_t)fam,
+                                 .port = 40001,
+                                 .dev = fam == 4 ? 0 : 3,
+                                 .listen_token = 0x5eed5eed5eed5eedull,
+                                 .nonce = 0xabcdef};
     h.addr[0] = fam == 4 ? 127 : 0xfd;
     h.addr[fam == 4 ? 3 : 15] = 1;
     if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {

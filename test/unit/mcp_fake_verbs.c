@@ -583,10 +583,10 @@ static void connect_qps(struct fake_pair *p)
   int i;
 
   for (i = 0; i < s->link.nqps; i++) {
-    if (mcp_qp_to_rts(&s->link, s->link.qp[i], s->link.psn[i], r->link.qp[i]->qp_num, r->link.psn[i], r->link.dc->info->gid.raw,
-                      r->link.dc->info->lid) != 0 ||
-        mcp_qp_to_rts(&r->link, r->link.qp[i], r->link.psn[i], s->link.qp[i]->qp_num, s->link.psn[i], s->link.dc->info->gid.raw,
-                      s->link.dc->info->lid) != 0)
+    if (mcp_qp_to_rts(&s->link, s->link.qp[i], s->link.psn[i], r->link.qp[i]->qp_num, r->link.psn[i],
+                      r->link.dc->info->gid.raw, r->link.dc->info->lid) != 0 ||
+        mcp_qp_to_rts(&r->link, r->link.qp[i], r->link.psn[i], s->link.qp[i]->qp_num, s->link.psn[i],
+                      s->link.dc->info->gid.raw, s->link.dc->info->lid) != 0)
       abort();
   }
   for (i = 0; i < r->link.nqps; i++)

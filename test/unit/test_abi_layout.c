@@ -10,10 +10,10 @@
 #include "mcp_test.h"
 #include "nccl/net.h"
 
-#define SHOW_SIZE(type, expect)                                                  \
-  do {                                                                           \
-    printf("  sizeof(%s) = %zu\n", #type, sizeof(type));                         \
-    CHECK_EQ_INT(sizeof(type), (expect));                                        \
+#define SHOW_SIZE(type, expect)                          \
+  do {                                                   \
+    printf("  sizeof(%s) = %zu\n", #type, sizeof(type)); \
+    CHECK_EQ_INT(sizeof(type), (expect));                \
   } while (0)
 
 static void test_sizes(void)

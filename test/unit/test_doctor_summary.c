@@ -134,7 +134,8 @@ static void test_differences(void)
   base(&b, "node-b");
   b.timeout = 22;
   f = compare(&r, &a, &b, "timeout");
-  CHECK(f != NULL && f->level == DOCTOR_WARN && strstr(f->message, "NCCL_IB_TIMEOUT=18, NCCL_IB_RETRY_CNT=7 on host node-a") != NULL &&
+  CHECK(f != NULL && f->level == DOCTOR_WARN &&
+        strstr(f->message, "NCCL_IB_TIMEOUT=18, NCCL_IB_RETRY_CNT=7 on host node-a") != NULL &&
         strstr(f->message, "22, 7 on host node-b") != NULL);
 
   base(&b, "node-b");

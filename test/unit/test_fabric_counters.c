@@ -144,9 +144,10 @@ static void test_rxe_unreachable(void)
   CHECK_EQ_INT(delta_of(&d, "hw_counters/ack_deferred"), 4);
   CHECK_EQ_INT(d.n, 3);
   mcp_cnt_format(&d, buf, sizeof(buf));
-  CHECK_EQ_STR(buf, "retry_exceeded_err +1 (transport retries exhausted: no ACK from the peer in time), "
-                    "completer_retry_err +7 (retransmission rounds after an ACK timeout or a NAK), "
-                    "ack_deferred +4 (ACKs whose processing was deferred (load))");
+  CHECK_EQ_STR(buf,
+               "retry_exceeded_err +1 (transport retries exhausted: no ACK from the peer in time), "
+               "completer_retry_err +7 (retransmission rounds after an ACK timeout or a NAK), "
+               "ack_deferred +4 (ACKs whose processing was deferred (load))");
   CHECK_EQ_INT(mcp_cnt_classify(&d, IBV_WC_RETRY_EXC_ERR, t1.state), MCP_CAUSE_UNREACHABLE);
   CHECK_EQ_STR(mcp_cnt_cause_name(MCP_CAUSE_UNREACHABLE), "unreachable peer");
   /* The flush that follows on the other QPs says the same, from the counters alone. */

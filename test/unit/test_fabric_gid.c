@@ -68,26 +68,26 @@ static int choose(const struct table *t, const struct mcp_gid_policy *pol, struc
 }
 
 /* Expect index; print the error otherwise. */
-#define EXPECT_INDEX(t, pol, want)                                                \
-  do {                                                                            \
-    struct mcp_gid_choice _c;                                                     \
-    char _e[256];                                                                 \
-    int _rc = choose((t), (pol), &_c, _e, sizeof(_e));                            \
-    if (_rc != 0)                                                                 \
-      fprintf(stderr, "unexpected error: %s\n", _e);                              \
-    CHECK_EQ_INT(_rc, 0);                                                         \
-    CHECK_EQ_INT(_c.index, (want));                                               \
+#define EXPECT_INDEX(t, pol, want)                     \
+  do {                                                 \
+    struct mcp_gid_choice _c;                          \
+    char _e[256];                                      \
+    int _rc = choose((t), (pol), &_c, _e, sizeof(_e)); \
+    if (_rc != 0)                                      \
+      fprintf(stderr, "unexpected error: %s\n", _e);   \
+    CHECK_EQ_INT(_rc, 0);                              \
+    CHECK_EQ_INT(_c.index, (want));                    \
   } while (0)
 
-#define EXPECT_ERROR(t, pol, needle)                                              \
-  do {                                                                            \
-    struct mcp_gid_choice _c;                                                     \
-    char _e[256];                                                                 \
-    int _rc = choose((t), (pol), &_c, _e, sizeof(_e));                            \
-    CHECK_EQ_INT(_rc, -1);                                                        \
-    if (strstr(_e, (needle)) == NULL)                                             \
-      fprintf(stderr, "error \"%s\" lacks \"%s\"\n", _e, (needle));               \
-    CHECK(strstr(_e, (needle)) != NULL);                                          \
+#define EXPECT_ERROR(t, pol, needle)                                \
+  do {                                                              \
+    struct mcp_gid_choice _c;                                       \
+    char _e[256];                                                   \
+    int _rc = choose((t), (pol), &_c, _e, sizeof(_e));              \
+    CHECK_EQ_INT(_rc, -1);                                          \
+    if (strstr(_e, (needle)) == NULL)                               \
+      fprintf(stderr, "error \"%s\" lacks \"%s\"\n", _e, (needle)); \
+    CHECK(strstr(_e, (needle)) != NULL);                            \
   } while (0)
 
 /* (a)+(f): RoCE v2 over v1 for one address, IPv4 over link-local. */

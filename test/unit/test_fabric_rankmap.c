@@ -192,8 +192,9 @@ static void test_pinned_selection(void)
   add_dev(fab, "mlx5_2", 1);
   mcp_fabric_exclude(fab, "mlx5_0", 1, 1, "port state is DOWN, not ACTIVE");
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 1);
-  CHECK(strstr(problems, "mlx5_0:1 (pinned by MCPNET_RANK_MAP entry '0=mlx5_2:1+mlx5_0:1'): port state is DOWN")
-        != NULL);
+  CHECK(strstr(problems,
+               "mlx5_0:1 (pinned by MCPNET_RANK_MAP entry '0=mlx5_2:1+mlx5_0:1'): port state is DOWN") !=
+        NULL);
   /* A name that does not exist at all. */
   parse_ok("0=mlx5_9");
   CHECK_EQ_INT(mcp_select_init(&s, NULL, &map.e[0], 1, err, sizeof(err)), 0);
@@ -261,7 +262,8 @@ static void test_ambiguous_prefix(void)
 
   CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
   CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 1);
-  CHECK(strstr(msg, "NCCL_IB_HCA=mlx5_1,mlx5_2:1: 'mlx5_1' matches several devices (mlx5_1, mlx5_10)") != NULL);
+  CHECK(strstr(msg, "NCCL_IB_HCA=mlx5_1,mlx5_2:1: 'mlx5_1' matches several devices (mlx5_1, mlx5_10)") !=
+        NULL);
   CHECK(strstr(msg, "uses all of them") != NULL);
   CHECK(strstr(msg, "mlx5_2'") == NULL);
   CHECK_EQ_INT(mcp_select_init(&s, "mlx5", NULL, 0, err, sizeof(err)), 0);

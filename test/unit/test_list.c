@@ -15,7 +15,8 @@ static int values(struct mcp_list *h, int *out, int max)
   struct mcp_list *it;
   int n = 0;
 
-  mcp_list_each(it, h) {
+  mcp_list_each(it, h)
+  {
     if (n < max)
       out[n] = mcp_list_entry(it, struct item, link)->v;
     n++;
@@ -34,7 +35,7 @@ static void test_order_and_removal(void)
   CHECK(mcp_list_first(&h, struct item, link) == NULL);
   mcp_list_append(&h, &a.link);
   mcp_list_append(&h, &b.link);
-  mcp_list_push(&h, &c.link); /* c a b */
+  mcp_list_push(&h, &c.link);   /* c a b */
   mcp_list_append(&h, &d.link); /* c a b d */
   CHECK_EQ_INT(values(&h, got, 8), 4);
   CHECK(got[0] == 3 && got[1] == 1 && got[2] == 2 && got[3] == 4);
@@ -45,7 +46,8 @@ static void test_order_and_removal(void)
   CHECK_EQ_INT(values(&h, got, 8), 3);
   CHECK(got[0] == 3 && got[1] == 1 && got[2] == 4);
   /* Unlink every odd value while walking. */
-  mcp_list_each_safe(it, tmp, &h) {
+  mcp_list_each_safe(it, tmp, &h)
+  {
     if (mcp_list_entry(it, struct item, link)->v % 2 == 1)
       mcp_list_del(it);
   }

@@ -279,7 +279,8 @@ static void test_verdict(int peer_closes)
   if (peer_closes) {
     mcp_oob_test_stream_end(stream, 0, 1, NULL);
     CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
-    CHECK(strstr(fake_comm_errmsg(c), "the peer closed this connection; its adapter refused the work in flight") != NULL);
+    CHECK(strstr(fake_comm_errmsg(c),
+                 "the peer closed this connection; its adapter refused the work in flight") != NULL);
   } else {
     fake_now += 150000000ull; /* 250 ms: a real fault, with the completion's diagnosis */
     CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);

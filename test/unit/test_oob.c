@@ -38,7 +38,8 @@ static uint64_t fake_now(void) { return fake_ms * MCP_NS_PER_MS; }
 static char logbuf[1 << 16];
 static size_t loglen;
 
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   char msg[1024];
   va_list ap;
@@ -52,7 +53,8 @@ static void capture(ncclDebugLogLevel level, unsigned long flags, const char *fi
   va_end(ap);
   if (loglen + sizeof(msg) + 8 > sizeof(logbuf))
     loglen = 0;
-  n = snprintf(logbuf + loglen, sizeof(logbuf) - loglen, "%s %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
+  n = snprintf(logbuf + loglen, sizeof(logbuf) - loglen, "%s %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO",
+               msg);
   fputs(logbuf + loglen, stderr);
   loglen += (size_t)n;
 }

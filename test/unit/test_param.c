@@ -178,7 +178,8 @@ static void test_defaults(void)
   /* A successful load states the time to error once. */
   CHECK_EQ_INT(f.ninfo, 1);
   CHECK(strstr(f.infos, "34.36 s") != NULL);
-  CHECK(strstr(f.infos, "NCCL_IB_TIMEOUT is the default for this NCCL: 20, NCCL's default since 2.23") != NULL);
+  CHECK(strstr(f.infos, "NCCL_IB_TIMEOUT is the default for this NCCL: 20, NCCL's default since 2.23") !=
+        NULL);
   CHECK(strstr(f.infos, "4x") != NULL);
   CHECK(strstr(f.infos, "4.48 ms") != NULL);
   mcp_param_free(&f.cfg);
@@ -195,9 +196,9 @@ static void test_env_override(void)
   fake_set(&f, "NCCL_IB_ADDR_FAMILY", "AF_INET6");
   fake_set(&f, "NCCL_SOCKET_FAMILY", "AF_INET");
   fake_set(&f, "MCPNET_OOB_PORT_RANGE", "40000-40100");
-  fake_set(&f, "NCCL_IB_SL", "");  /* empty means unset, as in NCCL */
+  fake_set(&f, "NCCL_IB_SL", "");            /* empty means unset, as in NCCL */
   fake_set(&f, "MCPNET_LOCAL_RANK", " 3\t"); /* whitespace from YAML or quoting is trimmed */
-  fake_set(&f, "NCCL_IB_TC", "  ");         /* and blank is unset */
+  fake_set(&f, "NCCL_IB_TC", "  ");          /* and blank is unset */
   CHECK_EQ_INT(fake_load(&f, 0), 0);
   CHECK_EQ_INT(f.nwarn, 0);
   CHECK_EQ_INT(f.cfg.ib_timeout, 20);
@@ -300,8 +301,8 @@ static void test_hex_values(void)
 
 static void test_bool_forms(void)
 {
-  static const char *const truthy[] = { "1", "true", "TRUE", "yes", "Yes", "on", "ON" };
-  static const char *const falsy[] = { "0", "false", "False", "no", "NO", "off", "Off" };
+  static const char *const truthy[] = {"1", "true", "TRUE", "yes", "Yes", "on", "ON"};
+  static const char *const falsy[] = {"0", "false", "False", "no", "NO", "off", "Off"};
   struct fake f;
   bool b;
 
@@ -336,8 +337,9 @@ static void test_out_of_range(void)
   fake_init(&f);
   fake_set(&f, "NCCL_IB_RETRY_CNT", "15");
   CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
-  CHECK_EQ_STR(f.err, "NCCL_IB_RETRY_CNT=15 (environment) is out of range 0..7: "
-                      "the IB retry counter is 3 bits");
+  CHECK_EQ_STR(f.err,
+               "NCCL_IB_RETRY_CNT=15 (environment) is out of range 0..7: "
+               "the IB retry counter is 3 bits");
   CHECK_EQ_INT(f.nwarn, 1);
   CHECK_EQ_INT(f.ninfo, 0); /* no time-to-error line for a refused configuration */
   CHECK_EQ_INT(f.cfg.ib_retry_cnt, 7);
@@ -402,14 +404,13 @@ static void test_garbage(void)
 
 static void test_string_checks(void)
 {
-  static const char *const good_cidr[] = { "10.1.0.0/16", "0.0.0.0/0", "192.168.1.7/32",
-                                           "fd00::/64", "::ffff:10.0.0.0/104", "2001:db8::1/128" };
-  static const char *const bad_cidr[] = { "10.1.0.0/33", "fd00::/129", "10.1.0/16", "10.1.0.0/",
-                                          "/16", "10.1.0.0/16x", "10.1.0.0/0x10", "fe80::zz/64",
-                                          "10.1.0.0/-1" };
-  static const char *const good_ports[] = { "1-65535", "40000-40000", "50000-50100", "40000" };
-  static const char *const bad_ports[] = { "0-10", "10-65536", "0", "a-b", "40000-", "-1-5",
-                                           "1 -2", "0x10-0x20" };
+  static const char *const good_cidr[] = {"10.1.0.0/16", "0.0.0.0/0",           "192.168.1.7/32",
+                                          "fd00::/64",   "::ffff:10.0.0.0/104", "2001:db8::1/128"};
+  static const char *const bad_cidr[] = {"10.1.0.0/33",  "fd00::/129",    "10.1.0/16",   "10.1.0.0/",  "/16",
+                                         "10.1.0.0/16x", "10.1.0.0/0x10", "fe80::zz/64", "10.1.0.0/-1"};
+  static const char *const good_ports[] = {"1-65535", "40000-40000", "50000-50100", "40000"};
+  static const char *const bad_ports[] = {"0-10",   "10-65536", "0",    "a-b",
+                                          "40000-", "-1-5",     "1 -2", "0x10-0x20"};
   const struct mcp_param_def *range = mcp_param_find("NCCL_IB_ADDR_RANGE");
   const struct mcp_param_def *ports = mcp_param_find("MCPNET_OOB_PORT_RANGE");
   char why[256];
@@ -641,7 +642,8 @@ static void test_timeout_by_nccl_era(void)
   CHECK_EQ_INT(f.cfg.ib_timeout, 18);
   CHECK_EQ_INT(f.cfg.origin[MCP_PARAM_IB_TIMEOUT].source, MCP_PARAM_SRC_DEFAULT);
   CHECK(strstr(f.infos, "8.59 s (NCCL_IB_TIMEOUT=18:") != NULL);
-  CHECK(strstr(f.infos, "NCCL_IB_TIMEOUT is the default for this NCCL: 18, as NCCL took the v8 table") != NULL);
+  CHECK(strstr(f.infos, "NCCL_IB_TIMEOUT is the default for this NCCL: 18, as NCCL took the v8 table") !=
+        NULL);
   mcp_param_free(&f.cfg);
 
   /* A value the user set wins over either default, and a refused one falls back to the era's. */
@@ -691,8 +693,9 @@ static void test_qps_per_connection(void)
   CHECK(strstr(why, "128 QPs per connection is mcpnet's bound") != NULL);
   /* soft-RoCE: 32767 CQ entries, 513 per QP: 63 QPs fit (63 * 513 + 16 = 32335). */
   CHECK_EQ_INT(mcp_param_qps_cap(100, 128, 32767, 513, 16, why, sizeof(why)), 63);
-  CHECK(strstr(why, "63 QPs per connection fill this device's completion queue: it holds at most "
-                    "32767 entries (ibv_device_attr.max_cqe) and mcpnet needs 513 per QP") != NULL);
+  CHECK(strstr(why,
+               "63 QPs per connection fill this device's completion queue: it holds at most "
+               "32767 entries (ibv_device_attr.max_cqe) and mcpnet needs 513 per QP") != NULL);
   CHECK_EQ_INT(mcp_param_qps_cap(63, 128, 32767, 513, 16, why, sizeof(why)), 63);
   CHECK_EQ_STR(why, "");
   CHECK_EQ_INT(mcp_param_qps_cap(64, 128, 32767, 513, 16, why, sizeof(why)), 63);
@@ -707,14 +710,14 @@ static void test_scan_env(void)
   char *envp[] = {
     "PATH=/usr/bin",
     "NCCL_IB_AR_THRESHOLD=0",
-    "NCCL_IB_HCA=mlx5_0",          /* read by mcpnet */
+    "NCCL_IB_HCA=mlx5_0", /* read by mcpnet */
     "NCCL_IB_USE_INLINE=1",
-    "NCCL_IB_ECE_ENABLE=",         /* empty: unset, as NCCL reads it */
-    "NCCL_IB_FROBNICATE=1",        /* not even NCCL's */
+    "NCCL_IB_ECE_ENABLE=",  /* empty: unset, as NCCL reads it */
+    "NCCL_IB_FROBNICATE=1", /* not even NCCL's */
     "MCPNET_STRIKT=0",
-    "MCPNET_WATCHDOG_SECONDS=60",  /* an alias: known */
+    "MCPNET_WATCHDOG_SECONDS=60", /* an alias: known */
     "MCPNET_RECOVERY_TIMEOUT=5",
-    "MCPNET_BUILD_DIR=/tmp/b",     /* the lab harness's own */
+    "MCPNET_BUILD_DIR=/tmp/b", /* the lab harness's own */
     "MCPNET_CTS_BATCHES=2",
     NULL,
   };
@@ -739,13 +742,16 @@ static void test_scan_env(void)
   CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 2);
   CHECK_EQ_INT(nign, 3);
   CHECK_EQ_INT(f.nwarn, 3);
-  CHECK(strstr(f.warns, "MCPNET_STRIKT=0 (environment) is not an mcpnet variable and is ignored; "
-                        "the nearest one is MCPNET_STRICT") != NULL);
-  CHECK(strstr(f.warns, "MCPNET_CTS_BATCHES=2 (environment) is not an mcpnet variable and is ignored; "
-                        "the nearest one is MCPNET_CTS_BATCH") != NULL);
-  CHECK(strstr(f.warns, "mcpnet does not act on them (NCCL's own IB transport would): "
-                        "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE; not read by NCCL 2.28 either: "
-                        "NCCL_IB_FROBNICATE.") != NULL);
+  CHECK(strstr(f.warns,
+               "MCPNET_STRIKT=0 (environment) is not an mcpnet variable and is ignored; "
+               "the nearest one is MCPNET_STRICT") != NULL);
+  CHECK(strstr(f.warns,
+               "MCPNET_CTS_BATCHES=2 (environment) is not an mcpnet variable and is ignored; "
+               "the nearest one is MCPNET_CTS_BATCH") != NULL);
+  CHECK(strstr(f.warns,
+               "mcpnet does not act on them (NCCL's own IB transport would): "
+               "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE; not read by NCCL 2.28 either: "
+               "NCCL_IB_FROBNICATE.") != NULL);
   CHECK(strstr(f.warns, "NCCL_IB_HCA") == NULL);
   CHECK(strstr(f.warns, "ECE") == NULL);
   CHECK(strstr(f.warns, "WATCHDOG") == NULL);
@@ -807,11 +813,11 @@ static void test_formatting(void)
 static int logged_lines, logged_env_lines;
 static char logged_text[8192];
 
-static void capture_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
-                           int line, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void capture_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-static void capture_logger(ncclDebugLogLevel level, unsigned long flags, const char *file,
-                           int line, const char *fmt, ...)
+static void capture_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                           const char *fmt, ...)
 {
   char msg[512];
   va_list ap;
@@ -843,8 +849,9 @@ static void test_log(void)
   CHECK(strstr(logged_text, "NCCL_IB_TIMEOUT=20 (environment)\n") != NULL);
   CHECK(strstr(logged_text, "NCCL_IB_HCA=(unset) (default)\n") != NULL);
   CHECK(strstr(logged_text, "MCPNET_TENANT_PKEY=0x8001 (environment, set as MCPNET_PKEY)\n") != NULL);
-  CHECK(strstr(logged_text, "NCCL_IB_RETRY_CNT=7 (default; the value from the environment "
-                            "was refused)\n") != NULL);
+  CHECK(strstr(logged_text,
+               "NCCL_IB_RETRY_CNT=7 (default; the value from the environment "
+               "was refused)\n") != NULL);
   mcp_param_free(&f.cfg);
 }
 
@@ -868,9 +875,8 @@ static void test_reentrant(void)
 
 static void remove_tmpdir(void)
 {
-  static const char *const names[] = { "good.conf", "unknown.conf", "malformed.conf",
-                                       "badvalue.conf", ".nccl.conf", "etc-nccl.conf",
-                                       "mine.conf", "user-nccl.conf" };
+  static const char *const names[] = {"good.conf",  "unknown.conf",  "malformed.conf", "badvalue.conf",
+                                      ".nccl.conf", "etc-nccl.conf", "mine.conf",      "user-nccl.conf"};
   char path[600];
 
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

@@ -58,8 +58,7 @@ static void check_nm_line(char *line)
     mcp_test_failures++;
     return;
   }
-  printf("  exported: %s %s%s%s\n", tok[n - 2], tok[n - 1], n == 4 ? " size 0x" : "",
-         n == 4 ? tok[1] : "");
+  printf("  exported: %s %s%s%s\n", tok[n - 2], tok[n - 1], n == 4 ? " size 0x" : "", n == 4 ? tok[1] : "");
   e = find_expected(tok[n - 1]);
   if (e == NULL) {
     fprintf(stderr, "unexpected exported symbol: %s\n", tok[n - 1]);
@@ -95,35 +94,34 @@ static void test_exported_symbols(void)
   CHECK_EQ_INT(status, 0);
   for (size_t i = 0; i < N_EXPECTED; i++) {
     if (expected[i].seen != 1)
-      fprintf(stderr, "%s exported %d times, expected once\n", expected[i].name,
-              expected[i].seen);
+      fprintf(stderr, "%s exported %d times, expected once\n", expected[i].name, expected[i].seen);
     CHECK_EQ_INT(expected[i].seen, 1);
   }
 }
 
 /* The slots every version has, at the same names; checked through a macro because
  * the four table types are unrelated structs. */
-#define CHECK_COMMON_SLOTS(t)                                                    \
-  do {                                                                           \
-    CHECK_EQ_STR((t)->name, MCP_NET_NAME);                                       \
-    CHECK((t)->init != NULL);                                                    \
-    CHECK((t)->devices != NULL);                                                 \
-    CHECK((t)->getProperties != NULL);                                           \
-    CHECK((t)->listen != NULL);                                                  \
-    CHECK((t)->connect != NULL);                                                 \
-    CHECK((t)->accept != NULL);                                                  \
-    CHECK((t)->regMr != NULL);                                                   \
-    CHECK((t)->regMrDmaBuf != NULL);                                             \
-    CHECK((t)->deregMr != NULL);                                                 \
-    CHECK((t)->isend != NULL);                                                   \
-    CHECK((t)->irecv != NULL);                                                   \
-    CHECK((t)->iflush != NULL);                                                  \
-    CHECK((t)->test != NULL);                                                    \
-    CHECK((t)->closeSend != NULL);                                               \
-    CHECK((t)->closeRecv != NULL);                                               \
-    CHECK((t)->closeListen != NULL);                                             \
-    CHECK((t)->getDeviceMr == NULL);                                             \
-    CHECK((t)->irecvConsumed == NULL);                                           \
+#define CHECK_COMMON_SLOTS(t)              \
+  do {                                     \
+    CHECK_EQ_STR((t)->name, MCP_NET_NAME); \
+    CHECK((t)->init != NULL);              \
+    CHECK((t)->devices != NULL);           \
+    CHECK((t)->getProperties != NULL);     \
+    CHECK((t)->listen != NULL);            \
+    CHECK((t)->connect != NULL);           \
+    CHECK((t)->accept != NULL);            \
+    CHECK((t)->regMr != NULL);             \
+    CHECK((t)->regMrDmaBuf != NULL);       \
+    CHECK((t)->deregMr != NULL);           \
+    CHECK((t)->isend != NULL);             \
+    CHECK((t)->irecv != NULL);             \
+    CHECK((t)->iflush != NULL);            \
+    CHECK((t)->test != NULL);              \
+    CHECK((t)->closeSend != NULL);         \
+    CHECK((t)->closeRecv != NULL);         \
+    CHECK((t)->closeListen != NULL);       \
+    CHECK((t)->getDeviceMr == NULL);       \
+    CHECK((t)->irecvConsumed == NULL);     \
   } while (0)
 
 static void test_tables(void)

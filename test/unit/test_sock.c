@@ -102,9 +102,9 @@ static void test_sockaddr_format_parse(void)
   a = addr_of("127.0.0.1");
   CHECK_EQ_STR(mcp_sockaddr_format(&a, buf, sizeof(buf)), "127.0.0.1:0");
 
-  static const char *const bad[] = {"",          "1.2.3",       "1.2.3.4:",     "1.2.3.4:65536",
-                                    "1.2.3.4:-1", "[::1",        "[::1]x",       "[::1]:+5",
-                                    "host:80",   "1.2.3.4: 80", "[zz::1]:1",    "[::1%x]:1"};
+  static const char *const bad[] = {"",           "1.2.3",       "1.2.3.4:",  "1.2.3.4:65536",
+                                    "1.2.3.4:-1", "[::1",        "[::1]x",    "[::1]:+5",
+                                    "host:80",    "1.2.3.4: 80", "[zz::1]:1", "[::1%x]:1"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     if (mcp_sockaddr_parse(bad[i], &a) != -EINVAL) {
       fprintf(stderr, "parse accepted \"%s\"\n", bad[i]);
@@ -124,14 +124,14 @@ static void test_ifspec_table(void)
     const char *spec, *name;
     int match;
   } cases[] = {
-      {"eth", "eth0", 1},       {"eth", "eth01", 1},      {"eth0", "eth01", 1},
-      {"eth0", "eth0", 1},      {"eth0", "eth1", 0},      {"=eth0", "eth0", 1},
-      {"=eth0", "eth01", 0},    {"=eth0", "eth", 0},      {"^eth", "eth0", 0},
-      {"^eth", "ib0", 1},       {"^=eth0", "eth0", 0},    {"^=eth0", "eth01", 1},
-      {"^eth0", "eth01", 0},    {"ib,eth", "eth2", 1},    {"ib,eth", "enp1s0", 0},
-      {"ib, eth ", "eth2", 1},  {"^docker,lo", "lo", 0},  {"^docker,lo", "docker0", 0},
-      {"^docker,lo", "ens3", 1}, {"=lo,=eth0", "eth0", 0}, {"", "anything", 1},
-      {"^", "anything", 1},     {"ib,,eth", "ib0", 1},    {"=", "x", 1},
+    {"eth", "eth0", 1},        {"eth", "eth01", 1},      {"eth0", "eth01", 1},
+    {"eth0", "eth0", 1},       {"eth0", "eth1", 0},      {"=eth0", "eth0", 1},
+    {"=eth0", "eth01", 0},     {"=eth0", "eth", 0},      {"^eth", "eth0", 0},
+    {"^eth", "ib0", 1},        {"^=eth0", "eth0", 0},    {"^=eth0", "eth01", 1},
+    {"^eth0", "eth01", 0},     {"ib,eth", "eth2", 1},    {"ib,eth", "enp1s0", 0},
+    {"ib, eth ", "eth2", 1},   {"^docker,lo", "lo", 0},  {"^docker,lo", "docker0", 0},
+    {"^docker,lo", "ens3", 1}, {"=lo,=eth0", "eth0", 0}, {"", "anything", 1},
+    {"^", "anything", 1},      {"ib,,eth", "ib0", 1},    {"=", "x", 1},
   };
   struct mcp_match_list spec;
   char msg[MCP_SOCK_MSGLEN];
@@ -139,8 +139,7 @@ static void test_ifspec_table(void)
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     CHECK_EQ_INT(mcp_sock_ifspec_parse(cases[i].spec, &spec, msg, sizeof(msg)), 0);
     if (mcp_match_allows(&spec, cases[i].name, -1) != cases[i].match) {
-      fprintf(stderr, "spec \"%s\" vs \"%s\": expected %d\n", cases[i].spec, cases[i].name,
-              cases[i].match);
+      fprintf(stderr, "spec \"%s\" vs \"%s\": expected %d\n", cases[i].spec, cases[i].name, cases[i].match);
       CHECK(0);
     }
   }
@@ -148,8 +147,7 @@ static void test_ifspec_table(void)
   CHECK_EQ_INT(mcp_sock_ifspec_parse("=lo,=eth0", &spec, msg, sizeof(msg)), 0);
   CHECK(spec.exact && spec.n == 2);
   CHECK_EQ_STR(spec.e[1].name, "=eth0");
-  CHECK_EQ_INT(mcp_sock_ifspec_parse("averyveryverylongname", &spec, msg, sizeof(msg)),
-               -EINVAL);
+  CHECK_EQ_INT(mcp_sock_ifspec_parse("averyveryverylongname", &spec, msg, sizeof(msg)), -EINVAL);
   CHECK(strstr(msg, "averyveryverylongname") != NULL);
 }
 
@@ -167,8 +165,8 @@ static struct mcp_sock_ifaddr ifa(const char *name, unsigned flags, const char *
   return e;
 }
 
-static void expect_choice(const struct mcp_sock_ifaddr *list, int n, const char *ifname,
-                          int family, const char *want_name, const char *want_addr)
+static void expect_choice(const struct mcp_sock_ifaddr *list, int n, const char *ifname, int family,
+                          const char *want_name, const char *want_addr)
 {
   struct mcp_sock_iface_choice ch;
   char host[MCP_SOCKADDR_STRLEN];
@@ -176,8 +174,8 @@ static void expect_choice(const struct mcp_sock_ifaddr *list, int n, const char 
 
   if (want_name == NULL) {
     if (rc != -ENODEV) {
-      fprintf(stderr, "ifname \"%s\": expected no interface, got %s (%s)\n",
-              ifname ? ifname : "(unset)", ch.name, ch.reason);
+      fprintf(stderr, "ifname \"%s\": expected no interface, got %s (%s)\n", ifname ? ifname : "(unset)",
+              ch.name, ch.reason);
       CHECK(0);
     }
     return;
@@ -193,22 +191,28 @@ static void expect_choice(const struct mcp_sock_ifaddr *list, int n, const char 
 static void test_iface_auto_tiers(void)
 {
   struct mcp_sock_ifaddr full[] = {
-      ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"), ifa("docker0", UPR, "172.17.0.1"),
-      ifa("virbr0", UPR, "192.168.122.1"),        ifa("eth0", UPR, "192.0.2.2"),
-      ifa("ib0", UPR, "10.0.0.2"),
+    ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"),
+    ifa("docker0", UPR, "172.17.0.1"),
+    ifa("virbr0", UPR, "192.168.122.1"),
+    ifa("eth0", UPR, "192.0.2.2"),
+    ifa("ib0", UPR, "10.0.0.2"),
   };
   struct mcp_sock_ifaddr no_ib[] = {
-      ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"), ifa("docker0", UPR, "172.17.0.1"),
-      ifa("virbr0", UPR, "192.168.122.1"),        ifa("ib0", IFF_UP, "10.0.0.2"),
-      ifa("ens3", UPR, "192.0.2.3"),
+    ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"),
+    ifa("docker0", UPR, "172.17.0.1"),
+    ifa("virbr0", UPR, "192.168.122.1"),
+    ifa("ib0", IFF_UP, "10.0.0.2"),
+    ifa("ens3", UPR, "192.0.2.3"),
   };
   struct mcp_sock_ifaddr docker_only[] = {
-      ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"), ifa("virbr0", UPR, "192.168.122.1"),
-      ifa("docker0", UPR, "172.17.0.1"),
+    ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"),
+    ifa("virbr0", UPR, "192.168.122.1"),
+    ifa("docker0", UPR, "172.17.0.1"),
   };
   struct mcp_sock_ifaddr lo_only[] = {
-      ifa("virbr0", UPR, "192.168.122.1"), ifa("eth0", 0, "192.0.2.2"),
-      ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"),
+    ifa("virbr0", UPR, "192.168.122.1"),
+    ifa("eth0", 0, "192.0.2.2"),
+    ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"),
   };
   struct mcp_sock_ifaddr nothing[] = {ifa("virbr0", UPR, "192.168.122.1"), ifa("eth0", 0, NULL)};
   struct mcp_sock_iface_choice ch;
@@ -235,13 +239,19 @@ static void test_iface_filters(void)
   /* One interface per situation the chooser must see through; entries of one interface
    * are interleaved on purpose, as getifaddrs lists all IPv4 then all IPv6 entries. */
   struct mcp_sock_ifaddr l[] = {
-      ifa("lo", UPR | IFF_LOOPBACK, NULL),   ifa("eth01", UPR, NULL),
-      ifa("eth0", UPR, NULL),                 ifa("eth1", IFF_UP, NULL),
-      ifa("ib0", UPR, NULL),                  ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"),
-      ifa("eth01", UPR, "198.51.100.1"),      ifa("eth0", UPR, "192.0.2.2"),
-      ifa("eth1", IFF_UP, "192.0.2.9"),       ifa("lo", UPR | IFF_LOOPBACK, "::1"),
-      ifa("eth0", UPR, "fe80::1%2"),          ifa("eth0", UPR, "fd00::2"),
-      ifa("ib0", UPR, "fe80::2%4"),
+    ifa("lo", UPR | IFF_LOOPBACK, NULL),
+    ifa("eth01", UPR, NULL),
+    ifa("eth0", UPR, NULL),
+    ifa("eth1", IFF_UP, NULL),
+    ifa("ib0", UPR, NULL),
+    ifa("lo", UPR | IFF_LOOPBACK, "127.0.0.1"),
+    ifa("eth01", UPR, "198.51.100.1"),
+    ifa("eth0", UPR, "192.0.2.2"),
+    ifa("eth1", IFF_UP, "192.0.2.9"),
+    ifa("lo", UPR | IFF_LOOPBACK, "::1"),
+    ifa("eth0", UPR, "fe80::1%2"),
+    ifa("eth0", UPR, "fd00::2"),
+    ifa("ib0", UPR, "fe80::2%4"),
   };
   int n = (int)(sizeof(l) / sizeof(l[0]));
   struct mcp_sock_iface_choice ch;
@@ -579,8 +589,7 @@ static int closed_port(union mcp_sockaddr *addr)
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
   *addr = addr_of("127.0.0.1:0");
-  if (fd < 0 || bind(fd, &addr->sa, mcp_sockaddr_len(addr)) != 0 ||
-      getsockname(fd, &addr->sa, &len) != 0)
+  if (fd < 0 || bind(fd, &addr->sa, mcp_sockaddr_len(addr)) != 0 || getsockname(fd, &addr->sa, &len) != 0)
     fprintf(stderr, "closed_port: %s\n", strerror(errno));
   return fd;
 }
@@ -696,7 +705,7 @@ static void test_connect_timeout(void)
     ms = (fake_ns - t0) / MCP_NS_PER_MS;
     CHECK_EQ_INT(c[timed_out].fail, MCP_SOCK_FAIL_TIMEOUT);
     CHECK_EQ_INT(c[timed_out].err, ETIMEDOUT); /* mcpnet's deadline, not the kernel's */
-    CHECK_EQ_INT((int)ms, 250); /* at the deadline to the ms, on the library's clock */
+    CHECK_EQ_INT((int)ms, 250);                /* at the deadline to the ms, on the library's clock */
     snprintf(want, sizeof(want), "a firewall or routing problem drops traffic to %s",
              mcp_sockaddr_format(&a, buf, sizeof(buf)));
     CHECK(strstr(c[timed_out].msg, want) != NULL);
@@ -744,8 +753,9 @@ static void test_keepalive_options(void)
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), v = 0;
   unsigned u = 0;
   socklen_t len;
-  static const struct { unsigned ask, cnt, user_s; } cases[] = {
-    {60, 10, 60}, {90, 16, 90}, {1, 1, 15}, {100000, 127, 86400}};
+  static const struct {
+    unsigned ask, cnt, user_s;
+  } cases[] = {{60, 10, 60}, {90, 16, 90}, {1, 1, 15}, {100000, 127, 86400}};
 
   CHECK(fd >= 0);
   for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -96,20 +96,14 @@ static void rnd_msg(struct mcp_wire_msg *m, uint16_t type)
     m->u.conn_req.listen_token = rnd();
     rnd_endpoint(&m->u.conn_req.ep);
     break;
-  case MCP_WIRE_CONN_ACK:
-    rnd_endpoint(&m->u.conn_ack);
-    break;
+  case MCP_WIRE_CONN_ACK: rnd_endpoint(&m->u.conn_ack); break;
   case MCP_WIRE_CONN_REJECT:
     m->u.reject.code = (uint32_t)rnd();
     rnd_str(m->u.reject.reason, MCP_WIRE_REASON_MAX, 0);
     break;
-  case MCP_WIRE_CLOSE:
-    m->u.close_stream_id = (uint32_t)rnd();
-    break;
+  case MCP_WIRE_CLOSE: m->u.close_stream_id = (uint32_t)rnd(); break;
   case MCP_WIRE_PING:
-  case MCP_WIRE_PONG:
-    m->u.cookie = rnd();
-    break;
+  case MCP_WIRE_PONG: m->u.cookie = rnd(); break;
   case MCP_WIRE_RECOVER:
     m->u.recover.round = 1 + (uint32_t)rnd_below(1000);
     m->u.recover.step = 1 + (uint32_t)rnd_below(2);
@@ -118,8 +112,7 @@ static void rnd_msg(struct mcp_wire_msg *m, uint16_t type)
       m->u.recover.done[i] = (uint32_t)rnd();
     rnd_endpoint(&m->u.recover.ep);
     break;
-  default:
-    break;
+  default: break;
   }
 }
 
@@ -152,14 +145,13 @@ static void test_roundtrip_property(void)
     rnd_msg(&in, type);
     len = encode_ok(&in, buf);
     if (mcp_wire_decode(buf, len, &out, err, sizeof(err)) != 0 || !mcp_wire_msg_equal(&in, &out)) {
-      fprintf(stderr, "iteration %d (%s): round trip failed: %s\n", it,
-              mcp_wire_type_name(type), err);
+      fprintf(stderr, "iteration %d (%s): round trip failed: %s\n", it, mcp_wire_type_name(type), err);
       failures++;
       continue;
     }
     /* Canonical: re-encoding the decoded message gives the same bytes. */
-    if (mcp_wire_encode(&out, again, sizeof(again), &len2, err, sizeof(err)) != 0 ||
-        len2 != len || memcmp(buf, again, len) != 0) {
+    if (mcp_wire_encode(&out, again, sizeof(again), &len2, err, sizeof(err)) != 0 || len2 != len ||
+        memcmp(buf, again, len) != 0) {
       fprintf(stderr, "iteration %d: re-encoding differs\n", it);
       failures++;
     }
@@ -205,12 +197,12 @@ static void test_recover_needs_version_2(void)
 static void test_golden_bytes(void)
 {
   static const uint8_t want[] = {
-      0x4e, 0x50, 0x43, 0x4d, /* magic "MCPN" as u32 LE */
-      0x02, 0x00,             /* version 2 */
-      0x07, 0x00,             /* PING */
-      0x08, 0x00, 0x00, 0x00, /* payload length 8 */
-      0x44, 0x33, 0x22, 0x11, /* stream id 0x11223344 */
-      0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* cookie */
+    0x4e, 0x50, 0x43, 0x4d,                         /* magic "MCPN" as u32 LE */
+    0x02, 0x00,                                     /* version 2 */
+    0x07, 0x00,                                     /* PING */
+    0x08, 0x00, 0x00, 0x00,                         /* payload length 8 */
+    0x44, 0x33, 0x22, 0x11,                         /* stream id 0x11223344 */
+    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* cookie */
   };
   struct mcp_wire_msg m = {.type = MCP_WIRE_PING, .stream_id = 0x11223344};
   uint8_t buf[MCP_WIRE_MSG_MAX];
@@ -249,8 +241,7 @@ static int samples(struct mcp_wire_msg *out, int max)
     if (t == MCP_WIRE_CONN_ACK)
       out[n].u.conn_ack.nqps = MCP_WIRE_MAX_QPS;
     if (t == MCP_WIRE_CONN_REQ || t == MCP_WIRE_CONN_ACK) {
-      struct mcp_wire_endpoint *ep =
-          t == MCP_WIRE_CONN_REQ ? &out[n].u.conn_req.ep : &out[n].u.conn_ack;
+      struct mcp_wire_endpoint *ep = t == MCP_WIRE_CONN_REQ ? &out[n].u.conn_req.ep : &out[n].u.conn_ack;
 
       for (int i = 0; i < MCP_WIRE_MAX_QPS; i++)
         ep->qps[i] = (struct mcp_wire_qp){(uint32_t)i + 100, 0xffffff};
@@ -295,8 +286,8 @@ static void test_truncation_every_length(void)
       else
         ok = rc == -EBADMSG && strstr(err, "announces") != NULL && frc == 1 && flen == len;
       if (!ok) {
-        fprintf(stderr, "%s cut at %zu: rc %d frame_len %d: %s\n",
-                mcp_wire_type_name(s[i].type), cut, rc, frc, err);
+        fprintf(stderr, "%s cut at %zu: rc %d frame_len %d: %s\n", mcp_wire_type_name(s[i].type), cut, rc,
+                frc, err);
         bad++;
       }
     }
@@ -387,8 +378,7 @@ static void test_corrupted_header(void)
   b[0] ^= 0x01;
   expect_reject(b, len, -EBADMSG, "not an mcpnet frame (magic 0x4d43504f");
   /* A stray client: the first bytes alone already fail, before a whole header. */
-  CHECK_EQ_INT(mcp_wire_frame_len((const uint8_t *)"GET / HTTP/1.1\r\n", 3, &flen, err,
-                                  sizeof(err)), -1);
+  CHECK_EQ_INT(mcp_wire_frame_len((const uint8_t *)"GET / HTTP/1.1\r\n", 3, &flen, err, sizeof(err)), -1);
   CHECK(strstr(err, "not an mcpnet frame") != NULL);
 
   memcpy(b, good, len);
@@ -437,7 +427,7 @@ static void test_corrupted_fields(void)
   strcpy(m.u.conn_ack.dev_name, "mlx5_0");
   m.u.conn_ack.nqps = 2;
   len = encode_ok(&m, good);
-  dev = ACK_DEVLEN + 2;       /* the name's bytes */
+  dev = ACK_DEVLEN + 2;      /* the name's bytes */
   nq = dev + 6 + 4 + 16 + 2; /* name, port..gid index, gid, lid */
   CHECK(good[ACK_DEVLEN] == 6 && memcmp(good + dev, "mlx5_0", 6) == 0);
   CHECK_EQ_INT(good[nq], 2);
@@ -583,8 +573,7 @@ static void test_handle(void)
     rnd_handle(&h);
     memset(buf, 0xee, sizeof(buf));
     if (mcp_wire_handle_encode(&h, buf, err, sizeof(err)) != 0 ||
-        mcp_wire_handle_decode(buf, &out, err, sizeof(err)) != 0 ||
-        !mcp_wire_handle_equal(&h, &out))
+        mcp_wire_handle_decode(buf, &out, err, sizeof(err)) != 0 || !mcp_wire_handle_equal(&h, &out))
       bad++;
     for (int i = MCP_WIRE_HANDLE_TAIL_OFFSET; i < MCP_WIRE_HANDLE_SIZE; i++)
       if (buf[i] != 0)
@@ -593,8 +582,12 @@ static void test_handle(void)
   CHECK_EQ_INT(bad, 0);
 
   /* The layout NCCL's handle buffer sees. */
-  h = (struct mcp_wire_handle){.family = 4, .addr = {127, 0, 0, 1}, .port = 0x1234, .dev = 3,
-                               .listen_token = 0x1122334455667788ull, .nonce = 1};
+  h = (struct mcp_wire_handle){.family = 4,
+                               .addr = {127, 0, 0, 1},
+                               .port = 0x1234,
+                               .dev = 3,
+                               .listen_token = 0x1122334455667788ull,
+                               .nonce = 1};
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, buf, err, sizeof(err)), 0);
   CHECK(memcmp(buf, "NPCM\x02\x00\x04\x00\x7f\x00\x00\x01", 12) == 0);
   CHECK(buf[24] == 0x34 && buf[25] == 0x12 && buf[28] == 3 && buf[32] == 0x88 && buf[39] == 0x11);
@@ -733,8 +726,7 @@ static void test_stream_through_rbuf(void)
     CHECK(mcp_sock_sendq_flush(&q, sv[0]) >= 0);
     CHECK(mcp_sock_rbuf_fill(&rb, sv[1]) >= 0);
     while ((rc = mcp_sock_rbuf_next(&rb, &f, &flen, err, sizeof(err))) == 1) {
-      if (mcp_wire_decode(f, flen, &got, err, sizeof(err)) != 0 ||
-          !mcp_wire_msg_equal(&got, &sent[n]))
+      if (mcp_wire_decode(f, flen, &got, err, sizeof(err)) != 0 || !mcp_wire_msg_equal(&got, &sent[n]))
         bad++;
       n++;
     }

@@ -22,8 +22,8 @@ static int warns;
 static char sbuf[4096], rbuf[8 * 4096];
 static struct mcp_mr *host_mr, *rmh;
 
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                    const char *fmt, ...)
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   (void)flags;
   (void)file;
@@ -109,8 +109,9 @@ static void test_pxn_next_step_before_other_tag(void)
   CHECK_EQ_INT(fake_comm_seq(p->send), 1);
   mcp_xfer_watchdog_describe(p->send, why, sizeof(why));
   /* The refused tag and the seq of the head receive, for the watchdog. */
-  CHECK(strstr(why, "isend with tag 1 finds no free buffer for its tag in the oldest receive "
-                    "(seq 1, tags 1(sent),2)") != NULL);
+  CHECK(strstr(why,
+               "isend with tag 1 finds no free buffer for its tag in the oldest receive "
+               "(seq 1, tags 1(sent),2)") != NULL);
   CHECK_EQ_INT(sends(&posted), 1); /* only the first part was written */
   b = do_send(p, 2, 200, host_mr, &rc);
   CHECK(b != NULL);
@@ -215,8 +216,8 @@ static void test_inline_only_from_host_memory(void)
     irecv_tags(p, 0, 1, t);
     irecv_tags(p, 1, 2, tg);
     fake_posts_reset();
-    CHECK(do_send(p, 1, 8, kinds[k], &rc) != NULL);   /* single receive */
-    CHECK(do_send(p, 1, 8, kinds[k], &rc) != NULL);   /* element of a grouped receive */
+    CHECK(do_send(p, 1, 8, kinds[k], &rc) != NULL); /* single receive */
+    CHECK(do_send(p, 1, 8, kinds[k], &rc) != NULL); /* element of a grouped receive */
     CHECK(do_send(p, 2, 64, kinds[k], &rc) != NULL);
     CHECK_EQ_INT(sends(&posted), 4);
     CHECK_EQ_INT(posted[0].send_flags & IBV_SEND_INLINE, want);
@@ -242,7 +243,8 @@ static void test_completion_of_another_comm(void)
   CHECK_EQ_INT(fake_comm_error(p->send), 0);
   CHECK_EQ_INT(fake_comm_rec_phase(p->send), MCP_REC_NONE);
   /* The same completion with the comm's own id (0 for the fake pair's comms) counts. */
-  fake_pair_inject_wc(p, FAKE_SEND_SIDE, MCP_WR(MCP_WR_SEND, 0, 0, 0), IBV_WC_REM_ACCESS_ERR, IBV_WC_RDMA_WRITE);
+  fake_pair_inject_wc(p, FAKE_SEND_SIDE, MCP_WR(MCP_WR_SEND, 0, 0, 0), IBV_WC_REM_ACCESS_ERR,
+                      IBV_WC_RDMA_WRITE);
   CHECK_EQ_INT(mcp_xfer_poll(p->send), 1);
   CHECK(fake_comm_error(p->send) != 0 || fake_comm_rec_phase(p->send) == MCP_REC_VERDICT);
   fake_pair_free(p);

@@ -23,8 +23,8 @@
 static char buf[65536], sbuf[65536];
 static struct mcp_mr *mh, *smh;
 
-static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                  const char *fmt, ...)
+static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                  ...)
 {
   (void)level;
   (void)flags;
@@ -155,8 +155,8 @@ static void test_flush_lost_with_its_qp(void)
   CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
   CHECK_EQ_INT(done, 0);
   CHECK_EQ_INT(fake_qps_destroyed() - destroyed, 1);
-  CHECK_EQ_INT(fake_qps_created() - created, 2);   /* a new flush QP ... */
-  CHECK_EQ_INT(reads_posted(), 2);                 /* ... and the read posted again on it */
+  CHECK_EQ_INT(fake_qps_created() - created, 2); /* a new flush QP ... */
+  CHECK_EQ_INT(reads_posted(), 2);               /* ... and the read posted again on it */
   CHECK(MCP_WR_EPOCH(last_read()) != MCP_WR_EPOCH(first));
   /* What the old QP still completes is dropped; the new read completes the flush. The
    * new QP's read is held back until the stale completion was seen. */

@@ -21,8 +21,8 @@ static char last[4096];
 static char sbuf[1 << 20], rbuf[1 << 20];
 static struct mcp_mr *smh, *rmh;
 
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                    const char *fmt, ...)
+static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   va_list ap;
 
@@ -81,8 +81,9 @@ static void test_send_no_cts(void)
   char buf[1024];
 
   mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
-  CHECK(strstr(buf, "the send of seq 1 waits for its receive buffer, which was never advertised by the "
-                    "peer (no clear-to-send)") != NULL);
+  CHECK(strstr(buf,
+               "the send of seq 1 waits for its receive buffer, which was never advertised by the "
+               "peer (no clear-to-send)") != NULL);
   CHECK(strstr(buf, "not acknowledged") == NULL);
   fake_pair_free(p);
 }
@@ -104,15 +105,18 @@ static void test_send_unacked(void)
   s1 = isend(p, 100, 0);
   isend(p, 3 * 64 * 1024, 0);
   mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
-  CHECK(strstr(buf, "2 send(s) written but not acknowledged by the peer's adapter (oldest seq 1, 1 write(s) "
-                    "of it unacknowledged)") == buf);
+  CHECK(strstr(buf,
+               "2 send(s) written but not acknowledged by the peer's adapter (oldest seq 1, 1 write(s) "
+               "of it unacknowledged)") == buf);
   CHECK(strstr(buf, "never advertised") == NULL);
   /* A completed send is not waiting: seq 1's write (first on QP 1) is acknowledged. */
   fake_pair_release_n(p, FAKE_SEND_SIDE, 1, 1);
   CHECK_EQ_INT(mcp_net_test(s1, &done, NULL), ncclSuccess);
   CHECK_EQ_INT(done, 1);
   mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
-  CHECK(strstr(buf, "1 send(s) written but not acknowledged by the peer's adapter (oldest seq 2, 3 write(s)") == buf);
+  CHECK(
+    strstr(buf, "1 send(s) written but not acknowledged by the peer's adapter (oldest seq 2, 3 write(s)") ==
+    buf);
   /* Without its CTS the next send waits too: both are said. */
   isend(p, 100, 0);
   mcp_xfer_watchdog_describe(p->send, buf, sizeof(buf));
@@ -153,7 +157,8 @@ static void test_recv_no_data(void)
   CHECK_EQ_STR(buf, "nothing is in flight on this comm");
   irecv(p, 2, 4096);
   mcp_xfer_watchdog_describe(p->recv, buf, sizeof(buf));
-  CHECK(strstr(buf, "1 receive(s) advertised to the peer but no data arrived (oldest seq 1, 2 buffer(s))") == buf);
+  CHECK(strstr(buf, "1 receive(s) advertised to the peer but no data arrived (oldest seq 1, 2 buffer(s))") ==
+        buf);
   fake_pair_free(p);
 
   /* Part of a striped message arrived: one of its 4 writes (QPs 1, 2, 3, 0; only QP 1
@@ -203,9 +208,10 @@ static void test_timing(void)
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + (uint64_t)i * SEC / 10, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC, 1), 1);
   CHECK_EQ_INT(warns, 1);
-  CHECK(strstr(last, "NET/MCP watchdog: receive from fake-sender pid 1 (192.0.2.1:40000) on fake1 port 1: no "
-                     "progress for 1 s (MCPNET_WATCHDOG_SEC=1): 1 receive(s) advertised to the peer but no data "
-                     "arrived") == last);
+  CHECK(strstr(last,
+               "NET/MCP watchdog: receive from fake-sender pid 1 (192.0.2.1:40000) on fake1 port 1: no "
+               "progress for 1 s (MCPNET_WATCHDOG_SEC=1): 1 receive(s) advertised to the peer but no data "
+               "arrived") == last);
   CHECK(strstr(last, "reported once per stall") != NULL);
   for (i = 11; i < 40; i++)
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + (uint64_t)i * SEC / 10, 1), 0);

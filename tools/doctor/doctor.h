@@ -48,20 +48,20 @@ enum doctor_section {
 struct doctor_finding {
   enum doctor_level level;
   enum doctor_section section;
-  char check[32];      /* stable identifier for machines: "memlock", "port-state", ... */
-  char subject[64];    /* what it is about: "rxe0:1", "NCCL_NET", "" */
-  char message[640];   /* one line: what is wrong (or right), with the values */
-  char remedy[512];    /* one line: what to do; "" for OK */
+  char check[32];    /* stable identifier for machines: "memlock", "port-state", ... */
+  char subject[64];  /* what it is about: "rxe0:1", "NCCL_NET", "" */
+  char message[640]; /* one line: what is wrong (or right), with the values */
+  char remedy[512];  /* one line: what to do; "" for OK */
 };
 
 /* ---- Devices (doctor_devices.c) ------------------------------------------------------ */
 
 struct doctor_gid {
   int index;
-  char gid[64];        /* as mcp_gid_format writes it */
-  char type[12];       /* "IB", "RoCE v1", "RoCE v2" */
+  char gid[64];  /* as mcp_gid_format writes it */
+  char type[12]; /* "IB", "RoCE v1", "RoCE v2" */
   char netdev[IF_NAMESIZE];
-  int in_ns;           /* the netdev belongs to this network namespace */
+  int in_ns; /* the netdev belongs to this network namespace */
   int up;
 };
 
@@ -72,7 +72,7 @@ struct doctor_port {
   int ethernet;
   char rate[64];
   int rate_mbps;
-  int active_mtu, max_mtu;      /* bytes; 0 when verbs could not tell */
+  int active_mtu, max_mtu; /* bytes; 0 when verbs could not tell */
   int lid;
   int netlink_rc;               /* mcp_netns_port_netdev's answer: 0 or a negative errno */
   char netdev[IF_NAMESIZE];     /* the port's netdev in this namespace, "" when none */
@@ -81,16 +81,16 @@ struct doctor_port {
   int gid_slots, gid_skipped;
   int ngid;
   struct doctor_gid *gid;
-  int ngid_ours;                /* GIDs on a netdev of this namespace */
-  int ngid_usable;              /* of those, on an up netdev and not link-local */
-  char pkeys[160];              /* non-empty P_Key entries: "0xffff, 0x8001" */
+  int ngid_ours;   /* GIDs on a netdev of this namespace */
+  int ngid_usable; /* of those, on an up netdev and not link-local */
+  char pkeys[160]; /* non-empty P_Key entries: "0xffff, 0x8001" */
 };
 
 struct doctor_dev {
   char name[MCP_DEV_NAME_MAX];
   char driver[32];
-  char uverbs[32];     /* "uverbs0" from sysfs, "" unknown */
-  int opens;           /* ibv_open_device worked */
+  char uverbs[32]; /* "uverbs0" from sysfs, "" unknown */
+  int opens;       /* ibv_open_device worked */
   char open_err[160];
   int nport;
   struct doctor_port *port;
@@ -99,11 +99,11 @@ struct doctor_dev {
 /* ---- Selection (doctor_select.c) ----------------------------------------------------- */
 
 struct doctor_selection {
-  int lo, hi;                   /* local ranks lo..hi; -1, -1: the process as it is */
-  const char *rank_source;      /* where the rank came from, or NULL */
-  int rc;                       /* mcp_fabric_discover_rank's result */
+  int lo, hi;              /* local ranks lo..hi; -1, -1: the process as it is */
+  const char *rank_source; /* where the rank came from, or NULL */
+  int rc;                  /* mcp_fabric_discover_rank's result */
   struct mcp_fabric fab;
-  char warn[1024];              /* WARNs the discovery logged, "; "-separated */
+  char warn[1024]; /* WARNs the discovery logged, "; "-separated */
 };
 
 /* ---- Two nodes (doctor_summary.c, doctor_pair.c) ------------------------------------- */
@@ -112,39 +112,39 @@ struct doctor_selection {
 struct doctor_summary {
   char host[64];
   char version[32];
-  char oob[96];        /* "192.0.2.1 (eth0)" */
+  char oob[96]; /* "192.0.2.1 (eth0)" */
   char dev[MCP_DEV_NAME_MAX];
   int port;
   char link_layer[16];
-  int mtu;             /* the port's active MTU, bytes */
-  int mtu_cap;         /* MCPNET_MTU, 0 none */
+  int mtu;     /* the port's active MTU, bytes */
+  int mtu_cap; /* MCPNET_MTU, 0 none */
   char netdev[IF_NAMESIZE];
   int netdev_mtu;
   int rate_mbps;
   int gid_index;
   char gid[64];
   char gid_type[12];
-  int gid_family;      /* 4, 6, 0 */
-  char subnet[64];     /* "192.0.2.0/24", "" unknown */
-  int pkey;            /* value, -1 unknown */
+  int gid_family;  /* 4, 6, 0 */
+  char subnet[64]; /* "192.0.2.0/24", "" unknown */
+  int pkey;        /* value, -1 unknown */
   int pkey_index;
   int pkey_full;
-  int sl, tc;          /* effective settings, -1 unset */
+  int sl, tc; /* effective settings, -1 unset */
   int timeout, retry, rnr_retry, qps;
-  int ok;              /* a usable port was found */
+  int ok; /* a usable port was found */
 };
 
 struct doctor_pair_result {
-  int ran;             /* the two-node check ran (listen or peer mode) */
-  int connected;       /* the plugin's handshake finished */
-  int verified;        /* the verified message arrived intact both ways */
-  double bw_mbs;       /* MB/s (10^6 bytes/s), 0 when not measured */
+  int ran;       /* the two-node check ran (listen or peer mode) */
+  int connected; /* the plugin's handshake finished */
+  int verified;  /* the verified message arrived intact both ways */
+  double bw_mbs; /* MB/s (10^6 bytes/s), 0 when not measured */
   size_t bw_size;
   long bw_msgs;
   double bw_seconds;
-  double lat_us;       /* one-way, half the median round trip */
+  double lat_us; /* one-way, half the median round trip */
   long lat_rounds;
-  char peer_addr[96];  /* the control connection's far end */
+  char peer_addr[96]; /* the control connection's far end */
   char plugin_path[512];
   int have_peer;
   struct doctor_summary local, peer;
@@ -156,17 +156,17 @@ struct doctor_opts {
   int json;
   int verbose;
   int listen;
-  const char *peer;        /* HOST[:PORT] */
-  const char *bind;        /* --bind ADDR for --listen */
+  const char *peer; /* HOST[:PORT] */
+  const char *bind; /* --bind ADDR for --listen */
   int port;
-  int timeout_s;           /* each network step */
-  int wait_s;              /* --listen: how long to wait for the peer */
-  double seconds;          /* measuring time */
-  size_t size;             /* bandwidth message size */
-  int dev;                 /* the plugin device the two-node check uses */
+  int timeout_s;  /* each network step */
+  int wait_s;     /* --listen: how long to wait for the peer */
+  double seconds; /* measuring time */
+  size_t size;    /* bandwidth message size */
+  int dev;        /* the plugin device the two-node check uses */
   const char *plugin;
   int plugin_given;
-  size_t min_memlock;      /* bytes below which the locked-memory limit FAILs */
+  size_t min_memlock; /* bytes below which the locked-memory limit FAILs */
 };
 
 struct doctor_report {
@@ -176,19 +176,19 @@ struct doctor_report {
   struct doctor_finding find[DOCTOR_MAX_FINDINGS];
   int ndev;
   struct doctor_dev dev[DOCTOR_MAX_DEVS];
-  int devs_rc;                  /* 0, or a negative errno when sysfs could not be read */
-  char verbs_err[256];          /* "" when libibverbs loaded */
+  int devs_rc;         /* 0, or a negative errno when sysfs could not be read */
+  char verbs_err[256]; /* "" when libibverbs loaded */
   struct mcp_config cfg;
   int cfg_rc;
   int nsel;
   struct doctor_selection *sel[DOCTOR_MAX_SELECTIONS];
-  int own_rank;                 /* this process's local rank, -1 unknown */
-  int ranks_capped;             /* a rank map had more ranks than DOCTOR_RANKS_CHECKED */
+  int own_rank;     /* this process's local rank, -1 unknown */
+  int ranks_capped; /* a rank map had more ranks than DOCTOR_RANKS_CHECKED */
   struct doctor_pair_result pair;
   /* Host facts for both outputs. */
-  long long memlock_bytes;      /* -1: unlimited */
+  long long memlock_bytes; /* -1: unlimited */
   int cap_ipc_lock;
-  long long shm_bytes;          /* -1: no /dev/shm */
+  long long shm_bytes; /* -1: no /dev/shm */
   char oob_iface[IF_NAMESIZE];
   char oob_addr[64];
   double tte_s, rnr_s;

@@ -69,8 +69,8 @@ void doctor_config_load(struct doctor_report *r)
       doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_CONFIG, "invalid-value", def->name, fix, "%s", m.msg[i]);
       reported++;
     } else {
-      doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_CONFIG, "config-note", NULL,
-                 "correct or remove the entry named", "%s", m.msg[i]);
+      doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_CONFIG, "config-note", NULL, "correct or remove the entry named",
+                 "%s", m.msg[i]);
     }
   }
   if (r->cfg_rc != 0 && reported == 0)

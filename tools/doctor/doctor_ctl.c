@@ -96,16 +96,17 @@ int doctor_ctl_connect(struct doctor_ctl *c, const char *spec, int default_port,
     c->fd = mcp_sock_connect_take_fd(&sc);
     return 0;
   }
-  c->fail = sc.fail == MCP_SOCK_FAIL_REFUSED       ? DOCTOR_CTL_REFUSED
-            : sc.fail == MCP_SOCK_FAIL_UNREACHABLE ? DOCTOR_CTL_UNREACHABLE
-            : sc.fail == MCP_SOCK_FAIL_TIMEOUT     ? DOCTOR_CTL_NO_ANSWER
-                                                   : DOCTOR_CTL_OTHER;
+  c->fail = sc.fail == MCP_SOCK_FAIL_REFUSED ? DOCTOR_CTL_REFUSED
+    : sc.fail == MCP_SOCK_FAIL_UNREACHABLE   ? DOCTOR_CTL_UNREACHABLE
+    : sc.fail == MCP_SOCK_FAIL_TIMEOUT       ? DOCTOR_CTL_NO_ANSWER
+                                             : DOCTOR_CTL_OTHER;
   snprintf(c->msg, sizeof(c->msg), "%s", sc.msg);
   mcp_sock_connect_cancel(&sc);
   return -1;
 }
 
-static int listen_on(const char *bind_addr, int port, int *fd, union mcp_sockaddr *bound, char *msg, size_t len)
+static int listen_on(const char *bind_addr, int port, int *fd, union mcp_sockaddr *bound, char *msg,
+                     size_t len)
 {
   static const char *wild[] = {"[::]", "0.0.0.0"};
   union mcp_sockaddr a;
@@ -193,7 +194,8 @@ int doctor_ctl_accept(struct doctor_ctl *c, const char *bind_addr, int port, int
   }
   close(lfd);
   c->fail = DOCTOR_CTL_NO_ANSWER;
-  snprintf(c->msg, sizeof(c->msg), "no mcpnet-doctor --peer connected to port %d within %d s", c->port, wait_s);
+  snprintf(c->msg, sizeof(c->msg), "no mcpnet-doctor --peer connected to port %d within %d s", c->port,
+           wait_s);
   return -1;
 }
 

@@ -24,21 +24,21 @@ enum doctor_ctl_fail {
 
 struct doctor_ctl {
   int fd;
-  union mcp_sockaddr addr;       /* the far end (connect) or the peer (accept) */
+  union mcp_sockaddr addr; /* the far end (connect) or the peer (accept) */
   char peer[MCP_SOCKADDR_STRLEN];
-  int port;                      /* the port connected to, or listened on */
+  int port; /* the port connected to, or listened on */
   enum doctor_ctl_fail fail;
-  char msg[MCP_SOCK_MSGLEN];     /* the failure, from the socket layer */
-  double start, elapsed;         /* seconds: when the connect began, how long it took */
+  char msg[MCP_SOCK_MSGLEN]; /* the failure, from the socket layer */
+  double start, elapsed;     /* seconds: when the connect began, how long it took */
 };
 
 /* Frame types. */
 enum {
-  DOCTOR_MSG_SUMMARY = 1,  /* key=value lines (doctor_summary.c) */
-  DOCTOR_MSG_HANDLE = 2,   /* status + the plugin's listen handle, or the reason it has none */
-  DOCTOR_MSG_STEP = 3,     /* status of a step both sides run: "ok" or the reason */
-  DOCTOR_MSG_PLAN = 4,     /* the next measurement: "bw N SIZE", "lat N", "end" */
-  DOCTOR_MSG_RESULT = 5    /* the measured figures, key=value lines */
+  DOCTOR_MSG_SUMMARY = 1, /* key=value lines (doctor_summary.c) */
+  DOCTOR_MSG_HANDLE = 2,  /* status + the plugin's listen handle, or the reason it has none */
+  DOCTOR_MSG_STEP = 3,    /* status of a step both sides run: "ok" or the reason */
+  DOCTOR_MSG_PLAN = 4,    /* the next measurement: "bw N SIZE", "lat N", "end" */
+  DOCTOR_MSG_RESULT = 5   /* the measured figures, key=value lines */
 };
 
 int doctor_ctl_connect(struct doctor_ctl *c, const char *spec, int default_port, int timeout_s);

@@ -87,10 +87,13 @@ static void port_from_sysfs(struct doctor_port *dp, const struct mcp_sysfs_dev *
 
   dp->num = sp->num;
   snprintf(dp->state, sizeof(dp->state), "%s", sp->state_name[0] ? sp->state_name : "unknown");
-  snprintf(dp->phys_state, sizeof(dp->phys_state), "%s", sp->phys_state_name[0] ? sp->phys_state_name : "unknown");
+  snprintf(dp->phys_state, sizeof(dp->phys_state), "%s",
+           sp->phys_state_name[0] ? sp->phys_state_name : "unknown");
   dp->ethernet = sp->link_layer == MCP_LINK_LAYER_ETHERNET;
   snprintf(dp->link_layer, sizeof(dp->link_layer), "%s",
-           dp->ethernet ? "Ethernet" : sp->link_layer == MCP_LINK_LAYER_INFINIBAND ? "InfiniBand" : "unknown");
+           dp->ethernet                                    ? "Ethernet"
+             : sp->link_layer == MCP_LINK_LAYER_INFINIBAND ? "InfiniBand"
+                                                           : "unknown");
   snprintf(dp->rate, sizeof(dp->rate), "%s", sp->rate);
   dp->rate_mbps = sp->rate_mbps;
   dp->lid = sp->lid;
@@ -223,44 +226,53 @@ static void check_port(struct doctor_report *r, const struct doctor_dev *d, cons
     const char *nd = p->netdev[0] ? p->netdev : p->gid_netdev;
 
     if (p->ethernet && nd[0])
-      snprintf(fix, sizeof(fix), "bring the link up (ip link set %s up; check the cable and switch port), "
-               "or leave the device out: NCCL_IB_HCA=^%s", nd, d->name);
+      snprintf(fix, sizeof(fix),
+               "bring the link up (ip link set %s up; check the cable and switch port), "
+               "or leave the device out: NCCL_IB_HCA=^%s",
+               nd, d->name);
     else
-      snprintf(fix, sizeof(fix), "bring the link up (cable, switch port, subnet manager: ibstat %s), "
-               "or leave the device out: NCCL_IB_HCA=^%s", d->name, d->name);
+      snprintf(fix, sizeof(fix),
+               "bring the link up (cable, switch port, subnet manager: ibstat %s), "
+               "or leave the device out: NCCL_IB_HCA=^%s",
+               d->name, d->name);
     doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_DEVICES, "port-state", subj, fix,
-               "%s port %d is %s (physical state %s): mcpnet does not use it", d->name, p->num,
-               p->state, p->phys_state);
+               "%s port %d is %s (physical state %s): mcpnet does not use it", d->name, p->num, p->state,
+               p->phys_state);
     return;
   }
   if (p->ethernet && p->ngid_ours == 0) {
     if (p->ngid > 0 && p->netlink_rc == 0) {
-      snprintf(fix, sizeof(fix), "nothing to do if another container owns it; to use it here, give "
-               "this namespace its netdev; to silence this, NCCL_IB_HCA=^%s", d->name);
+      snprintf(fix, sizeof(fix),
+               "nothing to do if another container owns it; to use it here, give "
+               "this namespace its netdev; to silence this, NCCL_IB_HCA=^%s",
+               d->name);
       doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_DEVICES, "netns", subj, fix,
                  "%s port %d: its GIDs (netdev %s) belong to another network namespace: this "
-                 "container cannot use it", d->name, p->num, p->gid_netdev[0] ? p->gid_netdev : "?");
+                 "container cannot use it",
+                 d->name, p->num, p->gid_netdev[0] ? p->gid_netdev : "?");
     } else
       doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_DEVICES, "gid", subj,
                  "give the port's netdev an IPv4 or IPv6 address in this namespace, or pin "
                  "NCCL_IB_GID_INDEX to a valid entry",
-                 "%s port %d: no usable GID (%d readable of %d slots, none on an up netdev here)",
-                 d->name, p->num, p->ngid, p->gid_slots);
+                 "%s port %d: no usable GID (%d readable of %d slots, none on an up netdev here)", d->name,
+                 p->num, p->ngid, p->gid_slots);
     return;
   }
   if (p->ethernet && p->ngid_usable == 0) {
     const char *nd = p->netdev[0] ? p->netdev : p->gid_netdev;
 
-    snprintf(fix, sizeof(fix), "give %s an IPv4 or IPv6 address (ip addr add ADDR/LEN dev %s) and bring "
-             "it up, or leave the device out: NCCL_IB_HCA=^%s", nd, nd, d->name);
+    snprintf(fix, sizeof(fix),
+             "give %s an IPv4 or IPv6 address (ip addr add ADDR/LEN dev %s) and bring "
+             "it up, or leave the device out: NCCL_IB_HCA=^%s",
+             nd, nd, d->name);
     doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_DEVICES, "gid", subj, fix,
                "%s port %d: no usable GID: netdev %s has only link-local addresses, or is down; "
-               "mcpnet does not use it", d->name, p->num, nd);
+               "mcpnet does not use it",
+               d->name, p->num, nd);
     return;
   }
-  doctor_add(r, DOCTOR_OK, DOCTOR_SEC_DEVICES, "port", subj, NULL,
-             "%s port %d: ACTIVE, %s, %s, MTU %d%s%s", d->name, p->num, p->link_layer,
-             p->rate[0] ? p->rate : "rate unknown", p->active_mtu,
+  doctor_add(r, DOCTOR_OK, DOCTOR_SEC_DEVICES, "port", subj, NULL, "%s port %d: ACTIVE, %s, %s, MTU %d%s%s",
+             d->name, p->num, p->link_layer, p->rate[0] ? p->rate : "rate unknown", p->active_mtu,
              p->ethernet ? ", netdev " : "", p->ethernet ? (p->netdev[0] ? p->netdev : p->gid_netdev) : "");
 }
 
@@ -283,14 +295,14 @@ void doctor_devices_check(struct doctor_report *r)
   }
   if (r->verbs_err[0] != '\0')
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_DEVICES, "libibverbs", NULL,
-               "install libibverbs1 and ibverbs-providers (rdma-core) in this image",
-               "%s", r->verbs_err);
+               "install libibverbs1 and ibverbs-providers (rdma-core) in this image", "%s", r->verbs_err);
   for (i = 0; i < r->ndev; i++) {
     const struct doctor_dev *d = &r->dev[i];
     char fix[256];
 
     if (!d->opens && r->verbs_err[0] == '\0') {
-      snprintf(fix, sizeof(fix), "grant /dev/infiniband/%s to this container (RDMA device plugin, "
+      snprintf(fix, sizeof(fix),
+               "grant /dev/infiniband/%s to this container (RDMA device plugin, "
                "docker --device), or leave the device out: NCCL_IB_HCA=^%s",
                d->uverbs[0] ? d->uverbs : "uverbsN", d->name);
       doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_DEVICES, "uverbs", d->name, fix,

@@ -79,15 +79,18 @@ static void check_memlock(struct doctor_report *r)
   } else if (rl.rlim_cur < r->o->min_memlock && !r->cap_ipc_lock) {
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_HOST, "memlock", "ulimit -l", fix,
                "locked-memory limit (ulimit -l) is %s, below %s: registering NCCL's buffers fails "
-               "with 'Cannot allocate memory'", have, want);
+               "with 'Cannot allocate memory'",
+               have, want);
   } else if (rl.rlim_cur < r->o->min_memlock) {
     doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_HOST, "memlock", "ulimit -l", fix,
                "locked-memory limit (ulimit -l) is %s, below %s; registration works here only "
-               "because this process has CAP_IPC_LOCK, which a job started otherwise lacks", have, want);
+               "because this process has CAP_IPC_LOCK, which a job started otherwise lacks",
+               have, want);
   } else {
     doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_HOST, "memlock", "ulimit -l", fix,
                "locked-memory limit (ulimit -l) is %s: enough to start, but large jobs register "
-               "more (NCCL's buffers grow with peers and channels)", have);
+               "more (NCCL's buffers grow with peers and channels)",
+               have);
   }
 }
 
@@ -109,7 +112,8 @@ static void check_shm(struct doctor_report *r)
                "enlarge it (docker run --shm-size=1g or --ipc=host; Kubernetes: an emptyDir with "
                "medium Memory mounted on /dev/shm)",
                "/dev/shm holds %s: NCCL fails with 'unable to allocate shared memory' (or a bus "
-               "error) when several local GPUs share it", have);
+               "error) when several local GPUs share it",
+               have);
   else
     doctor_add(r, DOCTOR_OK, DOCTOR_SEC_HOST, "shm", "/dev/shm", NULL, "/dev/shm holds %s", have);
 }
@@ -148,7 +152,8 @@ static void dmabuf_devices(const struct doctor_report *r, char *yes, char *no, s
 static void check_gpu(struct doctor_report *r)
 {
   int nvidia = access("/sys/module/nvidia", F_OK) == 0;
-  int peermem = access("/sys/module/nvidia_peermem", F_OK) == 0 || access("/sys/module/nv_peer_mem", F_OK) == 0;
+  int peermem =
+    access("/sys/module/nvidia_peermem", F_OK) == 0 || access("/sys/module/nv_peer_mem", F_OK) == 0;
   int open_km = file_contains("/proc/driver/nvidia/version", "Open Kernel Module");
   char yes[256], no[256];
 
@@ -161,18 +166,23 @@ static void check_gpu(struct doctor_report *r)
                "GPU peer memory module loaded: the NIC can register GPU memory (GPUDirect RDMA)");
   else
     doctor_add(r, yes[0] ? DOCTOR_OK : DOCTOR_WARN, DOCTOR_SEC_HOST, "peermem", "nvidia_peermem",
-               yes[0] ? NULL : "modprobe nvidia_peermem, or use the open NVIDIA kernel modules on a kernel "
-               ">= 5.12 for DMA-BUF",
-               "nvidia_peermem is not loaded%s", yes[0] ? ": GPU memory goes through DMA-BUF instead"
-               : " and no device takes DMA-BUF: GPU buffers are staged through host memory");
+               yes[0] ? NULL
+                      : "modprobe nvidia_peermem, or use the open NVIDIA kernel modules on a kernel "
+                        ">= 5.12 for DMA-BUF",
+               "nvidia_peermem is not loaded%s",
+               yes[0] ? ": GPU memory goes through DMA-BUF instead"
+                      : " and no device takes DMA-BUF: GPU buffers are staged through host memory");
   if (yes[0] != '\0')
-    doctor_add(r, DOCTOR_OK, DOCTOR_SEC_HOST, "dmabuf", yes, NULL,
-               "DMA-BUF registration works on %s%s%s", yes, no[0] ? "; not on " : "", no);
+    doctor_add(r, DOCTOR_OK, DOCTOR_SEC_HOST, "dmabuf", yes, NULL, "DMA-BUF registration works on %s%s%s",
+               yes, no[0] ? "; not on " : "", no);
   else if (no[0] != '\0')
     doctor_add(r, nvidia && !peermem ? DOCTOR_WARN : DOCTOR_OK, DOCTOR_SEC_HOST, "dmabuf", no,
-               nvidia && !peermem ? "load nvidia_peermem, or use a NIC driver and kernel with DMA-BUF support" : NULL,
+               nvidia && !peermem ? "load nvidia_peermem, or use a NIC driver and kernel with DMA-BUF support"
+                                  : NULL,
                "DMA-BUF registration is not supported by %s%s", no,
-               !nvidia ? " (not needed without GPUs)" : open_km ? "" : " (and the NVIDIA driver is not the open kernel module, which DMA-BUF needs)");
+               !nvidia     ? " (not needed without GPUs)"
+                 : open_km ? ""
+                           : " (and the NVIDIA driver is not the open kernel module, which DMA-BUF needs)");
 }
 
 static void check_oob(struct doctor_report *r)
@@ -200,8 +210,8 @@ static void check_oob(struct doctor_report *r)
                "select it with NCCL_SOCKET_IFNAME",
                "out-of-band channel on loopback: no other node can reach it (%s)", ch.reason);
   else
-    doctor_add(r, DOCTOR_OK, DOCTOR_SEC_HOST, "oob-iface", ch.name, NULL,
-               "out-of-band channel: %s%s", ch.reason, ports);
+    doctor_add(r, DOCTOR_OK, DOCTOR_SEC_HOST, "oob-iface", ch.name, NULL, "out-of-band channel: %s%s",
+               ch.reason, ports);
 }
 
 static void check_timeouts(struct doctor_report *r)
@@ -217,16 +227,18 @@ static void check_timeouts(struct doctor_report *r)
                "QP retries are infinite (%s): a dead peer hangs the job forever",
                isinf(r->tte_s) ? "NCCL_IB_TIMEOUT=0" : "MCPNET_RNR_RETRY=7");
   else if (r->tte_s > 120.0)
-    doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_HOST, "time-to-error", "NCCL_IB_TIMEOUT",
-               "lower NCCL_IB_TIMEOUT (each step doubles the wait; 18 gives 8.6 s, 20 gives 34 s)",
-               "a dead peer is detected only after at least %.0f s (NCCL_IB_TIMEOUT=%d, "
-               "NCCL_IB_RETRY_CNT=%d; hardware may wait up to ~4x longer): a lost node hangs the job for minutes",
-               r->tte_s, c->ib_timeout, c->ib_retry_cnt);
+    doctor_add(
+      r, DOCTOR_WARN, DOCTOR_SEC_HOST, "time-to-error", "NCCL_IB_TIMEOUT",
+      "lower NCCL_IB_TIMEOUT (each step doubles the wait; 18 gives 8.6 s, 20 gives 34 s)",
+      "a dead peer is detected only after at least %.0f s (NCCL_IB_TIMEOUT=%d, "
+      "NCCL_IB_RETRY_CNT=%d; hardware may wait up to ~4x longer): a lost node hangs the job for minutes",
+      r->tte_s, c->ib_timeout, c->ib_retry_cnt);
   else if (r->tte_s < 0.5)
     doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_HOST, "time-to-error", "NCCL_IB_TIMEOUT",
                "raise NCCL_IB_TIMEOUT (14 or more) unless the fabric is tiny and idle",
                "a QP gives up after only %.3f s (NCCL_IB_TIMEOUT=%d, NCCL_IB_RETRY_CNT=%d): a "
-               "congested fabric turns into transport retry errors", r->tte_s, c->ib_timeout, c->ib_retry_cnt);
+               "congested fabric turns into transport retry errors",
+               r->tte_s, c->ib_timeout, c->ib_retry_cnt);
   else
     doctor_add(r, DOCTOR_OK, DOCTOR_SEC_HOST, "time-to-error", "NCCL_IB_TIMEOUT", NULL,
                "a dead peer is detected after at least %.1f s (NCCL_IB_TIMEOUT=%d, NCCL_IB_RETRY_CNT=%d; "

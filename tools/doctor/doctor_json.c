@@ -131,7 +131,11 @@ static void selection(const struct doctor_report *r, FILE *f)
       kv_str(f, "link_layer", d->link_layer == 2 ? "Ethernet" : "InfiniBand", 1);
       kv_int(f, "gid_index", d->gid.index, 1);
       kv_str(f, "gid", d->gid.text, 1);
-      kv_str(f, "gid_type", d->gid.type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : d->gid.type == MCP_GID_TYPE_ROCE_V1 ? "RoCE v1" : "IB", 1);
+      kv_str(f, "gid_type",
+             d->gid.type == MCP_GID_TYPE_ROCE_V2     ? "RoCE v2"
+               : d->gid.type == MCP_GID_TYPE_ROCE_V1 ? "RoCE v1"
+                                                     : "IB",
+             1);
       kv_str(f, "netdev", d->gid.netdev, 1);
       kv_int(f, "pkey", d->pkey, 1);
       kv_int(f, "pkey_index", d->pkey_index, 1);

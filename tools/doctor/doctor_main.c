@@ -14,30 +14,45 @@
 
 static void usage(FILE *f)
 {
-  fputs("usage: mcpnet-doctor [options]                  this host: devices, selection, configuration, host\n"
-        "       mcpnet-doctor --listen [options]         the same, then wait for a --peer and check the pair\n"
-        "       mcpnet-doctor --peer HOST[:PORT] [options]\n"
-        "Checks what an NCCL job over mcpnet needs, with the plugin's own code, and says what to fix.\n"
-        "Exit status: 0 when nothing FAILs, 1 when something does, 2 for a usage error.\n"
-        "  --json             the same report as one JSON object\n"
-        "  --verbose          also print what the plugin's code logs, on stderr\n"
-        "  --min-memlock MIB  a locked-memory limit below this FAILs (default 64)\n"
-        "Two hosts:\n"
-        "  --listen           wait for one mcpnet-doctor --peer, then check the pair\n"
-        "  --peer HOST[:PORT] connect to a mcpnet-doctor --listen on HOST\n"
-        "  --port P           the control connection's TCP port (default 18650)\n"
-        "  --bind ADDR        --listen: the local address to listen on (default: all)\n"
-        "  --wait S           --listen: how long to wait for the peer (default 300)\n"
-        "  --timeout S        deadline of each network step: connect, handshake, answers (default 15)\n"
-        "  --seconds S        time spent measuring bandwidth and latency (default 3)\n"
-        "  --size BYTES       bandwidth message size (default 1048576)\n"
-        "  --dev N            the plugin device to check (default 0)\n"
-        "  --plugin PATH      the plugin to load (default libnccl-net-mcp.so, as NCCL finds it)\n",
-        f);
+  fputs(
+    "usage: mcpnet-doctor [options]                  this host: devices, selection, configuration, host\n"
+    "       mcpnet-doctor --listen [options]         the same, then wait for a --peer and check the pair\n"
+    "       mcpnet-doctor --peer HOST[:PORT] [options]\n"
+    "Checks what an NCCL job over mcpnet needs, with the plugin's own code, and says what to fix.\n"
+    "Exit status: 0 when nothing FAILs, 1 when something does, 2 for a usage error.\n"
+    "  --json             the same report as one JSON object\n"
+    "  --verbose          also print what the plugin's code logs, on stderr\n"
+    "  --min-memlock MIB  a locked-memory limit below this FAILs (default 64)\n"
+    "Two hosts:\n"
+    "  --listen           wait for one mcpnet-doctor --peer, then check the pair\n"
+    "  --peer HOST[:PORT] connect to a mcpnet-doctor --listen on HOST\n"
+    "  --port P           the control connection's TCP port (default 18650)\n"
+    "  --bind ADDR        --listen: the local address to listen on (default: all)\n"
+    "  --wait S           --listen: how long to wait for the peer (default 300)\n"
+    "  --timeout S        deadline of each network step: connect, handshake, answers (default 15)\n"
+    "  --seconds S        time spent measuring bandwidth and latency (default 3)\n"
+    "  --size BYTES       bandwidth message size (default 1048576)\n"
+    "  --dev N            the plugin device to check (default 0)\n"
+    "  --plugin PATH      the plugin to load (default libnccl-net-mcp.so, as NCCL finds it)\n",
+    f);
 }
 
-enum { OPT_JSON = 256, OPT_VERBOSE, OPT_LISTEN, OPT_PEER, OPT_PORT, OPT_BIND, OPT_WAIT, OPT_TIMEOUT,
-       OPT_SECONDS, OPT_SIZE, OPT_DEV, OPT_PLUGIN, OPT_MEMLOCK, OPT_HELP };
+enum {
+  OPT_JSON = 256,
+  OPT_VERBOSE,
+  OPT_LISTEN,
+  OPT_PEER,
+  OPT_PORT,
+  OPT_BIND,
+  OPT_WAIT,
+  OPT_TIMEOUT,
+  OPT_SECONDS,
+  OPT_SIZE,
+  OPT_DEV,
+  OPT_PLUGIN,
+  OPT_MEMLOCK,
+  OPT_HELP
+};
 
 static const struct option long_opts[] = {
   {"json", no_argument, NULL, OPT_JSON},
@@ -86,7 +101,10 @@ static int parse(int argc, char **argv, struct doctor_opts *o)
     case OPT_LISTEN: o->listen = 1; break;
     case OPT_PEER: o->peer = optarg; break;
     case OPT_BIND: o->bind = optarg; break;
-    case OPT_PLUGIN: o->plugin = optarg; o->plugin_given = 1; break;
+    case OPT_PLUGIN:
+      o->plugin = optarg;
+      o->plugin_given = 1;
+      break;
     case OPT_PORT:
       if ((v = number(optarg, 1, 65535)) < 0)
         goto bad;
@@ -123,12 +141,8 @@ static int parse(int argc, char **argv, struct doctor_opts *o)
       o->min_memlock = (size_t)v << 20;
       break;
     case OPT_HELP:
-    case 'h':
-      usage(stdout);
-      exit(DOCTOR_EXIT_OK);
-    default:
-      usage(stderr);
-      return -1;
+    case 'h': usage(stdout); exit(DOCTOR_EXIT_OK);
+    default: usage(stderr); return -1;
     }
   }
   if (optind < argc) {
@@ -141,7 +155,8 @@ static int parse(int argc, char **argv, struct doctor_opts *o)
   }
   return 0;
 bad:
-  fprintf(stderr, "mcpnet-doctor: --%s: '%s' is out of range (see --help)\n", long_opts[c - OPT_JSON].name, optarg);
+  fprintf(stderr, "mcpnet-doctor: --%s: '%s' is out of range (see --help)\n", long_opts[c - OPT_JSON].name,
+          optarg);
   return -1;
 }
 

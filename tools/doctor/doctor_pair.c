@@ -35,9 +35,9 @@ struct pair {
   int listener;
   struct doctor_plugin pl;
   size_t size;
-  uint8_t *sbuf, *rbuf;   /* DEPTH slots of size bytes each */
+  uint8_t *sbuf, *rbuf; /* DEPTH slots of size bytes each */
   void *smh, *rmh;
-  char them[128];         /* "host lab-b (192.0.2.2)" */
+  char them[128];                /* "host lab-b (192.0.2.2)" */
   char oob[MCP_SOCKADDR_STRLEN]; /* the peer plugin's out-of-band listener */
   int oob_port;
 };
@@ -100,8 +100,8 @@ static int try_recv(struct pair *p, uint8_t *buf, size_t n, void **req, char *er
 }
 
 /* Streams n messages DEPTH deep, as sender or receiver; *secs is the sender's time. */
-static int stream(struct pair *p, int send, long n, size_t size, double *secs, int *last_size,
-                  char *err, size_t len)
+static int stream(struct pair *p, int send, long n, size_t size, double *secs, int *last_size, char *err,
+                  size_t len)
 {
   void *req[DEPTH] = {0};
   long posted = 0, done = 0;
@@ -236,8 +236,10 @@ static void say_listening(const char *addr, void *arg)
 {
   const struct doctor_opts *o = arg;
 
-  fprintf(stderr, "mcpnet-doctor: listening on %s for up to %d s: run mcpnet-doctor --peer THIS_HOST:%d "
-          "on the other host\n", addr, o->wait_s, o->port);
+  fprintf(stderr,
+          "mcpnet-doctor: listening on %s for up to %d s: run mcpnet-doctor --peer THIS_HOST:%d "
+          "on the other host\n",
+          addr, o->wait_s, o->port);
 }
 
 static int control_connect(struct pair *p)
@@ -250,7 +252,8 @@ static int control_connect(struct pair *p)
     if (doctor_ctl_accept(&p->ctl, o->bind, o->port, o->wait_s, say_listening, (void *)o) != 0) {
       doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "control", NULL,
                  "start mcpnet-doctor --peer THIS_HOST on the other host within --wait seconds, and "
-                 "check that its connection reaches this port (firewall)", "%s", p->ctl.msg);
+                 "check that its connection reaches this port (firewall)",
+                 "%s", p->ctl.msg);
       return -1;
     }
     snprintf(r->pair.peer_addr, sizeof(r->pair.peer_addr), "%s", p->ctl.peer);
@@ -262,27 +265,33 @@ static int control_connect(struct pair *p)
   }
   switch (p->ctl.fail) {
   case DOCTOR_CTL_REFUSED:
-    snprintf(fix, sizeof(fix), "start mcpnet-doctor --listen --port %d on that host first (or give "
-             "--peer HOST:PORT with the port it listens on)", p->ctl.port);
+    snprintf(fix, sizeof(fix),
+             "start mcpnet-doctor --listen --port %d on that host first (or give "
+             "--peer HOST:PORT with the port it listens on)",
+             p->ctl.port);
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "refused", p->ctl.peer, fix,
                "nothing listens on %s: the connection was refused", p->ctl.peer);
     break;
   case DOCTOR_CTL_NO_ANSWER:
-    snprintf(fix, sizeof(fix), "open TCP port %d on the path to that host (its nft/iptables rules, "
+    snprintf(fix, sizeof(fix),
+             "open TCP port %d on the path to that host (its nft/iptables rules, "
              "security groups) and check the route (ip route get ADDRESS); the plugin's own ports "
-             "(MCPNET_OOB_PORT_RANGE) need the same", p->ctl.port);
+             "(MCPNET_OOB_PORT_RANGE) need the same",
+             p->ctl.port);
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "no-answer", p->ctl.peer, fix,
                "no answer from %s within %.1f s: a firewall or routing problem drops traffic to TCP "
-               "port %d", p->ctl.peer, p->ctl.elapsed, p->ctl.port);
+               "port %d",
+               p->ctl.peer, p->ctl.elapsed, p->ctl.port);
     break;
   case DOCTOR_CTL_UNREACHABLE:
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "unreachable", p->ctl.peer,
                "check the address and this host's routes (ip route get ADDRESS), and "
-               "NCCL_SOCKET_IFNAME on both hosts", "%s", p->ctl.msg);
+               "NCCL_SOCKET_IFNAME on both hosts",
+               "%s", p->ctl.msg);
     break;
   default:
-    doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "control", o->peer,
-               "check the address given to --peer", "%s", p->ctl.msg);
+    doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "control", o->peer, "check the address given to --peer", "%s",
+               p->ctl.msg);
     break;
   }
   return -1;
@@ -307,8 +316,10 @@ static int swap_summaries(struct pair *p)
   if (rc != 0) {
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "control", p->ctl.peer,
                "run the same mcpnet-doctor version on both hosts; check that neither was stopped",
-               "no summary from %s: %s", p->ctl.peer, rc == -EBADMSG || rc == -EPROTO ? "it is not a "
-               "doctor of this version" : strerror(-rc));
+               "no summary from %s: %s", p->ctl.peer,
+               rc == -EBADMSG || rc == -EPROTO ? "it is not a "
+                                                 "doctor of this version"
+                                               : strerror(-rc));
     return -1;
   }
   r->pair.have_peer = 1;
@@ -341,8 +352,9 @@ static int plugin_connect(struct pair *p)
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "plugin", p->pl.path,
                "run mcpnet-doctor without --listen/--peer here and fix what it reports", "%s", err);
   if (rc != 0 || n != sizeof(theirs)) {
-    doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "control", p->them, "check whether the other side is still running",
-               "no plugin handle from %s: %s", p->them, rc ? strerror(-rc) : "short message");
+    doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "control", p->them,
+               "check whether the other side is still running", "no plugin handle from %s: %s", p->them,
+               rc ? strerror(-rc) : "short message");
     return -1;
   }
   if (!theirs[0]) {
@@ -369,14 +381,16 @@ static int plugin_connect(struct pair *p)
     r->pair.connected = 1;
     doctor_add(r, DOCTOR_OK, DOCTOR_SEC_PEER, "handshake", p->them, NULL,
                "connected to %s through the plugin's own handshake (%s here, %s there; its "
-               "out-of-band listener %s)", p->them, p->pl.props.name ? p->pl.props.name : "?",
-               r->pair.peer.dev, p->oob);
+               "out-of-band listener %s)",
+               p->them, p->pl.props.name ? p->pl.props.name : "?", r->pair.peer.dev, p->oob);
     return 0;
   }
   if (p->oob_port > 0)
-    snprintf(fix, sizeof(fix), "if a firewall sits between the hosts, open the plugin's out-of-band "
+    snprintf(fix, sizeof(fix),
+             "if a firewall sits between the hosts, open the plugin's out-of-band "
              "ports (set MCPNET_OOB_PORT_RANGE on both hosts and open it; here TCP %d), and check that "
-             "NCCL_SOCKET_IFNAME picks an interface the other host reaches", p->oob_port);
+             "NCCL_SOCKET_IFNAME picks an interface the other host reaches",
+             p->oob_port);
   else
     snprintf(fix, sizeof(fix), "read the message; NCCL_DEBUG=INFO on a real job shows the same");
   if (rc != 0)
@@ -399,8 +413,10 @@ static int verified_message(struct pair *p)
   if (rc == 0)
     rc = exchange(p, p->size, err, sizeof(err));
   if (rc == 0 && (bad = check(p->rbuf, p->size, p->listener ? SEED_PEER : SEED_LISTENER, &first)) > 0) {
-    snprintf(err, sizeof(err), "the message from %s arrived with %zu of %zu bytes wrong, the first at "
-             "offset %zu", p->them, bad, p->size, first);
+    snprintf(err, sizeof(err),
+             "the message from %s arrived with %zu of %zu bytes wrong, the first at "
+             "offset %zu",
+             p->them, bad, p->size, first);
     rc = -1;
   }
   if (step_swap(p, rc == 0 ? "ok" : err, peer_err, sizeof(peer_err)) == 0) {
@@ -446,8 +462,8 @@ static int post_until(struct pair *p, int send, uint8_t *buf, size_t n, void **r
   return rc < 0 ? -1 : 0;
 }
 
-static int wait_until(struct pair *p, void **req, int *size, double deadline, const char *what,
-                      char *err, size_t len)
+static int wait_until(struct pair *p, void **req, int *size, double deadline, const char *what, char *err,
+                      size_t len)
 {
   int rc;
 
@@ -546,9 +562,11 @@ static int lead(struct pair *p, char *err, size_t len)
     n = next_count(n, secs, lat_budget - secs);
   }
   free(rtt);
-  snprintf(text, sizeof(text), "bw_mbs=%.4f\nbw_size=%zu\nbw_msgs=%ld\nbw_seconds=%.4f\nlat_us=%.3f\nlat_rounds=%ld\n",
+  snprintf(text, sizeof(text),
+           "bw_mbs=%.4f\nbw_size=%zu\nbw_msgs=%ld\nbw_seconds=%.4f\nlat_us=%.3f\nlat_rounds=%ld\n",
            res->bw_mbs, res->bw_size, res->bw_msgs, res->bw_seconds, res->lat_us, res->lat_rounds);
-  if (plan(p, "end") != 0 || doctor_ctl_send(&p->ctl, DOCTOR_MSG_RESULT, text, strlen(text), p->o->timeout_s) != 0) {
+  if (plan(p, "end") != 0 ||
+      doctor_ctl_send(&p->ctl, DOCTOR_MSG_RESULT, text, strlen(text), p->o->timeout_s) != 0) {
     snprintf(err, len, "the control connection to %s broke", p->them);
     return -1;
   }
@@ -581,10 +599,11 @@ static int follow(struct pair *p, char *err, size_t len)
       size_t first = 0;
 
       rc = stream(p, 0, count, size, NULL, &last, err, len);
-      if (rc == 0 && (last != (int)size || check(p->rbuf + (size_t)((count - 1) % DEPTH) * p->size, size,
-                                                   SEED_PEER, &first) != 0)) {
-        snprintf(err, len, "message %ld of %ld arrived wrong (%d bytes, first bad byte at %zu)", count,
-                 count, last, first);
+      if (rc == 0 &&
+          (last != (int)size ||
+           check(p->rbuf + (size_t)((count - 1) % DEPTH) * p->size, size, SEED_PEER, &first) != 0)) {
+        snprintf(err, len, "message %ld of %ld arrived wrong (%d bytes, first bad byte at %zu)", count, count,
+                 last, first);
         rc = -1;
       }
       if (step_swap(p, rc == 0 ? "ok" : err, peer_err, sizeof(peer_err)) != 0)
@@ -616,16 +635,18 @@ static void measure(struct pair *p)
   if (rc != 0) {
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "measure", p->them,
                "compare with perftest between the same GIDs (ib_write_bw) and look for packet loss "
-               "(rdma statistic show; switch counters)", "measuring against %s failed: %s", p->them, err);
+               "(rdma statistic show; switch counters)",
+               "measuring against %s failed: %s", p->them, err);
     return;
   }
   if (res->bw_mbs <= 0)
     return;
   doctor_add(r, DOCTOR_OK, DOCTOR_SEC_PEER, "performance", p->them, NULL,
              "bandwidth %.2f MB/s with %zu-byte messages (%ld in %.2f s, host %s to host %s), latency "
-             "%.1f us one-way (%d bytes, median of %ld round trips)", res->bw_mbs, res->bw_size,
-             res->bw_msgs, res->bw_seconds, p->listener ? res->peer.host : res->local.host,
-             p->listener ? res->local.host : res->peer.host, res->lat_us, LAT_SIZE, res->lat_rounds);
+             "%.1f us one-way (%d bytes, median of %ld round trips)",
+             res->bw_mbs, res->bw_size, res->bw_msgs, res->bw_seconds,
+             p->listener ? res->peer.host : res->local.host, p->listener ? res->local.host : res->peer.host,
+             res->lat_us, LAT_SIZE, res->lat_rounds);
 }
 
 void doctor_pair_run(struct doctor_report *r)

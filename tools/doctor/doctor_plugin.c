@@ -100,8 +100,10 @@ int doctor_plugin_open(struct doctor_plugin *p, const struct doctor_opts *o, cha
   path = resolve(o, found, sizeof(found));
   snprintf(p->path, sizeof(p->path), "%s", path);
   if (drv_open(&p->d, path, 11) != 0) {
-    snprintf(err, len, "cannot load the plugin %s (the loader's message is above; --plugin PATH "
-             "names another copy)", path);
+    snprintf(err, len,
+             "cannot load the plugin %s (the loader's message is above; --plugin PATH "
+             "names another copy)",
+             path);
     return -1;
   }
   p->loaded = 1;
@@ -157,8 +159,8 @@ int doctor_plugin_connect(struct doctor_plugin *p, int dev, void *peer_handle, i
     if ((p->sc == NULL || p->rc == NULL) && now_s() > deadline) {
       const char *w = doctor_plugin_warnings();
 
-      snprintf(err, len, "%s did not finish within %d s%s%s", p->sc == NULL ? "connect" : "accept",
-               timeout_s, w[0] ? ": " : "", w);
+      snprintf(err, len, "%s did not finish within %d s%s%s", p->sc == NULL ? "connect" : "accept", timeout_s,
+               w[0] ? ": " : "", w);
       return -2;
     }
     usleep(200); /* NCCL's proxy spins; the lab's guests share two cores */

@@ -14,7 +14,7 @@
 struct doctor_plugin {
   struct mcp_drive d;
   int loaded, inited;
-  char path[512];          /* the file the loader really opened */
+  char path[512]; /* the file the loader really opened */
   int ndev;
   ncclNetProperties_v11_t props;
   void *lc, *sc, *rc;

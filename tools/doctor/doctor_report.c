@@ -17,8 +17,7 @@ void doctor_report_init(struct doctor_report *r, const struct doctor_opts *o)
 {
   memset(r, 0, sizeof(*r));
   r->o = o;
-  if (gethostname(r->host, sizeof(r->host) - 1) != 0 || r->host[0] == '\0' ||
-      strcmp(r->host, "(none)") == 0)
+  if (gethostname(r->host, sizeof(r->host) - 1) != 0 || r->host[0] == '\0' || strcmp(r->host, "(none)") == 0)
     snprintf(r->host, sizeof(r->host), "localhost");
   r->memlock_bytes = 0;
   r->own_rank = -1;

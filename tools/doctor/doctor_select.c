@@ -70,10 +70,7 @@ static void keep(struct doctor_report *r, struct doctor_selection *s)
   r->sel[r->nsel++] = s;
 }
 
-static int covered(const struct mcp_rankmap *map, int rank)
-{
-  return mcp_rankmap_find(map, rank) != NULL;
-}
+static int covered(const struct mcp_rankmap *map, int rank) { return mcp_rankmap_find(map, rank) != NULL; }
 
 static void ranks_label(const struct doctor_selection *s, char *buf, size_t len)
 {
@@ -88,8 +85,8 @@ static void ranks_label(const struct doctor_selection *s, char *buf, size_t len)
 static void use_text(const struct mcp_net_dev *d, char *buf, size_t len)
 {
   if (d->link_layer == 2 /* Ethernet */)
-    snprintf(buf, len, "%s port %d (GID %d %s, %s, netdev %s)", d->ibdev, d->port, d->gid.index,
-             d->gid.text, d->gid.type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
+    snprintf(buf, len, "%s port %d (GID %d %s, %s, netdev %s)", d->ibdev, d->port, d->gid.index, d->gid.text,
+             d->gid.type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2" : "RoCE v1",
              d->gid.netdev[0] ? d->gid.netdev : "none");
   else
     snprintf(buf, len, "%s port %d (InfiniBand, LID %u)", d->ibdev, d->port, d->lid);
@@ -175,8 +172,8 @@ void doctor_select_run(struct doctor_report *r)
     return; /* devices already says why nothing can be selected */
   own = mcp_local_rank(r->cfg.local_rank, env_get, NULL, &source, err, sizeof(err));
   if (own < -1) {
-    doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_SELECTION, "local-rank", source, "fix the variable named",
-               "%s", err);
+    doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_SELECTION, "local-rank", source, "fix the variable named", "%s",
+               err);
     own = -1;
   }
   r->own_rank = own;

@@ -128,8 +128,10 @@ void doctor_summary_fill(const struct doctor_report *r, int dev, struct doctor_s
   s->rate_mbps = d->speed_mbps;
   s->gid_index = d->gid.index;
   snprintf(s->gid, sizeof(s->gid), "%s", d->gid.text);
-  snprintf(s->gid_type, sizeof(s->gid_type), "%s", d->gid.type == MCP_GID_TYPE_ROCE_V2 ? "RoCE v2"
-           : d->gid.type == MCP_GID_TYPE_ROCE_V1 ? "RoCE v1" : "IB");
+  snprintf(s->gid_type, sizeof(s->gid_type), "%s",
+           d->gid.type == MCP_GID_TYPE_ROCE_V2     ? "RoCE v2"
+             : d->gid.type == MCP_GID_TYPE_ROCE_V1 ? "RoCE v1"
+                                                   : "IB");
   s->gid_family = d->gid.family;
   gid_subnet(d, s->subnet, sizeof(s->subnet));
   s->pkey_index = d->pkey != 0 ? d->pkey_index : c->ib_pkey_index;
@@ -161,8 +163,8 @@ int doctor_summary_encode(const struct doctor_summary *s, char *buf, size_t len)
 
 #define PUT_STR(f) n = snprintf(buf + used, len - used, #f "=%s\n", s->f);
 #define PUT_INT(f) n = snprintf(buf + used, len - used, #f "=%d\n", s->f);
-#define PUT(f, kind)                                                                         \
-  PUT_##kind(f) if (n < 0 || (size_t)n >= len - used) return -1;                             \
+#define PUT(f, kind)                                             \
+  PUT_##kind(f) if (n < 0 || (size_t)n >= len - used) return -1; \
   used += (size_t)n;
   FIELDS(PUT)
 #undef PUT
@@ -204,9 +206,9 @@ int doctor_summary_decode(const char *text, struct doctor_summary *s)
       val[vlen] = '\0';
 #define GET_STR(f) copy_str(s->f, sizeof(s->f), val);
 #define GET_INT(f) s->f = atoi(val);
-#define GET(f, kind)                                                                         \
-  if (strcmp(key, #f) == 0) {                                                                \
-    GET_##kind(f)                                                                            \
+#define GET(f, kind)          \
+  if (strcmp(key, #f) == 0) { \
+    GET_##kind(f)             \
   } else
       FIELDS(GET) {}
 #undef GET
@@ -220,7 +222,8 @@ int doctor_summary_decode(const char *text, struct doctor_summary *s)
 
 /* ---- Comparison ------------------------------------------------------------------------ */
 
-static const char *who(const struct doctor_summary *s, const struct doctor_summary *other, char *buf, size_t len)
+static const char *who(const struct doctor_summary *s, const struct doctor_summary *other, char *buf,
+                       size_t len)
 {
   if (strcmp(s->host, other->host) != 0)
     snprintf(buf, len, "host %.63s", s->host);
@@ -260,15 +263,15 @@ void doctor_summary_compare(struct doctor_report *r, const struct doctor_summary
     problems++;
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "version", NULL,
                "install the same mcpnet version on every node",
-               "mcpnet %s on %s, %s on %s: the plugin refuses connections between versions",
-               a->version, wa, b->version, wb);
+               "mcpnet %s on %s, %s on %s: the plugin refuses connections between versions", a->version, wa,
+               b->version, wb);
   }
   if (strcmp(a->link_layer, b->link_layer) != 0) {
     problems++;
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "link-layer", NULL,
                "select devices of one link type on both hosts (NCCL_IB_HCA or MCPNET_RANK_MAP)",
-               "link layers differ: %s on %s at %s, %s on %s at %s: they cannot talk", a->link_layer,
-               a->dev, wa, b->link_layer, b->dev, wb);
+               "link layers differ: %s on %s at %s, %s on %s at %s: they cannot talk", a->link_layer, a->dev,
+               wa, b->link_layer, b->dev, wb);
     return; /* the rest compares like with like */
   }
   if (eff_mtu(a) != eff_mtu(b)) {
@@ -276,37 +279,38 @@ void doctor_summary_compare(struct doctor_report *r, const struct doctor_summary
 
     problems++;
     if (lo->netdev[0] && hi->netdev_mtu > 0)
-      snprintf(fix, sizeof(fix), "set the same MTU on both links (on %s: ip link set %s mtu %d, as on %s), "
-               "or cap both with MCPNET_MTU=%d", lo == a ? wa : wb, lo->netdev, hi->netdev_mtu,
-               lo == a ? wb : wa, eff_mtu(lo));
+      snprintf(fix, sizeof(fix),
+               "set the same MTU on both links (on %s: ip link set %s mtu %d, as on %s), "
+               "or cap both with MCPNET_MTU=%d",
+               lo == a ? wa : wb, lo->netdev, hi->netdev_mtu, lo == a ? wb : wa, eff_mtu(lo));
     else
-      snprintf(fix, sizeof(fix), "set the same MTU on both links, or cap both with MCPNET_MTU=%d", eff_mtu(lo));
-    doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_PEER, "mtu", NULL, fix,
-               "MTU %d on %s (%s%s%s), %d on %s (%s%s%s): this connection runs at %d bytes",
-               eff_mtu(lo), lo == a ? wa : wb, lo->dev, lo->netdev[0] ? ", netdev " : "", lo->netdev,
-               eff_mtu(hi), hi == a ? wa : wb, hi->dev, hi->netdev[0] ? ", netdev " : "", hi->netdev,
+      snprintf(fix, sizeof(fix), "set the same MTU on both links, or cap both with MCPNET_MTU=%d",
                eff_mtu(lo));
+    doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_PEER, "mtu", NULL, fix,
+               "MTU %d on %s (%s%s%s), %d on %s (%s%s%s): this connection runs at %d bytes", eff_mtu(lo),
+               lo == a ? wa : wb, lo->dev, lo->netdev[0] ? ", netdev " : "", lo->netdev, eff_mtu(hi),
+               hi == a ? wa : wb, hi->dev, hi->netdev[0] ? ", netdev " : "", hi->netdev, eff_mtu(lo));
   }
   if (a->rate_mbps != b->rate_mbps && a->rate_mbps > 0 && b->rate_mbps > 0) {
     problems++;
     doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_PEER, "rate", NULL,
                "check the slower link's negotiated speed (ethtool NETDEV or ibstat) and cabling",
-               "rate %d Mb/s on %s (%s), %d Mb/s on %s (%s): the connection runs at the slower",
-               a->rate_mbps, wa, a->dev, b->rate_mbps, wb, b->dev);
+               "rate %d Mb/s on %s (%s), %d Mb/s on %s (%s): the connection runs at the slower", a->rate_mbps,
+               wa, a->dev, b->rate_mbps, wb, b->dev);
   }
   if (strcmp(a->link_layer, "Ethernet") == 0) {
     if (strcmp(a->gid_type, b->gid_type) != 0) {
       problems++;
       doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "gid-type", NULL,
                  "set NCCL_IB_ROCE_VERSION_NUM (or NCCL_IB_GID_INDEX) the same on every node",
-                 "GID types differ: %s (GID %d) on %s, %s (GID %d) on %s", a->gid_type, a->gid_index,
-                 wa, b->gid_type, b->gid_index, wb);
+                 "GID types differ: %s (GID %d) on %s, %s (GID %d) on %s", a->gid_type, a->gid_index, wa,
+                 b->gid_type, b->gid_index, wb);
     } else if (a->gid_family != b->gid_family) {
       problems++;
       doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "gid-family", NULL,
                  "set NCCL_IB_ADDR_FAMILY (or NCCL_IB_GID_INDEX) the same on every node",
-                 "GID address families differ: IPv%d (%s) on %s, IPv%d (%s) on %s", a->gid_family,
-                 a->gid, wa, b->gid_family, b->gid, wb);
+                 "GID address families differ: IPv%d (%s) on %s, IPv%d (%s) on %s", a->gid_family, a->gid, wa,
+                 b->gid_family, b->gid, wb);
     } else if (a->subnet[0] && b->subnet[0] && strcmp(a->subnet, b->subnet) != 0) {
       int v1 = strcmp(a->gid_type, "RoCE v1") == 0;
 
@@ -315,8 +319,8 @@ void doctor_summary_compare(struct doctor_report *r, const struct doctor_summary
                  v1 ? "RoCE v1 is not routable: give both GIDs addresses in one subnet, or use RoCE v2"
                     : "make sure the route between the subnets carries RoCE (same PFC/ECN settings), or "
                       "pick GIDs in one subnet with NCCL_IB_ADDR_RANGE",
-                 "GIDs in different subnets: %s (%s) on %s, %s (%s) on %s: traffic must be routed",
-                 a->gid, a->subnet, wa, b->gid, b->subnet, wb);
+                 "GIDs in different subnets: %s (%s) on %s, %s (%s) on %s: traffic must be routed", a->gid,
+                 a->subnet, wa, b->gid, b->subnet, wb);
     }
   }
   if (a->pkey >= 0 && b->pkey >= 0) {
@@ -325,13 +329,14 @@ void doctor_summary_compare(struct doctor_report *r, const struct doctor_summary
       doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "pkey", NULL,
                  "use the same partition on both hosts (MCPNET_TENANT_PKEY, or NCCL_IB_PKEY's index)",
                  "P_Keys differ: 0x%04x (index %d) on %s, 0x%04x (index %d) on %s: different partitions "
-                 "cannot talk", a->pkey, a->pkey_index, wa, b->pkey, b->pkey_index, wb);
+                 "cannot talk",
+                 a->pkey, a->pkey_index, wa, b->pkey, b->pkey_index, wb);
     } else if (!mcp_pkey_can_talk(a->pkey_full, b->pkey_full)) {
       problems++;
       doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "pkey", NULL,
                  "make at least one side a full member of the partition (ask the fabric admin)",
-                 "P_Key 0x%04x on %s and 0x%04x on %s are both limited members: they cannot talk",
-                 a->pkey, wa, b->pkey, wb);
+                 "P_Key 0x%04x on %s and 0x%04x on %s are both limited members: they cannot talk", a->pkey,
+                 wa, b->pkey, wb);
     }
   }
   if (a->sl != b->sl || a->tc != b->tc) {
@@ -345,7 +350,8 @@ void doctor_summary_compare(struct doctor_report *r, const struct doctor_summary
     doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_PEER, "sl-tc", NULL,
                "set NCCL_IB_SL and NCCL_IB_TC the same on every node (the fabric's lossless class)",
                "service level / traffic class differ: SL %s, TC %s on %s; SL %s, TC %s on %s: the two "
-               "directions travel in different classes", sa, ta, wa, sb, tb, wb);
+               "directions travel in different classes",
+               sa, ta, wa, sb, tb, wb);
   }
   if (a->timeout != b->timeout || a->retry != b->retry) {
     problems++;

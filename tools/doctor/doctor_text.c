@@ -57,8 +57,9 @@ static void devices(const struct doctor_report *r, FILE *f)
 
         fprintf(f, "      GID %-3d %-28s %-8s %-10s %s\n", x->index, x->gid, x->type,
                 x->netdev[0] ? x->netdev : "-",
-                !x->netdev[0] ? "" : x->in_ns ? (x->up ? "this namespace" : "this namespace, down")
-                                              : "another namespace");
+                !x->netdev[0] ? ""
+                  : x->in_ns  ? (x->up ? "this namespace" : "this namespace, down")
+                              : "another namespace");
       }
       if (p->gid_skipped > 0)
         fprintf(f, "      (%d of %d GID slots empty or not ours to read)\n", p->gid_skipped, p->gid_slots);
@@ -143,10 +144,12 @@ static void summary_line(const char *label, const struct doctor_summary *s, FILE
     fprintf(f, " (netdev %s MTU %d)", s->netdev, s->netdev_mtu);
   fprintf(f, ", %d Mb/s", s->rate_mbps);
   if (s->gid[0])
-    fprintf(f, ", GID %d %s %s%s%s", s->gid_index, s->gid, s->gid_type, s->subnet[0] ? " in " : "", s->subnet);
+    fprintf(f, ", GID %d %s %s%s%s", s->gid_index, s->gid, s->gid_type, s->subnet[0] ? " in " : "",
+            s->subnet);
   if (s->pkey >= 0)
     fprintf(f, ", P_Key 0x%04x", s->pkey);
-  fprintf(f, ", SL %d TC %d, timeout %d retry %d, mcpnet %s\n", s->sl, s->tc, s->timeout, s->retry, s->version);
+  fprintf(f, ", SL %d TC %d, timeout %d retry %d, mcpnet %s\n", s->sl, s->tc, s->timeout, s->retry,
+          s->version);
 }
 
 static void peer(const struct doctor_report *r, FILE *f)

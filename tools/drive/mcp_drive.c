@@ -20,8 +20,8 @@
  * a "%s" without its argument, which expanding would turn into a crash. */
 static int log_unexpanded;
 
-static void drv_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                    const char *fmt, ...)
+static void drv_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   static int verbose = -1;
   va_list ap;
@@ -72,10 +72,22 @@ int drv_open(struct mcp_drive *d, const char *path, int abi)
     return -1;
   }
   switch (abi) {
-  case 11: d->v11 = t; d->name = d->v11->name; break;
-  case 10: d->v10 = t; d->name = d->v10->name; break;
-  case 9: d->v9 = t; d->name = d->v9->name; break;
-  default: d->v8 = t; d->name = d->v8->name; break;
+  case 11:
+    d->v11 = t;
+    d->name = d->v11->name;
+    break;
+  case 10:
+    d->v10 = t;
+    d->name = d->v10->name;
+    break;
+  case 9:
+    d->v9 = t;
+    d->name = d->v9->name;
+    break;
+  default:
+    d->v8 = t;
+    d->name = d->v8->name;
+    break;
   }
   log_unexpanded = strcmp(d->name, MCP_NET_NAME) != 0;
   return 0;
@@ -88,11 +100,11 @@ void drv_close_lib(struct mcp_drive *d)
   d->lib = NULL;
 }
 
-#define PICK(d, member, ...)                                                          \
-  ((d)->v11 ? (d)->v11->member(__VA_ARGS__)                                           \
-   : (d)->v10 ? (d)->v10->member(__VA_ARGS__)                                         \
-   : (d)->v9 ? (d)->v9->member(__VA_ARGS__)                                           \
-             : (d)->v8->member(__VA_ARGS__))
+#define PICK(d, member, ...)                    \
+  ((d)->v11     ? (d)->v11->member(__VA_ARGS__) \
+     : (d)->v10 ? (d)->v10->member(__VA_ARGS__) \
+     : (d)->v9  ? (d)->v9->member(__VA_ARGS__)  \
+                : (d)->v8->member(__VA_ARGS__))
 
 ncclResult_t drv_init(struct mcp_drive *d)
 {
@@ -107,10 +119,7 @@ ncclResult_t drv_init(struct mcp_drive *d)
   return d->v8->init(drv_log);
 }
 
-ncclResult_t drv_finalize(struct mcp_drive *d)
-{
-  return d->v11 ? d->v11->finalize(d->ctx) : ncclSuccess;
-}
+ncclResult_t drv_finalize(struct mcp_drive *d) { return d->v11 ? d->v11->finalize(d->ctx) : ncclSuccess; }
 
 ncclResult_t drv_devices(struct mcp_drive *d, int *n) { return PICK(d, devices, n); }
 
@@ -144,8 +153,9 @@ ncclResult_t drv_listen(struct mcp_drive *d, int dev, void *handle, void **lc)
 {
   if (d->v11)
     return d->v11->listen(d->ctx, dev, handle, lc);
-  return d->v10 ? d->v10->listen(dev, handle, lc) : d->v9 ? d->v9->listen(dev, handle, lc)
-                                                          : d->v8->listen(dev, handle, lc);
+  return d->v10 ? d->v10->listen(dev, handle, lc)
+    : d->v9     ? d->v9->listen(dev, handle, lc)
+                : d->v8->listen(dev, handle, lc);
 }
 
 ncclResult_t drv_connect(struct mcp_drive *d, int dev, void *handle, void **sc)
@@ -192,8 +202,8 @@ ncclResult_t drv_isend(struct mcp_drive *d, void *sc, void *data, size_t size, i
   return d->v8->isend(sc, data, (int)size, tag, mh, req);
 }
 
-ncclResult_t drv_irecv(struct mcp_drive *d, void *rc, int n, void **data, size_t *sizes, int *tags,
-                       void **mh, void **req)
+ncclResult_t drv_irecv(struct mcp_drive *d, void *rc, int n, void **data, size_t *sizes, int *tags, void **mh,
+                       void **req)
 {
   if (d->v11)
     return d->v11->irecv(rc, n, data, sizes, tags, mh, NULL, req);
@@ -292,7 +302,8 @@ int drv_file_get(const char *dir, const char *name, void *data, size_t len, int 
     }
     usleep(20000);
   }
-  fprintf(stderr, "%s did not appear within %d s (is the other side running with the same exchange folder?)\n",
-          path, timeout_s);
+  fprintf(stderr,
+          "%s did not appear within %d s (is the other side running with the same exchange folder?)\n", path,
+          timeout_s);
   return -1;
 }

@@ -13,13 +13,13 @@
 #include "nccl/net.h"
 
 struct mcp_drive {
-  int abi;            /* 8, 9, 10 or 11 */
+  int abi; /* 8, 9, 10 or 11 */
   void *lib;
   const ncclNet_v11_t *v11;
   const ncclNet_v10_t *v10;
   const ncclNet_v9_t *v9;
   const ncclNet_v8_t *v8;
-  void *ctx;          /* v11 */
+  void *ctx; /* v11 */
   const char *name;
 };
 
@@ -36,8 +36,8 @@ ncclResult_t drv_regmr(struct mcp_drive *d, void *comm, void *data, size_t size,
 ncclResult_t drv_regmr_type(struct mcp_drive *d, void *comm, void *data, size_t size, int type, void **mh);
 ncclResult_t drv_deregmr(struct mcp_drive *d, void *comm, void *mh);
 ncclResult_t drv_isend(struct mcp_drive *d, void *sc, void *data, size_t size, int tag, void *mh, void **req);
-ncclResult_t drv_irecv(struct mcp_drive *d, void *rc, int n, void **data, size_t *sizes, int *tags,
-                       void **mh, void **req);
+ncclResult_t drv_irecv(struct mcp_drive *d, void *rc, int n, void **data, size_t *sizes, int *tags, void **mh,
+                       void **req);
 ncclResult_t drv_iflush(struct mcp_drive *d, void *rc, int n, void **data, int *sizes, void **mh, void **req);
 ncclResult_t drv_test(struct mcp_drive *d, void *req, int *done, int *sizes);
 ncclResult_t drv_close_send(struct mcp_drive *d, void *sc);

@@ -54,11 +54,11 @@ static const char *role = "a", *xchg = NULL;
 static struct mcp_drive drv;
 static int passed, failed, expect_init_fail, gpu_mode;
 
-#define FAILF(...)                                                                   \
-  do {                                                                               \
-    fprintf(stderr, "  error: " __VA_ARGS__);                                        \
-    fputc('\n', stderr);                                                             \
-    return -1;                                                                       \
+#define FAILF(...)                            \
+  do {                                        \
+    fprintf(stderr, "  error: " __VA_ARGS__); \
+    fputc('\n', stderr);                      \
+    return -1;                                \
   } while (0)
 
 static uint8_t pattern(uint32_t seed, size_t i)
@@ -141,8 +141,10 @@ static void gpu_segv(int sig, siginfo_t *si, void *uc)
   int n;
 
   (void)uc;
-  n = snprintf(msg, sizeof(msg), "mcp-conformance: SIGSEGV at %p in test %s, message of %zu bytes: a CPU access "
-               "to memory the CPU cannot reach (with --gpu: GPU-like memory)\n", si->si_addr, cur_test, cur_size);
+  n = snprintf(msg, sizeof(msg),
+               "mcp-conformance: SIGSEGV at %p in test %s, message of %zu bytes: a CPU access "
+               "to memory the CPU cannot reach (with --gpu: GPU-like memory)\n",
+               si->si_addr, cur_test, cur_size);
   if (n > 0 && write(2, msg, (size_t)n) < 0)
     n = 0;
   signal(sig, SIG_DFL);
@@ -241,7 +243,8 @@ static int link_open(struct link *l, size_t cap)
   l->rbuf = buf_alloc(cap);
   if (l->sbuf == NULL || l->rbuf == NULL)
     FAILF("out of memory for %zu-byte buffers", cap);
-  if (buf_reg(l->sc, l->sbuf, cap, &l->smh) != ncclSuccess || buf_reg(l->rc, l->rbuf, cap, &l->rmh) != ncclSuccess)
+  if (buf_reg(l->sc, l->sbuf, cap, &l->smh) != ncclSuccess ||
+      buf_reg(l->rc, l->rbuf, cap, &l->rmh) != ncclSuccess)
     FAILF("regMr of %zu bytes of %s memory failed", cap, gpu_mode ? "GPU-like (NCCL_PTR_CUDA)" : "host");
   if (gpu_mode) {
     memset(l->sbuf, 0, cap); /* the first fill would do it; keeps the check below honest */
@@ -370,7 +373,7 @@ static int test_grouped(void)
       sizes[i] = chunk;
       tags[i] = 100 + (i + n / 2) % n; /* a rotation of 100..100+n-1 */
       mh[i] = l.rmh;
-      order[i] = n - 1 - i;            /* sends in reverse tag order */
+      order[i] = n - 1 - i; /* sends in reverse tag order */
     }
     for (i = 0; i < n; i++) {
       int t = 100 + i;
@@ -533,7 +536,6 @@ static int test_inflight_close(void)
   return 0;
 }
 
-
 /* ---- allocation counter: the data path must not allocate ---- */
 
 /* The counter lives in libmcp-alloc-count.so, preloaded for this test only, so the
@@ -647,7 +649,8 @@ static int test_props(void)
     if (access(path, F_OK) == 0) {
       char *real = realpath(path, NULL);
       if (p[i].pciPath == NULL || real == NULL || strcmp(real, p[i].pciPath) != 0)
-        FAILF("%s: pciPath %s, sysfs says %s", p[i].name, p[i].pciPath ? p[i].pciPath : "NULL", real ? real : "?");
+        FAILF("%s: pciPath %s, sysfs says %s", p[i].name, p[i].pciPath ? p[i].pciPath : "NULL",
+              real ? real : "?");
       free(real);
     } else if (p[i].pciPath != NULL) {
       FAILF("%s has no sysfs device node but reports pciPath %s", p[i].name, p[i].pciPath);
@@ -661,8 +664,8 @@ static int test_props(void)
     if (strcmp(expect, guid) != 0)
       FAILF("%s: guid %s, sysfs sys_image_guid %s", p[i].name, expect, guid);
     if (p[i].speed <= 0 || p[i].port < 1 || p[i].regIsGlobal != 1 || p[i].maxRecvs != 8 || p[i].maxComms <= 0)
-      FAILF("%s: speed %d port %d regIsGlobal %d maxRecvs %d maxComms %d", p[i].name, p[i].speed,
-            p[i].port, p[i].regIsGlobal, p[i].maxRecvs, p[i].maxComms);
+      FAILF("%s: speed %d port %d regIsGlobal %d maxRecvs %d maxComms %d", p[i].name, p[i].speed, p[i].port,
+            p[i].regIsGlobal, p[i].maxRecvs, p[i].maxComms);
     if (abi >= 9 && (p[i].maxP2pBytes == 0 || p[i].maxP2pBytes > (1ULL << 40)))
       FAILF("%s: maxP2pBytes %zu", p[i].name, p[i].maxP2pBytes);
     if (!(p[i].ptrSupport & NCCL_PTR_HOST))
@@ -671,12 +674,13 @@ static int test_props(void)
         access("/sys/module/nv_peer_mem", F_OK) != 0)
       FAILF("%s: CUDA pointer support claimed without a peer-memory module", p[i].name);
     if (gpu_mode && !(p[i].ptrSupport & NCCL_PTR_CUDA))
-      FAILF("%s: ptrSupport %#x lacks CUDA, which GPU-like memory needs (is nvidia_peermem loaded?)", p[i].name,
-            p[i].ptrSupport);
+      FAILF("%s: ptrSupport %#x lacks CUDA, which GPU-like memory needs (is nvidia_peermem loaded?)",
+            p[i].name, p[i].ptrSupport);
     if (getenv("CONF_EXPECT_NO_DMABUF") && (p[i].ptrSupport & NCCL_PTR_DMABUF))
       FAILF("%s: DMA-BUF support claimed on a device that has none", p[i].name);
     printf("  %d: %s pciPath=%s guid=%s speed=%d port=%d ptrSupport=%#x maxComms=%d\n", i, p[i].name,
-           p[i].pciPath ? p[i].pciPath : "NULL", expect, p[i].speed, p[i].port, p[i].ptrSupport, p[i].maxComms);
+           p[i].pciPath ? p[i].pciPath : "NULL", expect, p[i].speed, p[i].port, p[i].ptrSupport,
+           p[i].maxComms);
   }
   return 0;
 }
@@ -714,7 +718,9 @@ static int test_qps(void)
 {
   struct qp_psn before[64], after[64];
   struct link l;
-  int nb, na, i, j, advanced = 0, want = getenv("NCCL_IB_QPS_PER_CONNECTION") ? atoi(getenv("NCCL_IB_QPS_PER_CONNECTION")) : 1;
+  int nb, na, i, j,
+    advanced = 0,
+    want = getenv("NCCL_IB_QPS_PER_CONNECTION") ? atoi(getenv("NCCL_IB_QPS_PER_CONNECTION")) : 1;
 
   if (link_open(&l, 8 << 20) != 0)
     return -1;
@@ -722,14 +728,16 @@ static int test_qps(void)
   if (nb < 2 * want)
     FAILF("rdma res show qp lists %d QPs of this process, expected %d", nb, 2 * want);
   for (i = 0; i < 16; i++)
-    if (exchange(&l, i % 2 ? (size_t)(4 << 20) + (size_t)i : (size_t)(100 + i), 8 << 20, 3000 + (uint32_t)i) != 0)
+    if (exchange(&l, i % 2 ? (size_t)(4 << 20) + (size_t)i : (size_t)(100 + i), 8 << 20,
+                 3000 + (uint32_t)i) != 0)
       return -1;
   na = read_qp_psns(after, 64);
   for (i = 0; i < na; i++)
     for (j = 0; j < nb; j++)
       if (after[i].qpn == before[j].qpn && after[i].psn != before[j].psn)
         advanced++;
-  printf("  %d QPs per connection: %d of %d QPs of this process advanced their send PSN\n", want, advanced, na);
+  printf("  %d QPs per connection: %d of %d QPs of this process advanced their send PSN\n", want, advanced,
+         na);
   /* Every sender QP carries data, and the receiver's first QP carries clear-to-sends. */
   if (advanced < want + 1)
     FAILF("only %d QPs advanced their send PSN; %d sender QPs + 1 expected", advanced, want);
@@ -877,8 +885,8 @@ static int one_life(int round)
   drv_finalize(&drv);
   drv_close_lib(&drv);
   t3 = drv_now();
-  printf("  round %d: init %.2f s, connect+transfer %.2f s, close+finalize+dlclose %.2f s\n", round,
-         t1 - t0, t2 - t1, t3 - t2);
+  printf("  round %d: init %.2f s, connect+transfer %.2f s, close+finalize+dlclose %.2f s\n", round, t1 - t0,
+         t2 - t1, t3 - t2);
   again = dlopen(plugin_path, RTLD_NOW | RTLD_NOLOAD);
   if (again != NULL) {
     dlclose(again);
@@ -1055,7 +1063,8 @@ static int test_stray(void)
   l.cap = 1 << 16;
   l.sbuf = aligned_alloc(4096, l.cap);
   l.rbuf = aligned_alloc(4096, l.cap);
-  if (drv_regmr(&drv, sc, l.sbuf, l.cap, &l.smh) != ncclSuccess || drv_regmr(&drv, rc, l.rbuf, l.cap, &l.rmh) != ncclSuccess)
+  if (drv_regmr(&drv, sc, l.sbuf, l.cap, &l.smh) != ncclSuccess ||
+      drv_regmr(&drv, rc, l.rbuf, l.cap, &l.rmh) != ncclSuccess)
     FAILF("regMr failed");
   i = exchange(&l, 1000, l.cap, 6000);
   link_close(&l);
@@ -1157,8 +1166,8 @@ static size_t cap_len;
 static void *cap_ctx;
 
 /* Prints like the driver's logger, and keeps every WARN for the test to read. */
-static void cap_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                    const char *fmt, ...)
+static void cap_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
+                    ...)
 {
   char msg[4096];
   va_list ap;
@@ -1303,10 +1312,14 @@ static int test_watchdog(void)
   }
   printf("  after 2.5 s: %d receive-side and %d send-side watchdog WARNs\n",
          cap_count("watchdog: receive from", NULL), cap_count("watchdog: send to", NULL));
-  if (cap_count("watchdog: receive from", "no progress for", "1 receive(s) advertised to the peer but no data "
-                "arrived", "MCPNET_WATCHDOG_SEC=1", NULL) != 1 ||
-      cap_count("watchdog: send to", "no progress for", "the send of seq 1 waits for its receive buffer, which "
-                "was never advertised by the peer (no clear-to-send)", NULL) != 1 ||
+  if (cap_count("watchdog: receive from", "no progress for",
+                "1 receive(s) advertised to the peer but no data "
+                "arrived",
+                "MCPNET_WATCHDOG_SEC=1", NULL) != 1 ||
+      cap_count("watchdog: send to", "no progress for",
+                "the send of seq 1 waits for its receive buffer, which "
+                "was never advertised by the peer (no clear-to-send)",
+                NULL) != 1 ||
       cap_count("watchdog:", NULL) != 2) {
     cap_dump();
     FAILF("expected exactly one stall WARN for the receiving comm and one for the sending comm");
@@ -1372,8 +1385,8 @@ static int test_diag(void)
     if (drv_test(&drv, sreq, &done, NULL) != ncclRemoteError)
       FAILF("the failed comm did not keep its error");
   if (cap_count("work completion error", "likely cause: protection error", NULL) != 1 ||
-      cap_count(" port 1 ACTIVE", "error counters since the comm connected: ", "likely cause: protection error: ",
-                ". Try: ", NULL) != 1 ||
+      cap_count(" port 1 ACTIVE", "error counters since the comm connected: ",
+                "likely cause: protection error: ", ". Try: ", NULL) != 1 ||
       cap_count("NET/MCP", NULL) != 2) {
     cap_dump();
     FAILF("expected one error WARN and one port diagnosis WARN");
@@ -1394,8 +1407,10 @@ static const char *fork_status(void)
 
   if (lib)
     dlclose(lib);
-  return st == 0 ? "DISABLED" : st == 1 ? "ENABLED (MADV_DONTFORK)" : st == 2 ? "UNNEEDED (copy-on-fork kernel)"
-                                                                              : "unknown";
+  return st == 0 ? "DISABLED"
+    : st == 1    ? "ENABLED (MADV_DONTFORK)"
+    : st == 2    ? "UNNEEDED (copy-on-fork kernel)"
+                 : "unknown";
 }
 
 /* Fork safety: fork with registered buffers in use; the child writes garbage into its
@@ -1467,12 +1482,25 @@ struct test {
 };
 
 static const struct test tests[] = {
-  {"sizes", test_sizes}, {"grouped", test_grouped}, {"optional", test_optional},
-  {"flush", test_flush}, {"many", test_many}, {"inflight-close", test_inflight_close},
-  {"noalloc", test_noalloc}, {"props", test_props}, {"qps", test_qps}, {"threads", test_threads},
-  {"reload", test_reload}, {"mrcache", test_mrcache}, {"unreachable", test_unreachable},
-  {"stray", test_stray}, {"sockets", test_sockets}, {"peergone", test_peergone},
-  {"watchdog", test_watchdog}, {"diag", test_diag}, {"fork", test_fork},
+  {"sizes", test_sizes},
+  {"grouped", test_grouped},
+  {"optional", test_optional},
+  {"flush", test_flush},
+  {"many", test_many},
+  {"inflight-close", test_inflight_close},
+  {"noalloc", test_noalloc},
+  {"props", test_props},
+  {"qps", test_qps},
+  {"threads", test_threads},
+  {"reload", test_reload},
+  {"mrcache", test_mrcache},
+  {"unreachable", test_unreachable},
+  {"stray", test_stray},
+  {"sockets", test_sockets},
+  {"peergone", test_peergone},
+  {"watchdog", test_watchdog},
+  {"diag", test_diag},
+  {"fork", test_fork},
 };
 
 /* The tests written for GPU-like memory: they touch data buffers only between calls. */
@@ -1533,8 +1561,10 @@ int main(int argc, char **argv)
     else if (!strcmp(argv[i], "--gpu"))
       gpu_mode = 1;
     else {
-      fprintf(stderr, "usage: %s [--plugin SO] [--abi N] [--dev N] [--gpu] self|pair [--role a|b --xchg DIR] "
-              "TEST...\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--plugin SO] [--abi N] [--dev N] [--gpu] self|pair [--role a|b --xchg DIR] "
+              "TEST...\n",
+              argv[0]);
       return 2;
     }
   }

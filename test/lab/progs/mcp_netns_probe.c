@@ -53,8 +53,7 @@ static void probe_port(const char *root, const struct mcp_sysfs_dev *d, const st
     printf("%s/%d gid %d %s %s ndev \"%s\" ours=%d up=%d\n", d->name, p->num, rows[i].index, text,
            type_name(rows[i].type), rows[i].netdev, rows[i].netdev_in_ns, rows[i].netdev_up);
   }
-  printf("%s/%d slots %d readable %d skipped %d\n", d->name, p->num, p->gid_slots, p->ngid,
-         p->gid_skipped);
+  printf("%s/%d slots %d readable %d skipped %d\n", d->name, p->num, p->gid_slots, p->ngid, p->gid_skipped);
   memset(&pol, 0, sizeof(pol));
   pol.index = -1;
   pol.roce_version = 2;

@@ -61,9 +61,9 @@
 #define PROXY_MAX_SUBS 64
 #define P2P_SLOT (128u * 1024) /* NCCL_P2P_NET_CHUNKSIZE: one shared-pool slot */
 #define POOL_SIZE (16u * P2P_SLOT)
-#define GUARD 64        /* bytes after a SIMPLE receive that must stay untouched */
+#define GUARD 64 /* bytes after a SIMPLE receive that must stay untouched */
 #define POISON 0xee
-#define STALL_S 150.0   /* no progress for this long is a failure (a link flap is 5 s) */
+#define STALL_S 150.0 /* no progress for this long is a failure (a link flap is 5 s) */
 #define MAX_EXTRA 4
 
 enum { P_LL, P_LL128, P_SIMPLE, NPROTO };
@@ -73,9 +73,9 @@ static const size_t buff_size[NPROTO] = {8 * 65536, 8 * 614400, 8 * 524288};
 static const char *proto_name[NPROTO] = {"LL", "LL128", "SIMPLE"};
 
 static struct mcp_drive drv;
-static int g_cuda;     /* the plugin advertises NCCL_PTR_CUDA: SIMPLE/LL128 are GPU-like */
+static int g_cuda; /* the plugin advertises NCCL_PTR_CUDA: SIMPLE/LL128 are GPU-like */
 static int g_maxrecvs;
-static int g_hint = 1;  /* NCCL_NET_OPTIONAL_RECV_COMPLETION, as NCCL reads it (default 1) */
+static int g_hint = 1; /* NCCL_NET_OPTIONAL_RECV_COMPLETION, as NCCL reads it (default 1) */
 static uint64_t g_seed = 12345;
 static double g_end;
 static pthread_mutex_t g_out = PTHREAD_MUTEX_INITIALIZER;
@@ -140,8 +140,9 @@ struct plan {
 
 static uint64_t plan_key(int from, int comm, long op, int sub, long step)
 {
-  return mix64(g_seed ^ mix64(((uint64_t)from << 60) ^ ((uint64_t)comm << 56) ^ ((uint64_t)sub << 52) ^
-                              ((uint64_t)op << 20) ^ (uint64_t)step));
+  return mix64(g_seed ^
+               mix64(((uint64_t)from << 60) ^ ((uint64_t)comm << 56) ^ ((uint64_t)sub << 52) ^
+                     ((uint64_t)op << 20) ^ (uint64_t)step));
 }
 
 static void plan_op(int from, int comm, long op, struct plan *p)
@@ -174,8 +175,10 @@ static void plan_op(int from, int comm, long op, struct plan *p)
   for (i = 0; i < NPXN; i++) {
     uint64_t r = rnd_below(&s, 100), n;
     size_t chunk = P2P_SLOT;
-    n = r < 15 ? 0 : r < 35 ? 1 + rnd_below(&s, 4096) : r < 70 ? 4097 + rnd_below(&s, 512 * 1024)
-                                                            : rnd_below(&s, 2u << 20) + 1;
+    n = r < 15 ? 0
+      : r < 35 ? 1 + rnd_below(&s, 4096)
+      : r < 70 ? 4097 + rnd_below(&s, 512 * 1024)
+               : rnd_below(&s, 2u << 20) + 1;
     if (i == 0) { /* sub 0's last step carries the "last op" mark: at least 64 bytes */
       if (n < 64)
         n = 64 + rnd_below(&s, 4000);
@@ -203,8 +206,9 @@ static size_t plan_size(int from, int comm, long op, int sub, int step, const st
 
   if (comm == C_PXN) {
     uint64_t off = (uint64_t)step * p->pxn_chunk[sub];
-    return p->nbytes[sub] == 0 ? 0
-           : p->nbytes[sub] - off < p->pxn_chunk[sub] ? (size_t)(p->nbytes[sub] - off) : p->pxn_chunk[sub];
+    return p->nbytes[sub] == 0                   ? 0
+      : p->nbytes[sub] - off < p->pxn_chunk[sub] ? (size_t)(p->nbytes[sub] - off)
+                                                 : p->pxn_chunk[sub];
   }
   r = rnd_below(&s, 100);
   if (p->proto == P_SIMPLE) { /* real bytes: full, empty, tiny (inline-sized) or anything */
@@ -410,7 +414,7 @@ struct sargs { /* one sub: NCCL's send args of a ring op, or one PXN local rank'
   uint64_t base;
   int posted, transmitted, done;
   double ready_at[STEPS];
-  int filled[STEPS];     /* step id whose data the GPU wrote into this slot, or -1 */
+  int filled[STEPS]; /* step id whose data the GPU wrote into this slot, or -1 */
   double prev_ready;
 };
 
@@ -419,10 +423,10 @@ struct schain {
   void *sc;
   struct mem *buf[NPROTO];
   void *mh[NPROTO];
-  uint64_t step;         /* NCCL's resources->step */
+  uint64_t step; /* NCCL's resources->step */
   long next_op;
   int finished;
-  void *req[STEPS];      /* NCCL's sub->requests: never cleared */
+  void *req[STEPS]; /* NCCL's sub->requests: never cleared */
   struct sargs a;
 };
 
@@ -433,11 +437,11 @@ struct rsub {
   int posted, received, transmitted, done, gpu;
   double consume_at;
   int armed;
-  size_t ll_upto;        /* lines already seen complete in the current LL step */
+  size_t ll_upto; /* lines already seen complete in the current LL step */
   double bad_since;
   struct mem *buf;
   void *mh;
-  size_t got[STEPS];     /* sizes test() reported, by request slot */
+  size_t got[STEPS]; /* sizes test() reported, by request slot */
 };
 
 struct rargs {
@@ -467,14 +471,14 @@ struct node {
   int id, peer;
   char handles[1 + NPXN][NCCL_NET_HANDLE_MAXSIZE];
   char peer_handles[1 + NPXN][NCCL_NET_HANDLE_MAXSIZE];
-  const char *xchg;      /* pair mode */
+  const char *xchg;       /* pair mode */
   struct node *peer_node; /* self mode */
   volatile int handles_ready;
   void *lc[1 + NPXN];
   struct mem sring[NPROTO], rring[NPROTO], spool[NPXN], rpool;
   struct schain ring_s, pxn_s[NPXN];
   struct rchain ring_r, pxn_r;
-  long pxn_final;         /* the PXN senders' last op, -1 until time is up */
+  long pxn_final; /* the PXN senders' last op, -1 until time is up */
   volatile int progress_done;
   uint64_t rng;
   struct stats st;
@@ -659,8 +663,8 @@ static int send_tick(struct node *n, struct schain *c)
   if (a->done < a->transmitted) {
     int slot = (int)((a->base + (uint64_t)a->done) % STEPS), done = 0, size = -1;
     r = drv_test(&drv, c->req[slot], &done, &size);
-    check(n, r, c->comm == C_PXN ? "test of a send on the PXN comm" : "test of a send on the ring comm", a->op,
-          a->done);
+    check(n, r, c->comm == C_PXN ? "test of a send on the PXN comm" : "test of a send on the ring comm",
+          a->op, a->done);
     if (done) { /* the size is ignored, as NCCL does */
       a->done += a->slice;
       return 1;
@@ -757,8 +761,10 @@ static void recv_gpu(struct node *n, struct rchain *c)
         a->last_seen = 0;
       w = check_simple(p, size, seed);
       if (w != size)
-        fail(n->name, "%s op %ld (%s) sub %d step %d: byte %zu of %zu is %#x, expected another value "
-             "(from %s)", c->comm == C_PXN ? "PXN" : "ring", a->op, proto_name[a->proto], i, j, w, size, p[w],
+        fail(n->name,
+             "%s op %ld (%s) sub %d step %d: byte %zu of %zu is %#x, expected another value "
+             "(from %s)",
+             c->comm == C_PXN ? "PXN" : "ring", a->op, proto_name[a->proto], i, j, w, size, p[w],
              c->comm == C_PXN ? "its tag's sender" : "the peer");
       for (w = size; w < chk; w++)
         if (p[w] != POISON)
@@ -779,7 +785,7 @@ static void recv_gpu(struct node *n, struct rchain *c)
         int r0 = a->proto == P_LL ? check_ll(p, 16, seed0, (uint32_t)flag, 0, &b2, &u2)
                                   : check_ll128(p, 128, seed0, flag, 0, &b2, &u2);
         if (r1 == 1)
-          continue; /* first line not in yet */
+          continue;               /* first line not in yet */
         if (r1 != 0 && r0 != 0) { /* neither: maybe the data is still landing */
           if (s->bad_since == 0)
             s->bad_since = now();
@@ -846,11 +852,13 @@ static int recv_tick(struct node *n, struct rchain *c)
     }
     if (cnt) {
       void **req = &c->req[g][first->posted % STEPS];
-      int hint = (a->proto == P_LL || a->proto == P_LL128) && cnt == 1 && g_hint && drv.abi >= 9; /* v8 shims drop it */
+      int hint = (a->proto == P_LL || a->proto == P_LL128) && cnt == 1 && g_hint &&
+        drv.abi >= 9; /* v8 shims drop it */
       if (hint)
         *req = (void *)0x1; /* NCCL_NET_OPTIONAL_RECV_COMPLETION */
       r = drv_irecv(&drv, c->rc, cnt, ptrs, sizes, tags, mhs, req);
-      check(n, r, c->comm == C_PXN ? "irecv on the PXN comm" : "irecv on the ring comm", a->op, first->posted);
+      check(n, r, c->comm == C_PXN ? "irecv on the PXN comm" : "irecv on the ring comm", a->op,
+            first->posted);
       if (*req != NULL) {
         a->hint[g][first->posted % STEPS] = hint;
         n->st.hint_recvs += hint;
@@ -955,23 +963,26 @@ static void report(struct node *n, const char *tag)
 {
   struct stats *st = &n->st;
 
-  say("replay: %s: node %s: ops ring SIMPLE %ld LL %ld LL128 %ld, PXN %ld; %ld sends (%llu bytes), "
-      "%ld receives checked (%llu bytes); isend NULL %ld (PXN sends ahead of another rank: %ld tried, %ld NULL, "
-      "%ld taken); irecv NULL %ld; iflush %ld (NULL %ld); hint receives %ld; 0-byte steps %ld; GPU stalls %ld; "
-      "extra regMr %ld; flag before data %ld; PXN irecvs by n: 3: %ld, 2: %ld, 1: %ld; memory: %s\n",
-      tag, n->name, st->ops[P_SIMPLE], st->ops[P_LL], st->ops[P_LL128], st->pxn_ops, st->sends, st->bytes_sent,
-      st->recvs, st->bytes_checked, st->isend_null, st->ahead_tries, st->ahead_null, st->ahead_ok, st->irecv_null,
-      st->flushes, st->flush_null, st->hint_recvs, st->zero_steps, st->stalls, st->extra_regs,
-      st->flag_before_data, st->pxn_n[3], st->pxn_n[2], st->pxn_n[1], g_cuda ? "GPU-like (NCCL_PTR_CUDA, PROT_NONE)" : "host (the plugin has no NCCL_PTR_CUDA)");
+  say(
+    "replay: %s: node %s: ops ring SIMPLE %ld LL %ld LL128 %ld, PXN %ld; %ld sends (%llu bytes), "
+    "%ld receives checked (%llu bytes); isend NULL %ld (PXN sends ahead of another rank: %ld tried, %ld NULL, "
+    "%ld taken); irecv NULL %ld; iflush %ld (NULL %ld); hint receives %ld; 0-byte steps %ld; GPU stalls %ld; "
+    "extra regMr %ld; flag before data %ld; PXN irecvs by n: 3: %ld, 2: %ld, 1: %ld; memory: %s\n",
+    tag, n->name, st->ops[P_SIMPLE], st->ops[P_LL], st->ops[P_LL128], st->pxn_ops, st->sends, st->bytes_sent,
+    st->recvs, st->bytes_checked, st->isend_null, st->ahead_tries, st->ahead_null, st->ahead_ok,
+    st->irecv_null, st->flushes, st->flush_null, st->hint_recvs, st->zero_steps, st->stalls, st->extra_regs,
+    st->flag_before_data, st->pxn_n[3], st->pxn_n[2], st->pxn_n[1],
+    g_cuda ? "GPU-like (NCCL_PTR_CUDA, PROT_NONE)" : "host (the plugin has no NCCL_PTR_CUDA)");
 }
 
 static void dump_state(struct node *n)
 {
   int i;
 
-  say("replay: state of node %s: ring send op %ld (%s) posted %d transmitted %d done %d of %d; ring recv op %ld (%s)",
-      n->name, n->ring_s.a.op, proto_name[n->ring_s.a.proto], n->ring_s.a.posted, n->ring_s.a.transmitted,
-      n->ring_s.a.done, n->ring_s.a.nsteps, n->ring_r.a.op, proto_name[n->ring_r.a.proto]);
+  say(
+    "replay: state of node %s: ring send op %ld (%s) posted %d transmitted %d done %d of %d; ring recv op %ld (%s)",
+    n->name, n->ring_s.a.op, proto_name[n->ring_s.a.proto], n->ring_s.a.posted, n->ring_s.a.transmitted,
+    n->ring_s.a.done, n->ring_s.a.nsteps, n->ring_r.a.op, proto_name[n->ring_r.a.proto]);
   for (i = 0; i < n->ring_r.a.nsubs; i++)
     say(" [p%d r%d t%d d%d g%d of %d]", n->ring_r.a.s[i].posted, n->ring_r.a.s[i].received,
         n->ring_r.a.s[i].transmitted, n->ring_r.a.s[i].done, n->ring_r.a.s[i].gpu, n->ring_r.a.s[i].nsteps);
@@ -1168,7 +1179,8 @@ static void *service_main(void *arg)
   n->ring_s.comm = C_RING;
   n->ring_s.tag = 100 + n->id;
   reg(n, sring, &n->sring[P_LL], buff_size[P_LL], 0, &n->ring_s.mh[P_LL], "sender's LL buffer");
-  reg(n, sring, &n->sring[P_LL128], buff_size[P_LL128], g_cuda, &n->ring_s.mh[P_LL128], "sender's LL128 buffer");
+  reg(n, sring, &n->sring[P_LL128], buff_size[P_LL128], g_cuda, &n->ring_s.mh[P_LL128],
+      "sender's LL128 buffer");
   reg(n, sring, &n->sring[P_SIMPLE], buff_size[P_SIMPLE], g_cuda, &n->ring_s.mh[P_SIMPLE],
       "sender's SIMPLE buffer");
   for (i = 0; i < NPROTO; i++)
@@ -1321,15 +1333,17 @@ int main(int argc, char **argv)
   }
   if (mode == NULL || (strcmp(mode, "self") && strcmp(mode, "pair")) || (abi < 8 || abi > 11) ||
       (!strcmp(mode, "pair") && ((role != 'a' && role != 'b') || xchg == NULL))) {
-    fprintf(stderr, "usage: %s [--plugin SO] [--abi 8..11] [--seconds S] [--seed N] [--max-recvs N] "
-            "[--require-cuda] self | pair --role a|b --xchg DIR\n", argv[0]);
+    fprintf(stderr,
+            "usage: %s [--plugin SO] [--abi 8..11] [--seconds S] [--seed N] [--max-recvs N] "
+            "[--require-cuda] self | pair --role a|b --xchg DIR\n",
+            argv[0]);
     return 2;
   }
   self = !strcmp(mode, "self");
   if (getenv("NCCL_NET_OPTIONAL_RECV_COMPLETION") != NULL)
     g_hint = atoi(getenv("NCCL_NET_OPTIONAL_RECV_COMPLETION")) != 0;
-  if (drv_open(&drv, plugin, abi) != 0 || drv_init(&drv) != ncclSuccess || drv_devices(&drv, &ndev) != ncclSuccess ||
-      ndev < 1)
+  if (drv_open(&drv, plugin, abi) != 0 || drv_init(&drv) != ncclSuccess ||
+      drv_devices(&drv, &ndev) != ncclSuccess || ndev < 1)
     fail(self ? "self" : (role == 'a' ? "a" : "b"), "plugin init");
   if (drv_props(&drv, 0, &props) != ncclSuccess)
     fail("-", "getProperties");
@@ -1340,9 +1354,14 @@ int main(int argc, char **argv)
   if (require_cuda && !g_cuda)
     fail("-", "--require-cuda: %s advertises no NCCL_PTR_CUDA (ptrSupport %#x); is nvidia_peermem loaded?",
          props.name, props.ptrSupport);
-  say("replay: %s mode, plugin %s (v%d table), device %s, ptrSupport %#x, maxRecvs %d (grouping by %d), %.0f s, "
-      "seed %llu, optional-completion hint %s\n", mode, drv.name, abi, props.name, props.ptrSupport, props.maxRecvs,
-      g_maxrecvs, seconds, (unsigned long long)g_seed, !g_hint ? "off (NCCL_NET_OPTIONAL_RECV_COMPLETION=0)" : abi >= 9 ? "on" : "on, but the v8 table never sees it");
+  say(
+    "replay: %s mode, plugin %s (v%d table), device %s, ptrSupport %#x, maxRecvs %d (grouping by %d), %.0f s, "
+    "seed %llu, optional-completion hint %s\n",
+    mode, drv.name, abi, props.name, props.ptrSupport, props.maxRecvs, g_maxrecvs, seconds,
+    (unsigned long long)g_seed,
+    !g_hint      ? "off (NCCL_NET_OPTIONAL_RECV_COMPLETION=0)"
+      : abi >= 9 ? "on"
+                 : "on, but the v8 table never sees it");
   t0 = now();
   g_end = t0 + seconds;
   if (self) {

@@ -68,13 +68,17 @@ static int gpu;
  * whole pages (MAX_MSG is a multiple of 4096), so each is hidden on its own. */
 static void slot_access(uint8_t *base, int slot, int open)
 {
-  if (gpu && mprotect(base + (size_t)slot * MAX_MSG, MAX_MSG, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
+  if (gpu &&
+      mprotect(base + (size_t)slot * MAX_MSG, MAX_MSG, open ? PROT_READ | PROT_WRITE : PROT_NONE) != 0) {
     perror("stream: mprotect");
     exit(3);
   }
 }
 
-static uint32_t seed_of(char role, long msg) { return (role == 'a' ? 0x51000000u : 0x52000000u) + (uint32_t)msg; }
+static uint32_t seed_of(char role, long msg)
+{
+  return (role == 'a' ? 0x51000000u : 0x52000000u) + (uint32_t)msg;
+}
 
 /* The wall-clock time goes with it, so a scenario can tell how long after its fault. */
 static int fail(const char *what, long msg)
@@ -84,7 +88,8 @@ static int fail(const char *what, long msg)
   clock_gettime(CLOCK_REALTIME, &ts);
   fprintf(stderr, "stream: FAIL: %s (message %ld) at %lld.%03ld\n", what, msg, (long long)ts.tv_sec,
           ts.tv_nsec / 1000000);
-  printf("stream: FAIL: %s (message %ld) at %lld.%03ld\n", what, msg, (long long)ts.tv_sec, ts.tv_nsec / 1000000);
+  printf("stream: FAIL: %s (message %ld) at %lld.%03ld\n", what, msg, (long long)ts.tv_sec,
+         ts.tv_nsec / 1000000);
   fflush(stdout);
   return 1;
 }
@@ -92,7 +97,8 @@ static int fail(const char *what, long msg)
 int main(int argc, char **argv)
 {
   const char *plugin = "libnccl-net-mcp.so", *xchg = NULL;
-  char role = 0, from = 0, peer, name[64], handle[NCCL_NET_HANDLE_MAXSIZE], peer_handle[NCCL_NET_HANDLE_MAXSIZE];
+  char role = 0, from = 0, peer, name[64], handle[NCCL_NET_HANDLE_MAXSIZE],
+       peer_handle[NCCL_NET_HANDLE_MAXSIZE];
   long nmsg = 2000, nsend, nrecv, posted_r = 0, done_r = 0, posted_s = 0, done_s = 0, filled = -1;
   int window = MAX_WINDOW, i, ndev = 0, marked = 0;
   struct mcp_drive drv;
@@ -129,8 +135,10 @@ int main(int argc, char **argv)
       late = argv[++i];
       late_s = atoi(strchr(late, ':') + 1);
     } else {
-      fprintf(stderr, "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
-              "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together]\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
+              "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -141,8 +149,8 @@ int main(int argc, char **argv)
   peer = role == 'a' ? 'b' : 'a';
   nsend = from == 0 || from == role ? nmsg : 0;
   nrecv = from == 0 || from == peer ? nmsg : 0;
-  if (drv_open(&drv, plugin, 11) != 0 || drv_init(&drv) != ncclSuccess || drv_devices(&drv, &ndev) != ncclSuccess ||
-      ndev < 1)
+  if (drv_open(&drv, plugin, 11) != 0 || drv_init(&drv) != ncclSuccess ||
+      drv_devices(&drv, &ndev) != ncclSuccess || ndev < 1)
     return fail("plugin init", 0);
   memset(handle, 0, sizeof(handle));
   if (drv_listen(&drv, 0, handle, &lc) != ncclSuccess)
@@ -183,8 +191,10 @@ int main(int argc, char **argv)
   fflush(stdout);
   drv_close_listen(&drv, lc);
   if (gpu) {
-    sbuf = mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    rbuf = mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    sbuf =
+      mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    rbuf =
+      mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (sbuf == MAP_FAILED || rbuf == MAP_FAILED)
       return fail("mmap of the GPU-like buffers", 0);
   } else {
@@ -192,10 +202,10 @@ int main(int argc, char **argv)
     rbuf = aligned_alloc(4096, (size_t)MAX_WINDOW * MAX_MSG);
   }
   if (sbuf == NULL || rbuf == NULL ||
-      drv_regmr_type(&drv, sc, sbuf, (size_t)MAX_WINDOW * MAX_MSG, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &smh) !=
-          ncclSuccess ||
-      drv_regmr_type(&drv, rc, rbuf, (size_t)MAX_WINDOW * MAX_MSG, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &rmh) !=
-          ncclSuccess)
+      drv_regmr_type(&drv, sc, sbuf, (size_t)MAX_WINDOW * MAX_MSG, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST,
+                     &smh) != ncclSuccess ||
+      drv_regmr_type(&drv, rc, rbuf, (size_t)MAX_WINDOW * MAX_MSG, gpu ? NCCL_PTR_CUDA : NCCL_PTR_HOST,
+                     &rmh) != ncclSuccess)
     return fail(gpu ? "regMr(NCCL_PTR_CUDA) of the buffers (is nvidia_peermem loaded?)" : "buffers", 0);
   for (i = 0; gpu && i < MAX_WINDOW; i++) {
     slot_access(sbuf, i, 0);
@@ -214,8 +224,8 @@ int main(int argc, char **argv)
       return fail("no end within 600 s", done_r);
     if (now - last >= 2) {
       if (gpu && done_r < posted_r && rreq[done_r % window] == NULL && freq[done_r % window] != NULL)
-        printf("stream: %ld received, %ld sent, %.1f s; waiting for the flush of message %ld\n", done_r, done_s,
-               now - t0, done_r);
+        printf("stream: %ld received, %ld sent, %.1f s; waiting for the flush of message %ld\n", done_r,
+               done_s, now - t0, done_r);
       else
         printf("stream: %ld received, %ld sent, %.1f s\n", done_r, done_s, now - t0);
       fflush(stdout);
