@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -924,3 +925,22 @@ int fake_comm_rec_phase(const struct mcp_comm *c) { return c->link.rec.phase; }
 uint32_t fake_comm_rec_round(const struct mcp_comm *c) { return c->link.rec.round; }
 void fake_comm_set_rec_phase(struct mcp_comm *c, int phase) { c->link.rec.phase = phase; }
 void fake_comm_detach_stream(struct mcp_comm *c) { c->link.stream = NULL; }
+
+int fake_warns;
+char fake_lastwarn[4096];
+
+void fake_warn_capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                       const char *fmt, ...)
+{
+  va_list ap;
+
+  (void)flags;
+  (void)file;
+  (void)line;
+  if (level != NCCL_LOG_WARN)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(fake_lastwarn, sizeof(fake_lastwarn), fmt, ap);
+  va_end(ap);
+  fake_warns++;
+}

@@ -168,4 +168,11 @@ void fake_comm_check_due(struct mcp_comm *c);
 /* Recoveries the comm completed. */
 int fake_comm_recoveries(const struct mcp_comm *c);
 
+/* The WARNs the library says, for tests that check them: fake_warn_capture is a logger
+ * (mcp_log_set_logger) that counts WARNs in fake_warns and keeps the latest text. */
+extern int fake_warns;
+extern char fake_lastwarn[4096];
+void fake_warn_capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
 #endif

@@ -20,30 +20,12 @@
 
 #define PAGE 4096
 
-static int warns;
-static char lastwarn[1024];
 static unsigned char *mem;
-
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...)
-{
-  va_list ap;
-
-  (void)flags;
-  (void)file;
-  (void)line;
-  if (level != NCCL_LOG_WARN)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(lastwarn, sizeof(lastwarn), fmt, ap);
-  va_end(ap);
-  warns++;
-}
 
 static struct fake_pair *pair_make(void)
 {
   fake_verbs_install();
-  warns = 0;
+  fake_warns = 0;
   return fake_pair_make(NULL);
 }
 
@@ -76,7 +58,7 @@ static void test_hit_and_refcount(void)
   a = fake_pair_reg(p, FAKE_SEND_SIDE, mem, PAGE, NCCL_PTR_HOST);
   CHECK_EQ_INT(fake_mrs_live() - base, 1);
   fake_pair_dereg(a);
-  CHECK_EQ_INT(warns, 0);
+  CHECK_EQ_INT(fake_warns, 0);
   fake_pair_free(p);
 }
 
@@ -177,9 +159,9 @@ static void test_failure_says_why(void)
   fake_fail_next_reg(ENOMEM);
   CHECK_EQ_INT(mcp_mr_register(fake_pair_devctx(p, FAKE_SEND_SIDE), mem, PAGE, NCCL_PTR_HOST, &m), -ENOMEM);
   CHECK(m == NULL);
-  CHECK_EQ_INT(warns, 1);
-  CHECK(strstr(lastwarn, "Locked-memory limit (ulimit -l)") != NULL);
-  CHECK(strstr(lastwarn, "Raise the limit") != NULL);
+  CHECK_EQ_INT(fake_warns, 1);
+  CHECK(strstr(fake_lastwarn, "Locked-memory limit (ulimit -l)") != NULL);
+  CHECK(strstr(fake_lastwarn, "Raise the limit") != NULL);
   CHECK_EQ_INT(fake_mrs_live() - base, 0);
   /* Nothing was cached: the next try registers. */
   m = fake_pair_reg(p, FAKE_SEND_SIDE, mem, PAGE, NCCL_PTR_HOST);
@@ -191,7 +173,7 @@ static void test_failure_says_why(void)
 int main(void)
 {
   mem = aligned_alloc(PAGE, 128 * PAGE);
-  mcp_log_set_logger(capture);
+  mcp_log_set_logger(fake_warn_capture);
   RUN_TEST(test_hit_and_refcount);
   RUN_TEST(test_overlap_type_device);
   RUN_TEST(test_dmabuf_never_cached);

@@ -25,24 +25,6 @@
 
 static unsigned char *sbuf, *rbuf;
 static struct mcp_mr *smh, *rmh;
-static int warns;
-static char lastwarn[1024];
-
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...)
-{
-  va_list ap;
-
-  (void)flags;
-  (void)file;
-  (void)line;
-  if (level != NCCL_LOG_WARN)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(lastwarn, sizeof(lastwarn), fmt, ap);
-  va_end(ap);
-  warns++;
-}
 
 static struct fake_pair *pair(int nqps, int cts_batch, int max_inline)
 {
@@ -54,7 +36,7 @@ static struct fake_pair *pair(int nqps, int cts_batch, int max_inline)
   smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, BUFSZ, NCCL_PTR_HOST);
   rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_HOST);
   memset(rbuf, 0, BUFSZ);
-  warns = 0;
+  fake_warns = 0;
   return p;
 }
 
@@ -161,7 +143,7 @@ static void test_ring_wrap_sizes(void)
   CHECK_EQ_INT(fake_comm_inflight(p->recv), 0);
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
   CHECK_EQ_INT(fake_rnr_count(), 0);
-  CHECK_EQ_INT(warns, 0);
+  CHECK_EQ_INT(fake_warns, 0);
   fake_pair_free(p);
 }
 
@@ -219,7 +201,7 @@ static void test_seq_wraps(void)
       CHECK_EQ_INT(one_message(p, 100 + (size_t)i, 4096, (unsigned)i), 100 + i);
     CHECK_EQ_INT(fake_comm_seq(p->recv), starts[k] + 100);
     CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
-    CHECK_EQ_INT(warns, 0);
+    CHECK_EQ_INT(fake_warns, 0);
     fake_pair_free(p);
   }
 }
@@ -421,7 +403,7 @@ static void test_pxn_head_only(void)
   CHECK_EQ_INT(got[1], 16);
   CHECK(same(rbuf + 8192, 64, 2));
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
-  CHECK_EQ_INT(warns, 0);
+  CHECK_EQ_INT(fake_warns, 0);
   fake_pair_free(p);
 }
 
@@ -659,7 +641,7 @@ int main(void)
   setvbuf(stdout, NULL, _IONBF, 0);
   sbuf = aligned_alloc(4096, BUFSZ);
   rbuf = aligned_alloc(4096, BUFSZ);
-  mcp_log_set_logger(capture);
+  mcp_log_set_logger(fake_warn_capture);
   RUN_TEST(test_ring_wrap_sizes);
   RUN_TEST(test_seq_wraps);
   RUN_TEST(test_pipelined_batches_wrap);

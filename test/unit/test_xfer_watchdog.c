@@ -16,26 +16,8 @@
 
 #define SEC 1000000000ull
 
-static int warns;
-static char last[4096];
 static char sbuf[1 << 20], rbuf[1 << 20];
 static struct mcp_mr *smh, *rmh;
-
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...)
-{
-  va_list ap;
-
-  (void)flags;
-  (void)file;
-  (void)line;
-  if (level != NCCL_LOG_WARN)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(last, sizeof(last), fmt, ap);
-  va_end(ap);
-  warns++;
-}
 
 static struct fake_pair *pair_make(int nqps)
 {
@@ -196,9 +178,9 @@ static void test_timing(void)
   void *r;
   int i;
 
-  mcp_log_set_logger(capture);
+  mcp_log_set_logger(fake_warn_capture);
   r = irecv(p, 1, 4096);
-  warns = 0;
+  fake_warns = 0;
   /* Off: never. */
   for (i = 0; i < 50; i++)
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + (uint64_t)i * SEC / 10, 0), 0);
@@ -207,22 +189,22 @@ static void test_timing(void)
   for (i = 0; i <= 9; i++)
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + (uint64_t)i * SEC / 10, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC, 1), 1);
-  CHECK_EQ_INT(warns, 1);
-  CHECK(strstr(last,
+  CHECK_EQ_INT(fake_warns, 1);
+  CHECK(strstr(fake_lastwarn,
                "NET/MCP watchdog: receive from fake-sender pid 1 (192.0.2.1:40000) on fake1 port 1: no "
                "progress for 1 s (MCPNET_WATCHDOG_SEC=1): 1 receive(s) advertised to the peer but no data "
-               "arrived") == last);
-  CHECK(strstr(last, "reported once per stall") != NULL);
+               "arrived") == fake_lastwarn);
+  CHECK(strstr(fake_lastwarn, "reported once per stall") != NULL);
   for (i = 11; i < 40; i++)
     CHECK_EQ_INT(mcp_xfer_watchdog(c, t + (uint64_t)i * SEC / 10, 1), 0);
-  CHECK_EQ_INT(warns, 1);
+  CHECK_EQ_INT(fake_warns, 1);
   /* Progress ends the stall; a new one is reported again after the period. */
   progress(p, r);
   t += 4 * SEC;
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC / 2, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC, 1), 1);
-  CHECK_EQ_INT(warns, 2);
+  CHECK_EQ_INT(fake_warns, 2);
   /* Progress that keeps coming: never. */
   for (i = 0; i < 100; i++) {
     progress(p, r);
@@ -233,7 +215,7 @@ static void test_timing(void)
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC / 2, 1), 0);
   CHECK_EQ_INT(mcp_xfer_watchdog(c, t + SEC, 1), 1);
-  CHECK_EQ_INT(warns, 3);
+  CHECK_EQ_INT(fake_warns, 3);
   mcp_log_set_logger(NULL);
   fake_pair_free(p);
 }
