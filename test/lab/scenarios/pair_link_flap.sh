@@ -2,7 +2,10 @@
 # Transparent recovery from a transient link loss. A verified stream runs from host a to
 # host b (bin/mcp-stream: 8 receives posted ahead, sizes 4 KiB..1 MiB, every byte
 # checked) with QP timers short enough that the QPs fail during the outage
-# (NCCL_IB_TIMEOUT=15, NCCL_IB_RETRY_CNT=3: at least 0.5 s). Once data flows, one host's eth0 goes down
+# (NCCL_IB_TIMEOUT=17, NCCL_IB_RETRY_CNT=3: 0.54 s, 4 tries, about 2 s; at 15 (134 ms)
+# rxe between two emulated guests on a loaded host retransmits thousands of times and
+# ends in "remote invalid request" NAKs a recovery cannot survive: 3 runs in 8 failed so
+# beside other guests, as pair_proxy_replay found). Once data flows, one host's eth0 goes down
 # for 5 s and comes back: first the sending host's, then the receiving host's. Each
 # stream must complete with every byte verified and no error through the ABI, and
 # both hosts must log a recovery. Then a 20 s outage, longer than MCPNET_RECOVERY_TIMEOUT=6:
@@ -24,7 +27,7 @@ x="$LAB_XCHG/flap"
 stream() {
   local name=$1 down=$2 secs=$3 rto=$4 msgs=$5 dir="$x/$1" pid rc=0
   mkdir -p "$dir"
-  env NCCL_IB_TIMEOUT=15 NCCL_IB_RETRY_CNT=3 MCPNET_RECOVERY_TIMEOUT="$rto" MCP_DRIVE_VERBOSE=1 \
+  env NCCL_IB_TIMEOUT=17 NCCL_IB_RETRY_CNT=3 MCPNET_RECOVERY_TIMEOUT="$rto" MCP_DRIVE_VERBOSE=1 \
     timeout 300 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" --xchg "$dir" \
     --msgs "$msgs" --from a > "/tmp/$name.out" 2> "/tmp/$name.err" &
   pid=$!

@@ -7,7 +7,7 @@
 # b's about 55 s after) with QP timers short enough that the QPs fail during the
 # outage: the replay must go on with no error through the ABI, and each host must log a
 # recovery. NCCL_IB_TIMEOUT=17 (0.54 s, 4 tries: the QPs fail about 2 s into the
-# outage) rather than pair_link_flap's 15: at 15 (134 ms) this traffic between two
+# outage), as pair_link_flap and pair_gpu_memory: at 15 (134 ms) this traffic between two
 # emulated guests on a loaded host makes rxe retransmit thousands of times and end in
 # "remote invalid request" NAKs with no link fault at all.
 # The optional-completion hint stays on, as in NCCL: had mcpnet completed those receives
