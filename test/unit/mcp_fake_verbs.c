@@ -386,6 +386,8 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
   return NULL;
 }
 
+struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp) { return &qp_of(qp)->send_cq->cq; }
+
 static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
   if ((mask & IBV_QP_DEST_QPN) != 0)
