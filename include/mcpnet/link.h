@@ -231,6 +231,7 @@ int mcp_qp_connect_poll(struct mcp_link *c);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
 int mcp_qp_connect_abandon(struct mcp_link *c);
+/* RTR/RTS of a QP outside qp[] on member 0's port: xfer's flush QP, on member 0 for now. */
 int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
                   const uint8_t *dgid, uint16_t dlid);
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);
