@@ -216,10 +216,11 @@ int mcp_xfer_test(void *request, int *done, int *sizes);
 int mcp_xfer_poll(struct mcp_comm *c);
 int mcp_xfer_check_alive(struct mcp_comm *c);
 
-/* Health (mcp_xfer_health.c). wc_diagnose writes the port state, what moved since and the
- * likely cause of a failed completion; watchdog runs from the 100 ms liveness check and
- * returns 1 when it reported a stall. */
-enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, int wc_status, char *buf, size_t len);
+/* Health (mcp_xfer_health.c). wc_diagnose writes the port state of member m (the failed
+ * QP's), what moved since and the likely cause of a failed completion; watchdog runs from
+ * the 100 ms liveness check and returns 1 when it reported a stall. */
+enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, const struct mcp_link_dev *m, int wc_status,
+                                        char *buf, size_t len);
 int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds);
 size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t len);
 

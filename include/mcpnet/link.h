@@ -115,23 +115,42 @@ struct mcp_link_ops {
   int (*replay)(struct mcp_link *c, const uint32_t *done);
 };
 
-/* The link between two processes (conn): QPs, CQ, epoch, the out-of-band stream, setup
- * and recovery state, the peer's name and the comm's error. The send and receive comms
- * (xfer, comm.h) embed it first, so a comm's kind is at offset 0 of every comm. Today
- * the link's QPs are on one device context (dc); NIC fusion will group them per
- * device context here. */
+/* Device contexts one link can hold QPs on: NCCL's bound on the physical devices behind
+ * one virtual (fused) NIC, NCCL_NET_MAX_DEVS_PER_NIC. */
+#define MCP_LINK_MAX_DEVS 4
+
+/* What the link keeps per device context it has QPs on (a member; NIC fusion will have
+ * several, today there is one): the context, its CQ, our GID's index on its port, the
+ * events of its port this comm has handled and the port's counters at connect. A
+ * member's PD and MRs are its context's. The counters snapshot is ~4.7 KB, so it is
+ * on the heap, read once at connect: idle members cost no more than their few fields. */
+struct mcp_link_dev {
+  struct mcp_devctx *dc;
+  struct ibv_cq *cq;
+  int sgid_index;                   /* our GID's index, looked up again by recovery */
+  unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
+  /* The port's error counters when the comm connected, for a failed completion's WARN. */
+  int cnt_base_ok;
+  struct mcp_cnt_snapshot *cnt_base; /* NULL until read (freed with the link) */
+};
+
+/* The link between two processes (conn): QPs, their device contexts and CQs, epoch, the
+ * out-of-band stream, setup and recovery state, the peer's name and the comm's error.
+ * The send and receive comms (xfer, comm.h) embed it first, so a comm's kind is at
+ * offset 0 of every comm. QPs are striped over the members: QP i is on devs[i % ndevs]
+ * (mcp_link_dev_of), which costs nothing per QP; today ndevs is 1. */
 struct mcp_link {
   int kind; /* enum mcp_comm_kind; first, as in the listen comm */
   int dev;
   uint16_t id;                    /* per process, for wr_id (mcp_comm_next_id); 0: a test's comm */
   const struct mcp_link_ops *ops; /* the layer above, served by the link (never NULL once set up) */
-  struct mcp_devctx *dc;
+  int ndevs;                      /* members in devs[]: 1 until NIC fusion */
+  struct mcp_link_dev devs[MCP_LINK_MAX_DEVS];
   struct mcp_oob_stream *stream;
   int traffic_class;
   int sl, tc;
   int mtu; /* negotiated ibv_mtu */
   int nqps;
-  struct ibv_cq *cq;
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS];
   int recv_posted[MCP_MAX_QPS]; /* receive WRs (the immediates) posted and consumed per QP */
@@ -158,15 +177,31 @@ struct mcp_link {
   /* Recovery: QPs are re-created with the same depths and a new epoch. */
   uint8_t epoch;
   int sq_depth, rq_depth;
-  unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
-  atomic_int qp_event;              /* an async event on one of its QPs (type + 1), 0: none */
-  int sgid_index;                   /* our GID's index, looked up again by recovery */
+  atomic_int qp_event; /* an async event on one of its QPs (type + 1), 0: none */
   struct mcp_recovery rec;
-
-  /* The port's error counters when the comm connected, for a failed completion's WARN. */
-  int cnt_base_ok;
-  struct mcp_cnt_snapshot cnt_base;
 };
+
+/* The member QP qp (an index into qp[]) is on; member 0 for what is not one of the
+ * link's QPs (the flush QP, messages about the comm as a whole) until NIC fusion. */
+static inline int mcp_link_dev_index(const struct mcp_link *l, int qp) { return qp % l->ndevs; }
+
+static inline struct mcp_link_dev *mcp_link_dev_of(struct mcp_link *l, int qp)
+{
+  return &l->devs[mcp_link_dev_index(l, qp)];
+}
+
+/* The member of the link's QP with number qpn (a completion's qp_num): for the messages
+ * of a failed completion only, never on the success path. Member 0 for a QP that is not
+ * in qp[] (the flush QP, or one a recovery replaced). */
+static inline struct mcp_link_dev *mcp_link_dev_of_qpn(struct mcp_link *l, uint32_t qpn)
+{
+  int i;
+
+  for (i = 0; i < l->nqps; i++)
+    if (l->qp[i] != NULL && l->qp[i]->qp_num == qpn)
+      return mcp_link_dev_of(l, i);
+  return &l->devs[0];
+}
 
 struct mcp_listen_comm {
   int kind; /* MCP_COMM_LISTEN */
@@ -196,6 +231,7 @@ int mcp_qp_connect_poll(struct mcp_link *c);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
 int mcp_qp_connect_abandon(struct mcp_link *c);
+/* RTR/RTS of a QP outside qp[] on member 0's port: xfer's flush QP, on member 0 for now. */
 int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
                   const uint8_t *dgid, uint16_t dlid);
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);

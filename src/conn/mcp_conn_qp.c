@@ -63,15 +63,23 @@ static uint32_t random_psn(void)
 
 int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 {
-  c->cq = mcp_ibv.create_cq(c->dc->ctx, nqps * (sq_depth + rq_depth) + 16, c, NULL, 0);
-  if (c->cq == NULL) {
-    MCP_WARN("%s: ibv_create_cq failed: %s", c->dc->info->name, strerror(errno));
-    return -1;
+  int k;
+
+  /* Each member's CQ holds the completions of its own QPs (QP i is on member i % ndevs). */
+  for (k = 0; k < c->ndevs; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+    int mine = nqps / c->ndevs + (k < nqps % c->ndevs);
+
+    m->cq = mcp_ibv.create_cq(m->dc->ctx, mine * (sq_depth + rq_depth) + 16, c, NULL, 0);
+    if (m->cq == NULL) {
+      MCP_WARN("%s: ibv_create_cq failed: %s", m->dc->info->name, strerror(errno));
+      return -1;
+    }
+    m->sgid_index = m->dc->info->gid.index;
   }
   c->nqps = nqps;
   c->sq_depth = sq_depth;
   c->rq_depth = rq_depth;
-  c->sgid_index = c->dc->info->gid.index;
   return mcp_qp_create_qps(c);
 }
 
@@ -82,26 +90,27 @@ int mcp_qp_create_qps(struct mcp_link *c)
   int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
 
   for (i = 0; i < nqps; i++) {
+    const struct mcp_link_dev *m = mcp_link_dev_of(c, i);
     struct ibv_qp_init_attr init;
     struct ibv_qp_attr attr;
 
     for (t = 0; t < 3; t++) {
       memset(&init, 0, sizeof(init));
       init.qp_context = c; /* async events on this QP reach the comm */
-      init.send_cq = c->cq;
-      init.recv_cq = c->cq;
+      init.send_cq = m->cq;
+      init.recv_cq = m->cq;
       init.qp_type = IBV_QPT_RC;
       init.cap.max_send_wr = (uint32_t)sq_depth;
       init.cap.max_recv_wr = (uint32_t)rq_depth;
       init.cap.max_send_sge = 1;
       init.cap.max_recv_sge = 1;
       init.cap.max_inline_data = (uint32_t)inline_try[t];
-      c->qp[i] = mcp_ibv.create_qp(c->dc->pd, &init);
+      c->qp[i] = mcp_ibv.create_qp(m->dc->pd, &init);
       if (c->qp[i] != NULL)
         break;
     }
     if (c->qp[i] == NULL) {
-      MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)", c->dc->info->name,
+      MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)", m->dc->info->name,
                strerror(errno), sq_depth, rq_depth);
       return -1;
     }
@@ -109,25 +118,23 @@ int mcp_qp_create_qps(struct mcp_link *c)
     c->psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;
-    attr.pkey_index = (uint16_t)c->dc->info->pkey_index;
-    attr.port_num = (uint8_t)c->dc->info->port;
+    attr.pkey_index = (uint16_t)m->dc->info->pkey_index;
+    attr.port_num = (uint8_t)m->dc->info->port;
     attr.qp_access_flags = QP_ACCESS;
     if (mcp_ibv.modify_qp(c->qp[i], &attr,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
-      MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)", c->dc->info->name,
-               c->dc->info->port, c->qp[i]->qp_num, strerror(errno), c->dc->info->pkey,
-               c->dc->info->pkey_index);
+      MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)", m->dc->info->name,
+               m->dc->info->port, c->qp[i]->qp_num, strerror(errno), m->dc->info->pkey,
+               m->dc->info->pkey_index);
       return -1;
     }
   }
   return 0;
 }
 
-static void fill_av(const struct mcp_link *c, int sgid_index, struct ibv_ah_attr *ah, const uint8_t *dgid,
-                    uint16_t dlid)
+static void fill_av(const struct mcp_link *c, const struct mcp_net_dev *d, int sgid_index,
+                    struct ibv_ah_attr *ah, const uint8_t *dgid, uint16_t dlid)
 {
-  const struct mcp_net_dev *d = c->dc->info;
-
   memset(ah, 0, sizeof(*ah));
   ah->port_num = (uint8_t)d->port;
   ah->sl = (uint8_t)c->sl;
@@ -142,13 +149,13 @@ static void fill_av(const struct mcp_link *c, int sgid_index, struct ibv_ah_attr
   }
 }
 
-/* RESET/INIT -> RTR -> RTS toward a destination QP. The GID index is the caller's: a
- * walk on a job's thread must not read c->sgid_index, which a later round rewrites. */
-static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp, uint32_t my_psn,
-                     uint32_t dqpn, uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
+/* RESET/INIT -> RTR -> RTS toward a destination QP, on the port of d (the QP's member).
+ * The GID index is the caller's: a walk on a job's thread must not read a member's
+ * sgid_index, which a later round rewrites. */
+static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int sgid_index, struct ibv_qp *qp,
+                     uint32_t my_psn, uint32_t dqpn, uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
 {
   const struct mcp_config *cfg = mcp_param_process();
-  const struct mcp_net_dev *d = c->dc->info;
   struct ibv_qp_attr attr;
   char lgid[64], rgid[64];
   const char *step = "INIT->RTR";
@@ -160,7 +167,7 @@ static int qp_to_rts(const struct mcp_link *c, int sgid_index, struct ibv_qp *qp
   attr.rq_psn = dpsn;
   attr.max_dest_rd_atomic = 1;
   attr.min_rnr_timer = (uint8_t)cfg->min_rnr_timer;
-  fill_av(c, sgid_index, &attr.ah_attr, dgid, dlid);
+  fill_av(c, d, sgid_index, &attr.ah_attr, dgid, dlid);
   if (mcp_ibv.modify_qp(qp, &attr,
                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
@@ -194,7 +201,9 @@ fail:
 int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
                   const uint8_t *dgid, uint16_t dlid)
 {
-  return qp_to_rts(c, c->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
+  const struct mcp_link_dev *m = mcp_link_dev_of(c, 0); /* the flush QP (xfer) is on member 0 */
+
+  return qp_to_rts(c, m->dc->info, m->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
 }
 
 struct mcp_qp_job {
@@ -202,7 +211,8 @@ struct mcp_qp_job {
   atomic_int refs;    /* the comm's and the thread's */
   int abandoned;      /* set by the comm before it lets go: the QPs are the job's to destroy */
   struct mcp_link *c; /* referenced until the job is freed */
-  int nqps, sgid_index, first;
+  int nqps, first;
+  int sgid_index[MCP_LINK_MAX_DEVS]; /* each member's, when the walk began */
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
   uint8_t dgid[16];
@@ -234,13 +244,22 @@ static void job_unref(struct mcp_qp_job *j)
   comm_unref(c);
 }
 
-/* The port's error counters when the comm connected, for a failed completion's WARN
- * (mcp_xfer_wc_diagnose compares with them). Read from sysfs, so off NCCL's thread. */
+/* Every member's port error counters when the comm connected, for a failed completion's
+ * WARN (mcp_xfer_wc_diagnose compares with them). Read from sysfs, so off NCCL's thread;
+ * on the heap, so a link pays for the snapshots of the members it has only. */
 static void counters_base(struct mcp_link *c)
 {
-  const struct mcp_net_dev *d = c->dc->info;
+  int k;
 
-  c->cnt_base_ok = mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &c->cnt_base) == 0;
+  for (k = 0; k < c->ndevs; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+    const struct mcp_net_dev *d = m->dc->info;
+
+    if (m->cnt_base == NULL)
+      m->cnt_base = malloc(sizeof(*m->cnt_base));
+    m->cnt_base_ok =
+      m->cnt_base != NULL && mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, m->cnt_base) == 0;
+  }
 }
 
 static void *job_main(void *arg)
@@ -251,7 +270,8 @@ static void *job_main(void *arg)
   if (j->first)
     counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
   for (i = 0; i < j->nqps && ok; i++)
-    ok = qp_to_rts(j->c, j->sgid_index, j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid, j->dlid) == 0;
+    ok = qp_to_rts(j->c, mcp_link_dev_of(j->c, i)->dc->info, j->sgid_index[mcp_link_dev_index(j->c, i)],
+                   j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid, j->dlid) == 0;
   atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
   job_unref(j);
   return NULL;
@@ -290,7 +310,8 @@ int mcp_qp_connect_start(struct mcp_link *c)
   atomic_init(&j->refs, 2);
   j->c = c;
   j->nqps = c->nqps;
-  j->sgid_index = c->sgid_index;
+  for (i = 0; i < c->ndevs; i++)
+    j->sgid_index[i] = c->devs[i].sgid_index;
   j->first = c->rec.round == 0;
   for (i = 0; i < c->nqps; i++) {
     j->qp[i] = c->qp[i];
@@ -386,7 +407,9 @@ uint32_t mcp_version_number(void)
 void mcp_comm_fill_endpoint(struct mcp_link *c)
 {
   const struct mcp_config *cfg = mcp_param_process();
-  const struct mcp_net_dev *d = c->dc->info;
+  /* The wire names one device, GID and LID per side: member 0's, until NIC fusion. */
+  const struct mcp_link_dev *m = mcp_link_dev_of(c, 0);
+  const struct mcp_net_dev *d = m->dc->info;
   struct mcp_wire_endpoint *ep = &c->local;
   int i;
 
@@ -398,7 +421,7 @@ void mcp_comm_fill_endpoint(struct mcp_link *c)
   ep->active_mtu = (uint8_t)d->active_mtu;
   if (cfg->mtu > 0 && mcp_fabric_mtu_enum(cfg->mtu) < ep->active_mtu)
     ep->active_mtu = (uint8_t)mcp_fabric_mtu_enum(cfg->mtu);
-  ep->gid_index = (uint8_t)c->sgid_index;
+  ep->gid_index = (uint8_t)m->sgid_index;
   memcpy(ep->gid, d->gid.raw, 16);
   ep->lid = d->lid;
   ep->nqps = (uint8_t)c->nqps;
@@ -446,12 +469,15 @@ static void comm_free(struct mcp_link *c)
   for (i = 0; i < c->nqps; i++)
     if (c->qp[i] != NULL)
       mcp_ibv.destroy_qp(c->qp[i]);
-  /* The upper layer's state (its flush QP shares the CQ) goes before the CQ. */
+  /* The upper layer's state (its flush QP shares member 0's CQ) goes before the CQs. */
   if (c->ops != NULL)
     c->ops->release(c);
-  if (c->cq != NULL)
-    mcp_ibv.destroy_cq(c->cq);
-  mcp_devctx_put(c->dc);
+  for (i = 0; i < c->ndevs; i++) {
+    if (c->devs[i].cq != NULL)
+      mcp_ibv.destroy_cq(c->devs[i].cq);
+    free(c->devs[i].cnt_base);
+    mcp_devctx_put(c->devs[i].dc);
+  }
   free(c);
   mcp_oob_release();
   mcp_fabric_comm_unref();

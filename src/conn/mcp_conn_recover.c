@@ -73,18 +73,19 @@ static void rec_fail(struct mcp_link *c, const char *what)
                 dir_words(c), c->peer_name, c->rec.cause, spent, c->rec.round, cfg->recovery_timeout_s, what);
 }
 
-/* Our GID's index in the port's current table, found by address: after a link flap the
- * kernel may have put it back at another index. -1 while it is not (yet) there. */
-static int gid_find(const struct mcp_link *c)
+/* Our GID's index in the current table of member m's port, found by address: after a
+ * link flap the kernel may have put it back at another index. -1 while it is not (yet)
+ * there. */
+static int gid_find(const struct mcp_link_dev *m)
 {
-  const struct mcp_net_dev *d = c->dc->info;
+  const struct mcp_net_dev *d = m->dc->info;
   struct mcp_sysfs_dev sys;
   const struct mcp_sysfs_port *p;
   char err[256];
   int i, index = -1;
 
   if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
-    return c->sgid_index; /* InfiniBand: GID 0, routed by LID */
+    return m->sgid_index; /* InfiniBand: GID 0, routed by LID */
   memset(&sys, 0, sizeof(sys));
   if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
       (p = mcp_sysfs_port_find(&sys, d->port)) != NULL) {
@@ -227,30 +228,37 @@ void mcp_recover_poll_stream(struct mcp_link *c)
 static int connect_round(struct mcp_link *c)
 {
   const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
-  int i, index;
+  int i, k, index[MCP_LINK_MAX_DEVS];
 
   if (ep->nqps != c->nqps) {
     rec_fail(c, "the peer re-created a different number of QPs");
     return -1;
   }
-  index = gid_find(c);
-  if (index < 0) {
-    /* Our address is not back in the GID table yet: look again in 100 ms, not on every
-     * call (the lookup reads the port's whole GID table from sysfs). */
-    c->rec.next_gid_ns = mono_ns() + RETRY_NS;
-    return 0;
+  /* Every member's address must be back before its QPs can walk to RTR. */
+  for (k = 0; k < c->ndevs; k++) {
+    index[k] = gid_find(&c->devs[k]);
+    if (index[k] < 0) {
+      /* Our address is not back in the GID table yet: look again in 100 ms, not on every
+       * call (the lookup reads the port's whole GID table from sysfs). */
+      c->rec.next_gid_ns = mono_ns() + RETRY_NS;
+      return 0;
+    }
   }
-  if (index != c->sgid_index)
-    MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
-             c->dc->info->gid.text, c->sgid_index, index);
-  c->sgid_index = index;
+  for (k = 0; k < c->ndevs; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+
+    if (index[k] != m->sgid_index)
+      MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
+               m->dc->info->gid.text, m->sgid_index, index[k]);
+    m->sgid_index = index[k];
+  }
   c->remote.lid = ep->lid;
   memcpy(c->remote.gid, ep->gid, 16);
   for (i = 0; i < c->nqps; i++)
     c->remote.qps[i] = ep->qps[i];
   MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",
            dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn,
-           ep->qps[0].psn, c->sgid_index);
+           ep->qps[0].psn, mcp_link_dev_of(c, 0)->sgid_index);
   if (mcp_qp_connect_start(c) != 0) {
     rec_fail(c, "cannot start a thread for the QP setup");
     return -1;
@@ -376,25 +384,34 @@ void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type)
 void mcp_recover_check_events(struct mcp_link *c)
 {
   unsigned gen;
-  int ev;
+  int ev, k;
   char cause[256];
 
-  mcp_devctx_poll_events(c->dc);
-  if (atomic_load(&c->dc->fatal)) {
-    mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s %s: %s reported a fatal device error; the adapter needs a reset",
-                  dir_words(c), c->peer_name, c->dc->info->ibdev);
-    return;
+  /* Every member's device and port: the messages name the physical one. */
+  for (k = 0; k < c->ndevs; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+
+    mcp_devctx_poll_events(m->dc);
+    if (atomic_load(&m->dc->fatal)) {
+      mcp_comm_fail(c, MCP_ERR_SYSTEM, "%s %s: %s reported a fatal device error; the adapter needs a reset",
+                    dir_words(c), c->peer_name, m->dc->info->ibdev);
+      return;
+    }
   }
   if (mcp_param_process()->recovery_timeout_s <= 0)
     return; /* without recovery, completions with errors decide */
-  gen = atomic_load(&c->dc->port_err_gen);
-  if (gen != c->port_err_seen) {
-    c->port_err_seen = gen;
-    if (c->rec.phase == MCP_REC_NONE) {
-      snprintf(cause, sizeof(cause), "%s port %d went down (port error event)", c->dc->info->ibdev,
-               c->dc->info->port);
-      mcp_recover_start(c, cause);
-      return;
+  for (k = 0; k < c->ndevs; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+
+    gen = atomic_load(&m->dc->port_err_gen);
+    if (gen != m->port_err_seen) {
+      m->port_err_seen = gen;
+      if (c->rec.phase == MCP_REC_NONE) {
+        snprintf(cause, sizeof(cause), "%s port %d went down (port error event)", m->dc->info->ibdev,
+                 m->dc->info->port);
+        mcp_recover_start(c, cause);
+        return;
+      }
     }
   }
   ev = atomic_exchange(&c->qp_event, 0);
@@ -405,13 +422,18 @@ void mcp_recover_check_events(struct mcp_link *c)
     mcp_recover_start(c, cause);
     return;
   }
-  gen = atomic_load(&c->dc->gid_gen);
-  if (gen != c->gid_seen) {
-    c->gid_seen = gen;
-    if (c->rec.phase == MCP_REC_NONE && gid_find(c) != c->sgid_index) {
-      snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
-               c->dc->info->gid.text, c->sgid_index, c->dc->info->ibdev, c->dc->info->port);
-      mcp_recover_start(c, cause);
+  for (k = 0; k < c->ndevs; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+
+    gen = atomic_load(&m->dc->gid_gen);
+    if (gen != m->gid_seen) {
+      m->gid_seen = gen;
+      if (c->rec.phase == MCP_REC_NONE && gid_find(m) != m->sgid_index) {
+        snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
+                 m->dc->info->gid.text, m->sgid_index, m->dc->info->ibdev, m->dc->info->port);
+        mcp_recover_start(c, cause);
+        return;
+      }
     }
   }
 }

@@ -65,6 +65,7 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
 {
   const struct mcp_config *cfg = mcp_param_process();
   struct mcp_link *c = calloc(1, ops->comm_size); /* the upper layer's comm: the link comes first */
+  struct mcp_link_dev *m;
 
   if (c == NULL)
     return NULL;
@@ -80,14 +81,17 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;
-  c->dc = mcp_devctx_get(mcp_fabric_process(), dev);
-  if (c->dc == NULL)
+  /* One member, the device NCCL named, until NIC fusion gives a link several. */
+  c->ndevs = 1;
+  m = &c->devs[0];
+  m->dc = mcp_devctx_get(mcp_fabric_process(), dev);
+  if (m->dc == NULL)
     goto fail;
-  c->port_err_seen = atomic_load(&c->dc->port_err_gen); /* events before this comm are not its */
-  c->gid_seen = atomic_load(&c->dc->gid_gen);
+  m->port_err_seen = atomic_load(&m->dc->port_err_gen); /* events before this comm are not its */
+  m->gid_seen = atomic_load(&m->dc->gid_gen);
   /* The rank map's sl=/tc= for this device win over NCCL_IB_SL/NCCL_IB_TC. */
-  c->sl = choose_sl_tc(c->dc->info->sl >= 0 ? c->dc->info->sl : cfg->ib_sl, traffic_class, 15);
-  c->tc = choose_sl_tc(c->dc->info->tc >= 0 ? c->dc->info->tc : cfg->ib_tc, traffic_class, 255);
+  c->sl = choose_sl_tc(m->dc->info->sl >= 0 ? m->dc->info->sl : cfg->ib_sl, traffic_class, 15);
+  c->tc = choose_sl_tc(m->dc->info->tc >= 0 ? m->dc->info->tc : cfg->ib_tc, traffic_class, 255);
   return c;
 fail:
   mcp_comm_destroy(c);
@@ -298,7 +302,7 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
   c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
-  if (c->stream == NULL || comm_resources(c, c->dc->info->qps_per_conn) != 0) {
+  if (c->stream == NULL || comm_resources(c, c->devs[0].dc->info->qps_per_conn) != 0) {
     mcp_comm_destroy(c);
     *rc = MCP_ERR_SYSTEM;
     return NULL;
@@ -385,8 +389,9 @@ static int connect_finish(struct mcp_link *c)
     return -1;
   }
   c->state = ST_DONE;
-  MCP_INFO(NCCL_NET, "connected %s -> %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
-           c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
+  MCP_INFO(NCCL_NET, "connected %s -> %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d",
+           mcp_link_dev_of(c, 0)->dc->info->name, c->peer_name, c->nqps, c->qp[0]->qp_num,
+           mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   return 1;
 }
 
@@ -640,8 +645,9 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
     mcp_comm_destroy(c);
     return rc;
   }
-  MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d", c->dc->info->name,
-           c->peer_name, c->nqps, c->qp[0]->qp_num, mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
+  MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d",
+           mcp_link_dev_of(c, 0)->dc->info->name, c->peer_name, c->nqps, c->qp[0]->qp_num,
+           mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
   *recv_comm = c;
   return 0;
 }

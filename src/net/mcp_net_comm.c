@@ -67,7 +67,7 @@ static struct mcp_devctx *comm_devctx(void *comm)
 
   if (c == NULL || (c->link.kind != MCP_COMM_SEND && c->link.kind != MCP_COMM_RECV))
     return NULL;
-  return c->link.dc;
+  return mcp_link_dev_of(&c->link, 0)->dc; /* NIC fusion: an MR per member */
 }
 
 ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)

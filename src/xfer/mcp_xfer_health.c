@@ -28,11 +28,11 @@
 /* A comm nobody waited on for this long was idle, not stalled: its clock restarts. */
 #define WD_IDLE_GAP_NS 2000000000ull
 
-/* "rxe0 port 1 ACTIVE (LinkUp)" */
-static void port_text(const struct mcp_comm *c, const struct mcp_cnt_snapshot *s, int ok, char *buf,
+/* "rxe0 port 1 ACTIVE (LinkUp)": member m's port. */
+static void port_text(const struct mcp_link_dev *m, const struct mcp_cnt_snapshot *s, int ok, char *buf,
                       size_t len)
 {
-  const struct mcp_net_dev *d = c->link.dc->info;
+  const struct mcp_net_dev *d = m->dc->info;
 
   if (!ok || s->state_name[0] == '\0')
     snprintf(buf, len, "%s port %d (state unreadable)", d->ibdev, d->port);
@@ -41,23 +41,24 @@ static void port_text(const struct mcp_comm *c, const struct mcp_cnt_snapshot *s
              s->phys_state_name[0] ? " (" : "", s->phys_state_name, s->phys_state_name[0] ? ")" : "");
 }
 
-/* The counters that moved since connect, or why there are none to show. */
-static void counters_text(const struct mcp_comm *c, const struct mcp_cnt_snapshot *now, int now_ok,
+/* The counters of member m's port that moved since connect, or why there are none to show. */
+static void counters_text(const struct mcp_link_dev *m, const struct mcp_cnt_snapshot *now, int now_ok,
                           struct mcp_cnt_diff *d, char *buf, size_t len)
 {
-  if (!c->link.cnt_base_ok || !now_ok) {
+  if (!m->cnt_base_ok || !now_ok) {
     d->n = 0;
     d->kinds = 0;
     snprintf(buf, len, "not readable from %s/class/infiniband", SYSFS_ROOT);
     return;
   }
-  mcp_cnt_diff(&c->link.cnt_base, now, d);
+  mcp_cnt_diff(m->cnt_base, now, d);
   mcp_cnt_format(d, buf, len);
 }
 
-enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, int wc_status, char *buf, size_t len)
+enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, const struct mcp_link_dev *m, int wc_status,
+                                        char *buf, size_t len)
 {
-  const struct mcp_net_dev *dev = c->link.dc->info;
+  const struct mcp_net_dev *dev = m->dc->info;
   struct mcp_cnt_snapshot now; /* 4 KiB: the error path runs on NCCL's thread, not the setup one */
   struct mcp_cnt_diff d;
   char port[128], moved[768];
@@ -65,8 +66,8 @@ enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, int wc_status, char 
   int ok = mcp_cnt_snapshot_read(SYSFS_ROOT, dev->ibdev, dev->port, dev->driver, &now) == 0;
 
   memset(&d, 0, sizeof(d));
-  port_text(c, &now, ok, port, sizeof(port));
-  counters_text(c, &now, ok, &d, moved, sizeof(moved));
+  port_text(m, &now, ok, port, sizeof(port));
+  counters_text(m, &now, ok, &d, moved, sizeof(moved));
   cause = mcp_cnt_classify(&d, wc_status, ok ? now.state : 0);
   snprintf(buf, len, "%s; %s error counters since the comm connected: %s; likely cause: %s: %s. Try: %s",
            port, ok ? now.table : "port", moved, mcp_cnt_cause_name(cause), mcp_cnt_cause_why(cause),
@@ -206,6 +207,8 @@ size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t le
 
 int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
 {
+  /* A stall is the comm's, not one QP's: named by member 0 (NIC fusion: every member). */
+  const struct mcp_link_dev *wd_dev = mcp_link_dev_of(&c->link, 0);
   char what[768], extra[900] = "";
   uint64_t stalled;
 
@@ -226,19 +229,19 @@ int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
   mcp_xfer_watchdog_describe(c, what, sizeof(what));
   /* Unacknowledged data: the port's counters tell a lossy path from a silent peer. */
   if (strstr(what, "not acknowledged") != NULL) {
-    const struct mcp_net_dev *dev = c->link.dc->info;
+    const struct mcp_net_dev *dev = wd_dev->dc->info;
     struct mcp_cnt_snapshot now;
     struct mcp_cnt_diff d;
     char moved[700];
     int ok = mcp_cnt_snapshot_read(SYSFS_ROOT, dev->ibdev, dev->port, dev->driver, &now) == 0;
 
-    counters_text(c, &now, ok, &d, moved, sizeof(moved));
+    counters_text(wd_dev, &now, ok, &d, moved, sizeof(moved));
     snprintf(extra, sizeof(extra), " Port error counters since the comm connected: %s.", moved);
   }
   MCP_WARN("watchdog: %s %s on %s port %d: no progress for %" PRIu64 " s (MCPNET_WATCHDOG_SEC=%d): %s.%s "
            "The comm stays open; this is reported once per stall",
            c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name,
-           c->link.dc->info->ibdev, c->link.dc->info->port, (uint64_t)(stalled / 1000000000ull), seconds,
+           wd_dev->dc->info->ibdev, wd_dev->dc->info->port, (uint64_t)(stalled / 1000000000ull), seconds,
            what, extra);
   return 1;
 }

@@ -32,12 +32,15 @@ static int link_alloc(struct mcp_link *l)
   struct mcp_comm *c = mcp_comm_of(l);
   int is_send = c->link.kind == MCP_COMM_SEND;
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+  /* The ring, records and staging are written and read by QP 0's member (member 0);
+   * NIC fusion will register them on every member. */
+  struct mcp_devctx *dc = mcp_link_dev_of(&c->link, 0)->dc;
 
   c->seq = 1;
   c->cts_batch = mcp_param_process()->cts_batch;
   c->ring_bytes = is_send ? MCP_SLOTS * sizeof(struct mcp_cts_slot) : MCP_SLOTS * sizeof(struct mcp_record);
   c->ring = ring_alloc(c->ring_bytes);
-  if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, access)) == NULL)
+  if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(dc, c->ring, c->ring_bytes, access)) == NULL)
     return -1;
   c->link.ring_addr = (uintptr_t)c->ring; /* the handshake names it */
   c->link.ring_rkey = c->ring_mr->rkey;
@@ -45,7 +48,7 @@ static int link_alloc(struct mcp_link *l)
     c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
     c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
     if (c->records == NULL || c->sslots == NULL ||
-        (c->records_mr = mcp_mr_internal(c->link.dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
+        (c->records_mr = mcp_mr_internal(dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
                                          IBV_ACCESS_LOCAL_WRITE)) == NULL)
       return -1;
     /* The send side's QPs post the writes; one receive WR is never used. */
@@ -56,7 +59,7 @@ static int link_alloc(struct mcp_link *l)
   c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   if (c->staging == NULL || c->rslots == NULL ||
-      (c->staging_mr = mcp_mr_internal(c->link.dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
+      (c->staging_mr = mcp_mr_internal(dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
                                        IBV_ACCESS_LOCAL_WRITE)) == NULL)
     return -1;
   /* The receive side's QPs take the immediates and write clear-to-send entries. */

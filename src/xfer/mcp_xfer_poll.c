@@ -104,7 +104,8 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
 
   if (++c->link.recv_consumed[qp] >= MCP_CQ_BATCH && c->link.qp[qp] != NULL) { /* NULL: recovery drains */
     if (mcp_qp_post_recvs(&c->link, qp, c->link.recv_consumed[qp]) != 0) {
-      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed", c->link.dc->info->name);
+      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed",
+                    mcp_link_dev_of(&c->link, qp)->dc->info->name);
       return;
     }
     c->link.recv_consumed[qp] = 0;
@@ -130,6 +131,7 @@ static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
 void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone)
 {
   const char *dir = c->link.kind == MCP_COMM_SEND ? "send to" : "receive from";
+  const struct mcp_link_dev *m = mcp_link_dev_of_qpn(&c->link, wc->qp_num);
   enum mcp_cnt_cause cause;
   char diag[1600];
 
@@ -145,15 +147,15 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
                   mcp_ibv.wc_status_str(wc->status), wc->qp_num, c->seq);
     return;
   }
-  cause = mcp_xfer_wc_diagnose(c, wc->status, diag, sizeof(diag));
+  cause = mcp_xfer_wc_diagnose(c, m, wc->status, diag, sizeof(diag));
   if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
     MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
   mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
                 "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->link.peer_name, mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err,
-                wc->qp_num, mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), c->seq, c->link.dc->info->name,
-                c->link.dc->info->port, c->link.dc->info->gid.index, c->link.dc->info->gid.text,
+                wc->qp_num, mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), c->seq, m->dc->info->name,
+                m->dc->info->port, m->dc->info->gid.index, m->dc->info->gid.text,
                 mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt,
                 mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
@@ -165,13 +167,15 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
     return;
   if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
       !mcp_oob_stream_dead(c->link.stream) && !mcp_oob_stream_closed_by_peer(c->link.stream)) {
+    const struct mcp_link_dev *m = mcp_link_dev_of_qpn(&c->link, wc->qp_num);
     char why[256];
+
     if (c->link.rec.phase != MCP_REC_NONE && c->link.rec.phase != MCP_REC_CONNECTING &&
         c->link.rec.phase != MCP_REC_WAIT_READY)
       return;
     snprintf(why, sizeof(why), "work completion error %s (%d) on QP %#x (%s), local %s port %d",
              mcp_ibv.wc_status_str(wc->status), wc->status, wc->qp_num,
-             mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), c->link.dc->info->name, c->link.dc->info->port);
+             mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), m->dc->info->name, m->dc->info->port);
     mcp_recover_start(&c->link, why);
     return;
   }
@@ -213,14 +217,15 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
   on_error(c, wc);
 }
 
-int mcp_xfer_poll(struct mcp_comm *c)
+/* One batch from member m's CQ. */
+static int poll_dev(struct mcp_comm *c, struct mcp_link_dev *m)
 {
   struct ibv_wc wc[MCP_CQ_BATCH];
   int n, i;
 
-  n = ibv_poll_cq(c->link.cq, MCP_CQ_BATCH, wc);
+  n = ibv_poll_cq(m->cq, MCP_CQ_BATCH, wc);
   if (n < 0) {
-    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", c->link.dc->info->name, n);
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", m->dc->info->name, n);
     return -1;
   }
   c->wd_progress += (uint64_t)n;
@@ -258,6 +263,20 @@ int mcp_xfer_poll(struct mcp_comm *c)
     }
   }
   return n;
+}
+
+/* A batch from every member's CQ; the completions found in all, or -1. */
+int mcp_xfer_poll(struct mcp_comm *c)
+{
+  int k, n, total = 0;
+
+  for (k = 0; k < c->link.ndevs; k++) {
+    n = poll_dev(c, &c->link.devs[k]);
+    if (n < 0)
+      return -1;
+    total += n;
+  }
+  return total;
 }
 
 int mcp_xfer_test(void *request, int *done, int *sizes)

@@ -27,6 +27,10 @@
 
 #define CTS_SIGNAL_EVERY 16
 
+/* The member of QP 0, which carries the clear-to-send writes; the flush QP stays on it
+ * too (member 0) until NIC fusion gives the members their own. */
+static struct mcp_link_dev *qp0_dev(struct mcp_comm *c) { return mcp_link_dev_of(&c->link, 0); }
+
 /* RDMA-writes staged CTS entries into the sender's ring on QP 0: the slots from `slot`
  * on, `nslots` of them, the last with n elements (earlier ones whole: the ring is
  * contiguous, and elements beyond a slot's n are never read). */
@@ -86,7 +90,7 @@ int mcp_xfer_recv_landed(struct mcp_comm *c)
   rc = cts_flush(c);
   if (rc != 0)
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
-                  c->link.dc->info->name, c->seq - 1, c->link.peer_name, strerror(rc));
+                  qp0_dev(c)->dc->info->name, c->seq - 1, c->link.peer_name, strerror(rc));
   return rc;
 }
 
@@ -116,7 +120,7 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
       mcp_comm_fail(&c->link, MCP_ERR_SYSTEM,
                     "%s: posting the clear-to-send for seq %u to %s after recovery "
                     "failed: %s",
-                    c->link.dc->info->name, s, c->link.peer_name, strerror(rc));
+                    qp0_dev(c)->dc->info->name, s, c->link.peer_name, strerror(rc));
       return -1;
     }
   }
@@ -187,7 +191,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
       rs->req = NULL;
       mcp_req_put(r);
       mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
-                    c->link.dc->info->name, seq, c->link.peer_name, strerror(rc));
+                    qp0_dev(c)->dc->info->name, seq, c->link.peer_name, strerror(rc));
       return MCP_ERR_SYSTEM;
     }
   }
@@ -209,32 +213,32 @@ static int flush_setup(struct mcp_comm *c, int quiet)
   if (c->flush_buf == NULL)
     return -1;
   if (c->flush_mr == NULL)
-    c->flush_mr = mcp_mr_internal(c->link.dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
+    c->flush_mr = mcp_mr_internal(qp0_dev(c)->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
   if (c->flush_mr == NULL)
     return -1;
   memset(&init, 0, sizeof(init));
-  init.send_cq = c->link.cq;
-  init.recv_cq = c->link.cq;
+  init.send_cq = qp0_dev(c)->cq;
+  init.recv_cq = qp0_dev(c)->cq;
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = MCP_RECV_REQS;
   init.cap.max_recv_wr = 1;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
-  c->flush_qp = mcp_ibv.create_qp(c->link.dc->pd, &init);
+  c->flush_qp = mcp_ibv.create_qp(qp0_dev(c)->dc->pd, &init);
   if (c->flush_qp == NULL) {
     if (!quiet)
-      MCP_WARN("%s: cannot create the flush QP: %s", c->link.dc->info->name, strerror(errno));
+      MCP_WARN("%s: cannot create the flush QP: %s", qp0_dev(c)->dc->info->name, strerror(errno));
     return -1;
   }
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = (uint16_t)mcp_param_process()->ib_pkey_index;
-  attr.port_num = (uint8_t)c->link.dc->info->port;
+  attr.port_num = (uint8_t)qp0_dev(c)->dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   if (mcp_ibv.modify_qp(c->flush_qp, &attr,
                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0 ||
-      mcp_qp_to_rts(&c->link, c->flush_qp, 0, c->flush_qp->qp_num, 0, c->link.dc->info->gid.raw,
-                    c->link.dc->info->lid) != 0) {
+      mcp_qp_to_rts(&c->link, c->flush_qp, 0, c->flush_qp->qp_num, 0, qp0_dev(c)->dc->info->gid.raw,
+                    qp0_dev(c)->dc->info->lid) != 0) {
     mcp_ibv.destroy_qp(c->flush_qp);
     c->flush_qp = NULL;
     return -1;
@@ -293,7 +297,7 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM,
                   "%s port %d: the loopback flush read failed and could not be made "
                   "again within MCPNET_RECOVERY_TIMEOUT=%d s (is the port still down?)",
-                  c->link.dc->info->name, c->link.dc->info->port, timeout_s);
+                  qp0_dev(c)->dc->info->name, qp0_dev(c)->dc->info->port, timeout_s);
     return -1;
   }
   if (c->flush_qp == NULL && flush_setup(c, 1) != 0)
@@ -311,7 +315,7 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
   }
   if (left == 0)
     MCP_INFO(NCCL_NET, "%s: flush reads lost with the flush QP were posted again on a new one",
-             c->link.dc->info->name);
+             qp0_dev(c)->dc->info->name);
   return 0;
 }
 
@@ -335,14 +339,14 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
     return 0;
   if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up",
-                  c->link.dc->info->name);
+                  qp0_dev(c)->dc->info->name);
     return MCP_ERR_SYSTEM;
   }
   r = mcp_req_get(c);
   if (r == NULL) {
     /* A NULL request would tell NCCL the flush is done: refuse loudly instead. */
     mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "iflush on %s: more than %d requests outstanding",
-                  c->link.dc->info->name, MCP_RECV_REQS);
+                  qp0_dev(c)->dc->info->name, MCP_RECV_REQS);
     return MCP_ERR_INTERNAL;
   }
   r->kind = MCP_REQ_FLUSH;
@@ -356,8 +360,8 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   rc = r->repost ? 0 : flush_post(c, r);
   if (rc != 0) {
     mcp_req_put(r);
-    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s", c->link.dc->info->name,
-                  strerror(rc));
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s",
+                  qp0_dev(c)->dc->info->name, strerror(rc));
     return MCP_ERR_SYSTEM;
   }
   c->wd_progress++;

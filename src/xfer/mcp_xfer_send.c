@@ -34,7 +34,8 @@ static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
 
   if (rc != 0)
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
-                  c->link.dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name, strerror(rc));
+                  mcp_link_dev_of(&c->link, qp)->dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name,
+                  strerror(rc));
   return rc;
 }
 

@@ -386,6 +386,8 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
   return NULL;
 }
 
+struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp) { return &qp_of(qp)->send_cq->cq; }
+
 static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
   if ((mask & IBV_QP_DEST_QPN) != 0)
@@ -538,7 +540,8 @@ static struct mcp_comm *comm_new(struct fake_side *s, int kind, const char *peer
 
   c->link.kind = kind;
   c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
-  c->link.dc = &s->dc;
+  c->link.ndevs = 1;                /* one member, as a real comm has until NIC fusion */
+  c->link.devs[0].dc = &s->dc;
   c->seq = 1;
   c->link.mtu = IBV_MTU_1024;
   /* The 100 ms liveness check reads the clock; not due in these tests (they have no
@@ -556,10 +559,10 @@ static void comm_resources(struct mcp_comm *c, int nqps)
   if (c->link.kind == MCP_COMM_SEND) {
     c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_cts_slot);
     c->ring = ring_alloc(c->ring_bytes);
-    c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, rw);
+    c->ring_mr = mcp_mr_internal(c->link.devs[0].dc, c->ring, c->ring_bytes, rw);
     c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
-    c->records_mr =
-      mcp_mr_internal(c->link.dc, c->records, MCP_SLOTS * sizeof(struct mcp_record), IBV_ACCESS_LOCAL_WRITE);
+    c->records_mr = mcp_mr_internal(c->link.devs[0].dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
+                                    IBV_ACCESS_LOCAL_WRITE);
     c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
     mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
     if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SEND_REQS, 1) != 0)
@@ -568,10 +571,10 @@ static void comm_resources(struct mcp_comm *c, int nqps)
   }
   c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_record);
   c->ring = ring_alloc(c->ring_bytes);
-  c->ring_mr = mcp_mr_internal(c->link.dc, c->ring, c->ring_bytes, rw);
+  c->ring_mr = mcp_mr_internal(c->link.devs[0].dc, c->ring, c->ring_bytes, rw);
   c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
-  c->staging_mr =
-    mcp_mr_internal(c->link.dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot), IBV_ACCESS_LOCAL_WRITE);
+  c->staging_mr = mcp_mr_internal(c->link.devs[0].dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
+                                  IBV_ACCESS_LOCAL_WRITE);
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
   if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH) != 0)
@@ -585,9 +588,11 @@ static void connect_qps(struct fake_pair *p)
 
   for (i = 0; i < s->link.nqps; i++) {
     if (mcp_qp_to_rts(&s->link, s->link.qp[i], s->link.psn[i], r->link.qp[i]->qp_num, r->link.psn[i],
-                      r->link.dc->info->gid.raw, r->link.dc->info->lid) != 0 ||
+                      mcp_link_dev_of(&r->link, i)->dc->info->gid.raw,
+                      mcp_link_dev_of(&r->link, i)->dc->info->lid) != 0 ||
         mcp_qp_to_rts(&r->link, r->link.qp[i], r->link.psn[i], s->link.qp[i]->qp_num, s->link.psn[i],
-                      s->link.dc->info->gid.raw, s->link.dc->info->lid) != 0)
+                      mcp_link_dev_of(&s->link, i)->dc->info->gid.raw,
+                      mcp_link_dev_of(&s->link, i)->dc->info->lid) != 0)
       abort();
   }
   for (i = 0; i < r->link.nqps; i++)
@@ -635,8 +640,8 @@ static void comm_free(struct mcp_comm *c)
       mcp_ibv.destroy_qp(c->link.qp[i]);
   if (c->flush_qp != NULL)
     mcp_ibv.destroy_qp(c->flush_qp);
-  if (c->link.cq != NULL)
-    mcp_ibv.destroy_cq(c->link.cq);
+  if (c->link.devs[0].cq != NULL)
+    mcp_ibv.destroy_cq(c->link.devs[0].cq);
   if (c->ring_mr != NULL)
     mcp_ibv.dereg_mr(c->ring_mr);
   if (c->staging_mr != NULL)
@@ -735,7 +740,7 @@ void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv
 {
   struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
 
-  complete(cq_of(c->link.cq), wr_id, status, opcode, 0);
+  complete(cq_of(c->link.devs[0].cq), wr_id, status, opcode, 0);
 }
 
 int fake_mrs_live(void)
@@ -899,9 +904,10 @@ struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context 
 
   c->link.kind = MCP_COMM_SEND;
   c->link.ops = &mcp_xfer_link_ops;
-  c->link.dc = dc;
-  c->link.cq = calloc(1, sizeof(*c->link.cq));
-  c->link.cq->context = ctx;
+  c->link.ndevs = 1;
+  c->link.devs[0].dc = dc;
+  c->link.devs[0].cq = calloc(1, sizeof(*c->link.devs[0].cq));
+  c->link.devs[0].cq->context = ctx;
   c->link.nqps = 1;
   c->link.sq_depth = 8;
   c->link.rq_depth = 8;

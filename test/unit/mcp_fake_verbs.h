@@ -107,6 +107,8 @@ int fake_mrs_live(void);
 void fake_fail_next_reg(int err);
 /* QPs the fake created and destroyed, all time. */
 int fake_qps_created(void);
+/* The CQ a fake QP was created with for its send queue. */
+struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp);
 int fake_qps_destroyed(void);
 /* The next post_send fails with err (once). */
 void fake_fail_next_post(int err);

@@ -19,6 +19,7 @@
 #include "mcp_test.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
+#include "mcpnet/verbs.h"
 
 #define BUFSZ (1 << 20)
 #define POLLS 64 /* test calls before a request counts as stuck: a count, not a time */
@@ -636,6 +637,55 @@ static void test_post_failure(void)
   fake_pair_free(p);
 }
 
+/* A link whose QPs are on two device contexts (what NIC fusion will build): QP i lands
+ * on member i % 2, on that member's PD and CQ, each CQ on its own context; a failed
+ * completion's QP number finds its member; a fatal event on member 1's device fails the
+ * comm naming that device. Today's links have one member, so only this test has two. */
+static void test_link_members(void)
+{
+  struct fake_pair *p = fake_pair_make(NULL);
+  struct mcp_link *l = calloc(1, sizeof(*l));
+  int i;
+
+  l->kind = MCP_COMM_SEND;
+  snprintf(l->peer_name, sizeof(l->peer_name), "fake-peer");
+  l->ndevs = 2;
+  l->devs[0].dc = fake_pair_devctx(p, 0);
+  l->devs[1].dc = fake_pair_devctx(p, 1);
+  CHECK_EQ_INT(mcp_qp_create_all(l, 3, 8, 8), 0);
+  for (i = 0; i < 2; i++) {
+    CHECK(l->devs[i].cq != NULL);
+    if (l->devs[i].cq != NULL)
+      CHECK(l->devs[i].cq->context == l->devs[i].dc->ctx);
+  }
+  CHECK(l->devs[0].cq != l->devs[1].cq);
+  for (i = 0; i < 3; i++) {
+    CHECK(l->qp[i] != NULL);
+    if (l->qp[i] == NULL)
+      continue;
+    CHECK(mcp_link_dev_of(l, i) == &l->devs[i % 2]);
+    CHECK(l->qp[i]->pd == l->devs[i % 2].dc->pd);
+    CHECK(fake_qp_send_cq(l->qp[i]) == l->devs[i % 2].cq);
+    CHECK(mcp_link_dev_of_qpn(l, l->qp[i]->qp_num) == &l->devs[i % 2]);
+  }
+  CHECK(mcp_link_dev_of_qpn(l, 0xfffff0) == &l->devs[0]); /* not one of its QPs: member 0 */
+
+  atomic_store(&l->devs[1].dc->fatal, 1);
+  mcp_recover_check_events(l);
+  atomic_store(&l->devs[1].dc->fatal, 0);
+  CHECK(l->error != 0);
+  CHECK(strstr(l->errmsg, "fake1 reported a fatal device error") != NULL);
+
+  for (i = 0; i < 3; i++)
+    if (l->qp[i] != NULL)
+      mcp_ibv.destroy_qp(l->qp[i]);
+  for (i = 0; i < 2; i++)
+    if (l->devs[i].cq != NULL)
+      mcp_ibv.destroy_cq(l->devs[i].cq);
+  free(l);
+  fake_pair_free(p);
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -660,6 +710,7 @@ int main(void)
   RUN_TEST(test_replay_after_qp_loss);
   RUN_TEST(test_replay_group);
   RUN_TEST(test_post_failure);
+  RUN_TEST(test_link_members);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();
