@@ -11,6 +11,14 @@
 # constant words at all ("%s") passes on text built elsewhere; then the document must
 # name the source file that prints it (e.g. src/core/mcp_param.c).
 #
+# The other direction keeps messages from being lost: every entry of the document (a list
+# item that starts with a code span, nested ones included) must still be printed. The
+# entry's constant text is cut into runs of words at its placeholders (capitals such as
+# PEER, 0xKEY) and at optional parts ([...]); at least one run of two or more words must
+# appear in the string literals of src/ and plugin/ (adjacent literals joined). Removing
+# a message from the code therefore means removing its entry on purpose. Entries made of
+# placeholders only ("DIR PEER: REASON") cannot be looked for and are counted.
+#
 # Usage: check-messages-doc.sh [SOURCE_ROOT [DOC]]
 #   SOURCE_ROOT defaults to the repository this script lives in, DOC to
 #   SOURCE_ROOT/docs/messages.md.
@@ -91,6 +99,7 @@ sub fragment {
 }
 
 my ($checked, @missing) = (0);
+my $literals = "";    # every string literal of the sources, conversions marked by \x01
 for my $file (@files) {
   open(my $fh, "<", $file) or die "cannot read $file: $!\n";
   my $src = do { local $/; <$fh> };
@@ -100,6 +109,11 @@ for my $file (@files) {
   $src =~ s{("(?:[^"\\\n]|\\.)*")|(\x27(?:[^\x27\\\n]|\\.)*\x27)|(/\*.*?\*/)|(//[^\n]*)}{
     defined $1 ? $1 : defined $2 ? $2 : do { (my $c = defined $3 ? $3 : $4) =~ s/[^\n]/ /g; $c }
   }gse;
+  (my $joined = $src) =~ s/"\s*"//g;
+  while ($joined =~ /"((?:[^"\\\n]|\\.)*)"/g) {
+    (my $l = unescape($1)) =~ s/$conv/\x01/g;
+    $literals .= "\x02$l";
+  }
   while ($src =~ /\b(MCP_WARN|mcp_comm_fail)\s*\(/g) {
     my ($name, $start, $open) = ($1, $-[0], $+[0]);
     my $line = 1 + (substr($src, 0, $start) =~ tr/\n//);
@@ -142,11 +156,43 @@ for my $file (@files) {
   }
 }
 
+$literals =~ s/\s+/ /g;
+
+# The other direction: each entry of the document is still printed somewhere.
+my ($entries, $unchecked, @stale) = (0, 0);
+my @doclines = split /\n/, do { open(my $d, "<", $doc) or die; local $/; <$d> };
+for my $i (0 .. $#doclines) {
+  next unless $doclines[$i] =~ /^\s*- `([^`]+)`/;
+  (my $m = $1) =~ s/[\[\]]/ | /g;
+  my (@runs, @cur);
+  for my $t (split(/\s+/, $m), "|") {
+    if ($t =~ /[a-z]{2}/ && $t !~ /(?:^|[^A-Za-z])(?:0x)?[A-Z][A-Z_]*(?:[^A-Za-z]|$)/) {
+      push @cur, $t;
+      next;
+    }
+    push @runs, join(" ", @cur) if @cur >= 2;
+    @cur = ();
+  }
+  $entries++;
+  if (!@runs) { # all placeholders ("DIR PEER: REASON"): nothing to look for
+    $unchecked++;
+    next;
+  }
+  push @stale, "line " . ($i + 1) . ": `$1` (looked for: \"" . join("\", \"", @runs) . "\")"
+    unless grep { index($literals, $_) >= 0 } @runs;
+}
+
 if (@missing) {
   print "docs/messages.md lacks ", scalar(@missing), " of the $checked messages in src/ and plugin/:\n";
   print "  $_\n" for @missing;
   print "add an entry for each (the message with placeholders, level, cause, what to do)\n";
-  exit 1;
 }
-print "docs/messages.md covers all $checked MCP_WARN/mcp_comm_fail messages in src/ and plugin/\n";
+if (@stale) {
+  print "docs/messages.md has ", scalar(@stale), " of its $entries entries that src/ and plugin/ no longer print:\n";
+  print "  $_\n" for @stale;
+  print "a message was lost, or its entry is stale: restore the message or remove the entry on purpose\n";
+}
+exit 1 if @missing || @stale;
+print "docs/messages.md covers all $checked MCP_WARN/mcp_comm_fail messages in src/ and plugin/, ",
+  "and all its $entries entries are still printed ($unchecked of them are placeholders only)\n";
 ' "$root" "$doc" "${files[@]}"
