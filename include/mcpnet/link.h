@@ -18,6 +18,7 @@
 #include "mcpnet/devctx.h"
 #include "mcpnet/fabric_counters.h"
 #include "mcpnet/fabric_process.h"
+#include "mcpnet/fabric_vdev.h"
 #include "mcpnet/limits.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/wire.h"
@@ -115,9 +116,9 @@ struct mcp_link_ops {
   int (*replay)(struct mcp_link *c, const uint32_t *done);
 };
 
-/* Device contexts one link can hold QPs on: NCCL's bound on the physical devices behind
- * one virtual (fused) NIC, NCCL_NET_MAX_DEVS_PER_NIC. */
-#define MCP_LINK_MAX_DEVS 4
+/* Device contexts one link can hold QPs on: the physical devices behind one virtual
+ * (fused) NIC (fabric_vdev.h). */
+#define MCP_LINK_MAX_DEVS MCP_VDEV_MAX_MEMBERS
 
 /* What the link keeps per device context it has QPs on (a member; NIC fusion will have
  * several, today there is one): the context, its CQ, our GID's index on its port, the
