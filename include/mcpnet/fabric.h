@@ -33,12 +33,13 @@ struct mcp_net_dev {
   char name[MCP_DEV_NAME_MAX];  /* unique: the verbs device name, ":port" when it has several */
   char ibdev[MCP_DEV_NAME_MAX]; /* the verbs device name */
   int port;
+  int topo_port;  /* reported to NCCL (fabric_topo.h); port is the verbs one */
   int link_layer; /* IBV_LINK_LAYER_* */
   int active_mtu; /* enum ibv_mtu */
   int speed_mbps;
   uint16_t lid;
   uint64_t guid;   /* sys_image_guid */
-  char *pci_path;  /* heap; NULL when the device has no PCI parent */
+  char *pci_path;  /* heap; its NIC's PCI path as NCCL names it (fabric_topo.h); NULL without one */
   int ptr_support; /* NCCL_PTR_* */
   int max_qp;
   int max_cqe;      /* entries one CQ may hold (ibv_device_attr.max_cqe) */

@@ -20,13 +20,13 @@
 /* The canonical device properties; plugin/ copies them out per ABI version. */
 struct mcp_net_props {
   const char *name;     /* unique per device, e.g. "rxe0" or "mlx5_0" */
-  const char *pci_path; /* realpath of the sysfs device node, NULL without one */
+  const char *pci_path; /* its NIC's PCI path, function digit zeroed (fabric_topo.h); NULL without one */
   uint64_t guid;        /* sys_image_guid: ports of one NIC share it */
   int ptr_support;      /* NCCL_PTR_* bits */
   int reg_is_global;
   int force_flush;
   int speed_mbps;
-  int port;
+  int port; /* verbs port + its index among devices with this pci_path (fabric_topo.h) */
   float latency_us;
   int max_comms;
   int max_recvs;

@@ -29,6 +29,7 @@
 #include "mcpnet/fabric_select.h"
 #include "mcpnet/fabric_netns.h"
 #include "mcpnet/fabric_sysfs.h"
+#include "mcpnet/fabric_topo.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/sock.h"
@@ -98,14 +99,6 @@ static void sysfs_driver(const char *ibdev, char *out, size_t len)
   snprintf(path, sizeof(path), SYSFS_IB "/%s/parent", ibdev);
   if (access(path, R_OK) == 0 && strncmp(ibdev, "rxe", 3) == 0)
     snprintf(out, len, "rxe");
-}
-
-static char *sysfs_pci_path(const char *ibdev)
-{
-  char path[PATH_MAX];
-
-  snprintf(path, sizeof(path), SYSFS_IB "/%s/device", ibdev);
-  return realpath(path, NULL);
 }
 
 /* A real DMA-BUF to register: a page of a sealed memfd exported by /dev/udmabuf.
@@ -432,7 +425,6 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
   d->speed_mbps = mcp_fabric_speed_mbps(pattr.active_width, pattr.active_speed);
   d->lid = pattr.lid;
   d->guid = be64toh(dd->attr.sys_image_guid);
-  d->pci_path = sysfs_pci_path(dd->ibdev);
   d->ptr_support = dd->ptr_support;
   d->max_qp = dd->attr.max_qp;
   d->max_cqe = dd->attr.max_cqe;
@@ -606,6 +598,9 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
   warn_ambiguous_tokens(&sel, names, nnames);
   for (i = 0; i < n; i++)
     discover_device(&run, list[i]);
+  /* Port numbers for NCCL count the other devices found, so they come once all are in. */
+  if (mcp_fabric_topo_assign(fab, SYSFS_ROOT, cfg->ib_merge_vfs) != 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "out of memory naming the devices' PCI paths; some report none");
   nproblems = mcp_select_check(&sel, fab, names, nnames, problems, sizeof(problems));
   mcp_ibv.free_device_list(list);
   /* Only for the messages below: on the heap (8 KiB), never kept past this call. */

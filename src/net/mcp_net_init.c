@@ -226,7 +226,7 @@ ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
   props->reg_is_global = 1;
   props->force_flush = 0;
   props->speed_mbps = d->speed_mbps;
-  props->port = d->port;
+  props->port = d->topo_port; /* unique with guid per physical port, as NCCL's topology needs */
   props->latency_us = 0;
   /* Each comm takes its QPs, plus a loopback QP for flushes on the receive side. */
   props->max_comms = d->max_qp / (d->qps_per_conn + 1);
