@@ -92,6 +92,19 @@ void mcp_fabric_release(struct mcp_fabric *fab);
 
 /* Speed in Mbps from the IB width and speed codes of ibv_port_attr; 0 if unknown. */
 int mcp_fabric_speed_mbps(uint8_t width_code, uint32_t speed_code);
+
+/* What a port whose speed cannot be told reports: NCCL reads 0 as 10 Gb/s and would
+ * route around a fast port; 100 Gb/s is the slowest current data-centre RDMA port. */
+#define MCP_FABRIC_SPEED_FALLBACK_MBPS 100000
+
+/*
+ * The speed getProperties reports for a port, never 0: active_speed_ex when non-zero
+ * (XDR and later), else active_speed, times the width; when a code is unknown, the
+ * kernel's rate (sysfs ports/N/rate, rate_mbps > 0), else the fallback above. *source
+ * is NULL when the codes were known, else says which of the two was used.
+ */
+int mcp_fabric_port_speed(uint8_t width_code, uint8_t speed_code, uint32_t speed_ex, int rate_mbps,
+                          const char **source);
 /* ibv_mtu enum <-> bytes. */
 int mcp_fabric_mtu_bytes(int ibv_mtu);
 int mcp_fabric_mtu_enum(int bytes);

@@ -43,6 +43,8 @@ struct mcp_verbs {
   void (*ack_async_event)(struct ibv_async_event *event);
   int (*fork_init)(void);
   enum ibv_fork_status (*is_fork_initialized)(void); /* rdma-core >= 35; NULL before */
+  /* rdma-core >= 62 (IBVERBS_1.16): the port's effective speed in 100 Mb/s; NULL before. */
+  int (*query_port_speed)(struct ibv_context *ctx, uint32_t port, uint64_t *speed);
   const char *(*wc_status_str)(enum ibv_wc_status status);
   const char *(*event_type_str)(enum ibv_event_type type);
 };
@@ -56,5 +58,30 @@ void mcp_verbs_unload(void);
 
 /* Port attributes through the table (the verbs.h macro calls a symbol directly). */
 int mcp_verbs_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+
+/*
+ * Port attributes in rdma-core 50's layout, whatever headers this is built with: the
+ * fields Debian 12's headers (libibverbs 44) declare fill bytes 0..51, then rdma-core 50
+ * appended active_speed_ex (u32 at byte 52), the speed code of links too fast for the
+ * 8-bit active_speed (XDR is 0x100). Older headers lack the field, newer ones have it
+ * inside struct ibv_port_attr, so it is read by its ABI offset (mcp_port_attr_speed_ex).
+ * A library whose layout ends earlier zeroes the whole buffer and fills only its own
+ * part: 0 there means "use active_speed".
+ */
+#define MCP_PORT_ATTR_SPEED_EX_OFFSET 52
+struct mcp_port_attr {
+  struct ibv_port_attr attr;
+  uint8_t ext[8]; /* room for what newer libraries append */
+};
+
+/* active_speed_ex of an mcp_verbs_query_port_ex answer; 0 when the library has none. */
+uint32_t mcp_port_attr_speed_ex(const struct mcp_port_attr *a);
+
+/*
+ * Queries the extended layout: through the context's query_port op with our size
+ * (libibverbs fills what it knows and zeroes the rest), else the old entry point with
+ * active_speed_ex 0. 0 or an errno value, as ibv_query_port.
+ */
+int mcp_verbs_query_port_ex(struct ibv_context *ctx, uint8_t port, struct mcp_port_attr *attr);
 
 #endif

@@ -5,6 +5,7 @@
  * back or, with NCCL_NET=MCP, stop with our explanation rather than a dlopen error.
  */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,6 +54,7 @@ static const struct mcp_verbs_sym verbs_syms[] = {
   MCP_VERBS_SYM(ack_async_event, ibv_ack_async_event, 1),
   MCP_VERBS_SYM(fork_init, ibv_fork_init, 1),
   MCP_VERBS_SYM(is_fork_initialized, ibv_is_fork_initialized, 0),
+  MCP_VERBS_SYM(query_port_speed, ibv_query_port_speed, 0),
   MCP_VERBS_SYM(wc_status_str, ibv_wc_status_str, 1),
   MCP_VERBS_SYM(event_type_str, ibv_event_type_str, 1),
 };
@@ -110,4 +112,28 @@ int mcp_verbs_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_
   if (vctx != NULL)
     return vctx->query_port(ctx, port, attr, sizeof(*attr));
   return mcp_ibv.query_port(ctx, port, (struct _compat_ibv_port_attr *)attr);
+}
+
+/* rdma-core's extended layout ends at byte 56; the fields before byte 52 have been in
+ * every library mcpnet loads (>= 32). */
+_Static_assert(sizeof(struct ibv_port_attr) >= MCP_PORT_ATTR_SPEED_EX_OFFSET &&
+                 sizeof(struct mcp_port_attr) >= MCP_PORT_ATTR_SPEED_EX_OFFSET + sizeof(uint32_t),
+               "struct mcp_port_attr must hold rdma-core's extended ibv_port_attr");
+
+uint32_t mcp_port_attr_speed_ex(const struct mcp_port_attr *a)
+{
+  uint32_t v;
+
+  memcpy(&v, (const unsigned char *)a + MCP_PORT_ATTR_SPEED_EX_OFFSET, sizeof(v));
+  return v;
+}
+
+int mcp_verbs_query_port_ex(struct ibv_context *ctx, uint8_t port, struct mcp_port_attr *attr)
+{
+  struct verbs_context *vctx = verbs_get_ctx_op(ctx, query_port);
+
+  memset(attr, 0, sizeof(*attr));
+  if (vctx != NULL)
+    return vctx->query_port(ctx, port, &attr->attr, sizeof(*attr));
+  return mcp_ibv.query_port(ctx, port, (struct _compat_ibv_port_attr *)&attr->attr);
 }

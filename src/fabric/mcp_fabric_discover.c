@@ -65,6 +65,22 @@ int mcp_fabric_speed_mbps(uint8_t width_code, uint32_t speed_code)
   return 0;
 }
 
+int mcp_fabric_port_speed(uint8_t width_code, uint8_t speed_code, uint32_t speed_ex, int rate_mbps,
+                          const char **source)
+{
+  int mbps = mcp_fabric_speed_mbps(width_code, speed_ex != 0 ? speed_ex : speed_code);
+
+  *source = NULL;
+  if (mbps > 0)
+    return mbps;
+  if (rate_mbps > 0) {
+    *source = "the kernel's rate in sysfs";
+    return rate_mbps;
+  }
+  *source = "mcpnet's fallback for an unknown speed";
+  return MCP_FABRIC_SPEED_FALLBACK_MBPS;
+}
+
 int mcp_fabric_mtu_bytes(int ibv_mtu)
 {
   return ibv_mtu >= IBV_MTU_256 && ibv_mtu <= IBV_MTU_4096 ? 128 << ibv_mtu : 0;
@@ -357,9 +373,38 @@ static int choose_pkey(const struct discover_run *run, const struct discover_dev
   return 0;
 }
 
+/* Said once per process: every init would find the same ports. */
+static int speed_fallback_said;
+
+/* The port's speed as NCCL's IB transport finds it: the library's own answer where it has
+ * ibv_query_port_speed (100 Mb/s units), else the width and speed codes. */
+static int port_speed(const struct discover_dev *dd, int port, const struct mcp_port_attr *px)
+{
+  const struct mcp_sysfs_port *sp = dd->sys_ok ? mcp_sysfs_port_find(&dd->sys, port) : NULL;
+  uint64_t q = 0;
+  const char *source;
+  int mbps;
+
+  if (mcp_ibv.query_port_speed != NULL && mcp_ibv.query_port_speed(dd->ctx, (uint32_t)port, &q) == 0 &&
+      q > 0 && q <= INT_MAX / 100)
+    return (int)q * 100;
+  mbps = mcp_fabric_port_speed(px->attr.active_width, px->attr.active_speed, mcp_port_attr_speed_ex(px),
+                               sp != NULL ? sp->rate_mbps : 0, &source);
+  if (source != NULL && !speed_fallback_said) {
+    speed_fallback_said = 1;
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "%s port %d: unknown link width/speed code (width %u, speed %u, speed_ex %u); reporting %d Mb/s "
+             "from %s (said once)",
+             dd->ibdev, port, px->attr.active_width, px->attr.active_speed, mcp_port_attr_speed_ex(px), mbps,
+             source);
+  }
+  return mbps;
+}
+
 static void discover_port(struct discover_run *run, const struct discover_dev *dd, int port)
 {
   struct mcp_fabric *fab = run->fab;
+  struct mcp_port_attr px;
   struct ibv_port_attr pattr;
   struct mcp_net_dev *d;
   char err[MCP_REASON_MAX];
@@ -370,10 +415,11 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
     EXCLUDE(run, dd->ibdev, port, "not selected by %s", by);
     return;
   }
-  if (mcp_verbs_query_port(dd->ctx, (uint8_t)port, &pattr) != 0) {
+  if (mcp_verbs_query_port_ex(dd->ctx, (uint8_t)port, &px) != 0) {
     EXCLUDE(run, dd->ibdev, port, "ibv_query_port failed: %s", strerror(errno));
     return;
   }
+  pattr = px.attr;
   if (pattr.state != IBV_PORT_ACTIVE) {
     EXCLUDE(run, dd->ibdev, port, "port state is %s, not ACTIVE (link down, or the switch port is not up)",
             pattr.state == IBV_PORT_DOWN     ? "DOWN"
@@ -422,7 +468,7 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
   d->port = port;
   d->link_layer = pattr.link_layer;
   d->active_mtu = pattr.active_mtu;
-  d->speed_mbps = mcp_fabric_speed_mbps(pattr.active_width, pattr.active_speed);
+  d->speed_mbps = port_speed(dd, port, &px);
   d->lid = pattr.lid;
   d->guid = be64toh(dd->attr.sys_image_guid);
   d->ptr_support = dd->ptr_support;
