@@ -647,9 +647,14 @@ static int test_props(void)
     snprintf(dname, sizeof(dname), "%.*s", (int)strcspn(p[i].name, ":"), p[i].name);
     snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", dname);
     if (access(path, F_OK) == 0) {
+      /* NCCL's topology wants the NIC: the device's PCI path with the function digit
+       * zeroed (a VF's PF under NCCL_IB_MERGE_VFS, which this lab has none of). */
       char *real = realpath(path, NULL);
+      size_t plen = real ? strlen(real) : 0;
+      if (plen >= 2 && real[plen - 2] == '.')
+        real[plen - 1] = '0';
       if (p[i].pciPath == NULL || real == NULL || strcmp(real, p[i].pciPath) != 0)
-        FAILF("%s: pciPath %s, sysfs says %s", p[i].name, p[i].pciPath ? p[i].pciPath : "NULL",
+        FAILF("%s: pciPath %s, expected the NIC's path %s", p[i].name, p[i].pciPath ? p[i].pciPath : "NULL",
               real ? real : "?");
       free(real);
     } else if (p[i].pciPath != NULL) {
@@ -666,6 +671,11 @@ static int test_props(void)
     if (p[i].speed <= 0 || p[i].port < 1 || p[i].regIsGlobal != 1 || p[i].maxRecvs != 8 || p[i].maxComms <= 0)
       FAILF("%s: speed %d port %d regIsGlobal %d maxRecvs %d maxComms %d", p[i].name, p[i].speed, p[i].port,
             p[i].regIsGlobal, p[i].maxRecvs, p[i].maxComms);
+    /* NCCL takes equal (guid, port) for one physical port: distinct devices must differ. */
+    for (j = 0; j < i; j++)
+      if (p[j].guid == p[i].guid && p[j].port == p[i].port)
+        FAILF("%s and %s both report guid %s port %d: NCCL would take them for one port", p[j].name,
+              p[i].name, expect, p[i].port);
     if (abi >= 9 && (p[i].maxP2pBytes == 0 || p[i].maxP2pBytes > (1ULL << 40)))
       FAILF("%s: maxP2pBytes %zu", p[i].name, p[i].maxP2pBytes);
     if (!(p[i].ptrSupport & NCCL_PTR_HOST))
