@@ -209,8 +209,8 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "than a device's completion queue holds, is capped with a WARN",
           "a connection needs at least 1 QP"),
   BOOL_ROW(MCP_PARAM_IB_MERGE_VFS, "NCCL_IB_MERGE_VFS", 1, ib_merge_vfs,
-           "As in NCCL: an SR-IOV VF's pciPath names its PF's NIC (device digits zeroed), so "
-           "getProperties numbers VFs as ports of that NIC"),
+           "As in NCCL: a VF (found by its physfn link) reports its PF's NIC as pciPath and a "
+           "port after the PF's; 0 keeps the VF's own PCI device"),
   STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL, "interface list",
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,
