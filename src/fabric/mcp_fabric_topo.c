@@ -140,6 +140,7 @@ int mcp_fabric_topo_assign(struct mcp_fabric *fab, const char *sysfs_root, int m
   }
   for (i = 0; i < fab->ndev; i++) {
     /* realpath fails for a device without a node (rxe, siw): no path, as in NCCL. */
+    errno = 0;
     fab->dev[i].pci_path = nic_path(sysfs_root, fab->dev[i].ibdev, merge_vfs);
     if (fab->dev[i].pci_path == NULL && errno == ENOMEM)
       return -ENOMEM;
