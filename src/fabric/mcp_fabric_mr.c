@@ -46,6 +46,34 @@ unsigned mcp_mr_data_access(const struct mcp_config *cfg)
   return MR_ACCESS | (mcp_mr_relaxed_ordering(cfg) ? (unsigned)IBV_ACCESS_RELAXED_ORDERING : 0u);
 }
 
+/* The data access for this device: a device whose driver refused relaxed ordering is
+ * asked without it. */
+static unsigned device_access(struct mcp_devctx *dc)
+{
+  unsigned access = mcp_mr_data_access(mcp_param_process());
+
+  return atomic_load(&dc->ro_refused) ? access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING : access;
+}
+
+/* Drivers must ignore optional access flags they cannot honour, but some refuse them
+ * instead (EINVAL or EOPNOTSUPP; MANA's did until mid-2024). A registration that asked
+ * for relaxed ordering and failed so is tried once more without it (retry_strict); if
+ * that one succeeds, the flag was the cause, and the device is asked without it from
+ * then on, said once. Any other failure is the registration's own. */
+static int retry_strict(unsigned access, int err)
+{
+  return (access & IBV_ACCESS_RELAXED_ORDERING) && (err == EINVAL || err == EOPNOTSUPP);
+}
+
+static void note_ro_refused(struct mcp_devctx *dc, int err)
+{
+  if (atomic_exchange(&dc->ro_refused, 1) == 0)
+    MCP_WARN("%s refused a registration with IBV_ACCESS_RELAXED_ORDERING (%s), an optional flag its driver "
+             "should ignore: it registers NCCL's buffers strictly ordered from now on. "
+             "NCCL_IB_PCI_RELAXED_ORDERING=0 avoids the first try",
+             dc->info->ibdev, strerror(err));
+}
+
 static void page_range(const void *data, size_t size, uintptr_t *base, size_t *len)
 {
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -84,6 +112,7 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
   struct mcp_list *it;
   uintptr_t base;
   size_t len;
+  unsigned access;
   int rc = 0;
 
   page_range(data, size, &base, &len);
@@ -101,7 +130,16 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
     rc = -ENOMEM;
     goto out;
   }
-  m->mr = mcp_ibv.reg_mr_iova2(dc->pd, (void *)base, len, base, mcp_mr_data_access(mcp_param_process()));
+  access = device_access(dc);
+  m->mr = mcp_ibv.reg_mr_iova2(dc->pd, (void *)base, len, base, access);
+  if (m->mr == NULL && retry_strict(access, errno)) {
+    int err = errno;
+
+    m->mr =
+      mcp_ibv.reg_mr_iova2(dc->pd, (void *)base, len, base, access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING);
+    if (m->mr != NULL)
+      note_ro_refused(dc, err);
+  }
   if (m->mr == NULL) {
     rc = -errno;
     warn_reg_failure(dc, "ibv_reg_mr", data, size, type, errno);
@@ -127,6 +165,7 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
                            struct mcp_mr **out)
 {
   struct mcp_mr *m;
+  unsigned access;
 
   *out = NULL;
   if (mcp_ibv.reg_dmabuf_mr == NULL) {
@@ -137,8 +176,16 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
   if (m == NULL)
     return -ENOMEM;
   /* NCCL closes fd when this call returns: the import happens now. */
-  m->mr = mcp_ibv.reg_dmabuf_mr(dc->pd, offset, size, (uintptr_t)data, fd,
-                                (int)mcp_mr_data_access(mcp_param_process()));
+  access = device_access(dc);
+  m->mr = mcp_ibv.reg_dmabuf_mr(dc->pd, offset, size, (uintptr_t)data, fd, (int)access);
+  if (m->mr == NULL && retry_strict(access, errno)) {
+    int err = errno;
+
+    m->mr = mcp_ibv.reg_dmabuf_mr(dc->pd, offset, size, (uintptr_t)data, fd,
+                                  (int)(access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING));
+    if (m->mr != NULL)
+      note_ro_refused(dc, err);
+  }
   if (m->mr == NULL) {
     int err = errno;
     warn_reg_failure(dc, "ibv_reg_dmabuf_mr", data, size, type, err);

@@ -10,6 +10,8 @@
  * address would send data to a stale buffer. So the test drives the parameter through
  * the real loader, registers host, GPU and DMA-BUF buffers through the registration
  * cache, allocates a comm's rings with xfer's own allocation, and checks the flags.
+ * The flag is optional: a driver that refuses it instead of ignoring it must cost one
+ * retry and a WARN, not the job.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -173,6 +175,75 @@ static void test_polled_memory_never_relaxed(void)
   mcp_param_free(mcp_param_process());
 }
 
+/* A driver that refuses the optional flag (EINVAL, EOPNOTSUPP) gets the same
+ * registration once more without it, then never again; other errors are not retried. */
+static void test_driver_refusing_the_flag(void)
+{
+  struct fake_pair *p;
+  struct mcp_mr *a, *b, *c, *d;
+  const struct fake_reg *log;
+
+  CHECK_EQ_INT(load("1"), 0);
+  fake_verbs_install();
+  p = fake_pair_make(NULL);
+  fake_warns = 0;
+  fake_regs_reset();
+  fake_fail_next_reg(EINVAL);
+  a = fake_pair_reg(p, FAKE_SEND_SIDE, mem, PAGE, NCCL_PTR_HOST);
+  CHECK(a != NULL);
+  CHECK_EQ_INT(fake_regs(&log), 2);
+  CHECK_EQ_INT(log[0].access & RO, RO);
+  CHECK_EQ_INT(log[1].access, log[0].access & ~RO);
+  CHECK(log[1].addr == log[0].addr && log[1].len == log[0].len);
+  CHECK_EQ_INT(fake_warns, 1);
+  CHECK(strstr(fake_lastwarn, "fake0 refused a registration with IBV_ACCESS_RELAXED_ORDERING") != NULL);
+  /* The device is asked without it from now on (no failed first try, no second WARN),
+   * DMA-BUF included; the other device still gets it. */
+  fake_regs_reset();
+  b = fake_pair_reg(p, FAKE_SEND_SIDE, mem + 4 * PAGE, PAGE, NCCL_PTR_HOST);
+  c = fake_pair_reg_dmabuf(p, FAKE_SEND_SIDE, mem + 8 * PAGE, PAGE, NCCL_PTR_CUDA);
+  d = fake_pair_reg(p, FAKE_RECV_SIDE, mem + 12 * PAGE, PAGE, NCCL_PTR_HOST);
+  CHECK(b != NULL && c != NULL && d != NULL);
+  CHECK_EQ_INT(fake_regs(&log), 3);
+  CHECK_EQ_INT(log[0].access & RO, 0);
+  CHECK_EQ_INT(log[1].access & RO, 0);
+  CHECK_EQ_INT(log[2].access & RO, RO);
+  CHECK_EQ_INT(fake_warns, 1);
+  fake_pair_dereg(b);
+  fake_pair_dereg(c);
+  /* EOPNOTSUPP on the other device's DMA-BUF registration: the same. */
+  fake_regs_reset();
+  fake_fail_next_reg(EOPNOTSUPP);
+  c = fake_pair_reg_dmabuf(p, FAKE_RECV_SIDE, mem + 16 * PAGE, PAGE, NCCL_PTR_CUDA);
+  CHECK(c != NULL);
+  CHECK_EQ_INT(fake_regs(&log), 2);
+  CHECK_EQ_INT(log[1].access, log[0].access & ~RO);
+  CHECK(log[1].dmabuf);
+  CHECK_EQ_INT(fake_warns, 2);
+  fake_pair_dereg(c);
+  fake_pair_dereg(d);
+  fake_pair_dereg(a);
+  fake_pair_free(p);
+
+  /* A locked-memory failure is the registration's own: one try, and it fails. */
+  p = fake_pair_make(NULL);
+  fake_warns = 0;
+  fake_regs_reset();
+  fake_fail_next_reg(ENOMEM);
+  CHECK(fake_pair_reg(p, FAKE_SEND_SIDE, mem, PAGE, NCCL_PTR_HOST) == NULL);
+  CHECK_EQ_INT(fake_regs(&log), 1);
+  CHECK(strstr(fake_lastwarn, "Locked-memory limit") != NULL);
+  /* and the device still gets relaxed ordering. */
+  fake_regs_reset();
+  a = fake_pair_reg(p, FAKE_SEND_SIDE, mem, PAGE, NCCL_PTR_HOST);
+  CHECK(a != NULL);
+  CHECK_EQ_INT(fake_regs(&log), 1);
+  CHECK_EQ_INT(log[0].access & RO, RO);
+  fake_pair_dereg(a);
+  fake_pair_free(p);
+  mcp_param_free(mcp_param_process());
+}
+
 /* Values NCCL does not document are refused at load, naming the variable. */
 static void test_out_of_range_refused(void)
 {
@@ -189,6 +260,7 @@ int main(void)
   mcp_log_set_logger(fake_warn_capture);
   RUN_TEST(test_data_buffers_follow_the_variable);
   RUN_TEST(test_polled_memory_never_relaxed);
+  RUN_TEST(test_driver_refusing_the_flag);
   RUN_TEST(test_out_of_range_refused);
   free(mem);
   return TEST_EXIT();
