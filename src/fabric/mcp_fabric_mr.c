@@ -56,10 +56,11 @@ static unsigned device_access(struct mcp_devctx *dc)
 }
 
 /* Drivers must ignore optional access flags they cannot honour, but some refuse them
- * instead (EINVAL or EOPNOTSUPP; MANA's did until mid-2024). A registration that asked
- * for relaxed ordering and failed so is tried once more without it (retry_strict); if
- * that one succeeds, the flag was the cause, and the device is asked without it from
- * then on, said once. Any other failure is the registration's own. */
+ * instead (EINVAL or EOPNOTSUPP: MANA until 2024, soft-RoCE briefly in 2023 development
+ * kernels). A registration that asked for relaxed ordering and failed so is tried once
+ * more without it (retry_strict); if that one succeeds, the flag was the cause, and the
+ * device is asked without it from then on, said once. Any other failure is the
+ * registration's own. */
 static int retry_strict(unsigned access, int err)
 {
   return (access & IBV_ACCESS_RELAXED_ORDERING) && (err == EINVAL || err == EOPNOTSUPP);
