@@ -29,6 +29,7 @@ struct mcp_devctx {
   struct mcp_list mrs; /* the registration cache (struct mcp_mr), newest first */
   size_t mr_bytes;     /* registered bytes, for memlock diagnostics */
   int mr_count;
+  atomic_int ro_refused; /* its driver refused relaxed ordering once: never asked again */
   /* Async events, read without a thread by whichever comm checks first (every 100 ms
    * while it waits): generation counters the comms compare with what they last saw. */
   pthread_mutex_t ev_lock;
@@ -65,7 +66,13 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
 int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int type, uint64_t offset, int fd,
                            struct mcp_mr **out);
 void mcp_mr_release(struct mcp_mr *mr);
-/* Registers an internal buffer (rings, records) outside the cache. */
+/* Registers an internal buffer (rings, records) outside the cache; never with relaxed
+ * ordering, whatever access asks. */
 struct ibv_mr *mcp_mr_internal(struct mcp_devctx *dc, void *data, size_t size, int access);
+/* The access flags of NCCL's buffers (regMr, regMrDmaBuf) under cfg, and whether they
+ * carry IBV_ACCESS_RELAXED_ORDERING (NCCL_IB_PCI_RELAXED_ORDERING). */
+struct mcp_config;
+unsigned mcp_mr_data_access(const struct mcp_config *cfg);
+int mcp_mr_relaxed_ordering(const struct mcp_config *cfg);
 
 #endif

@@ -211,6 +211,10 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   BOOL_ROW(MCP_PARAM_IB_MERGE_VFS, "NCCL_IB_MERGE_VFS", 1, ib_merge_vfs,
            "As in NCCL: a VF (found by its physfn link) reports its PF's NIC as pciPath and a "
            "port after the PF's; 0 keeps the VF's own PCI device"),
+  INT_ROW(MCP_PARAM_IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", 2, 0, 2, ib_pci_relaxed_ordering,
+          "Register data buffers with PCIe relaxed ordering, as in NCCL: 1 and 2 (where available) "
+          "both ask for it, 0 never; the clear-to-send ring and records are never relaxed",
+          "NCCL documents 0 (off), 1 (on) and 2 (on where available)"),
   STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL, "interface list",
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,

@@ -19,10 +19,61 @@
 
 #include "mcpnet/devctx.h"
 #include "mcpnet/log.h"
+#include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 #include "nccl/net_common.h"
 
 #define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+
+/* NCCL_IB_PCI_RELAXED_ORDERING as NCCL's IB transport reads it: 1 and 2 both mean "on
+ * wherever libibverbs has ibv_reg_mr_iova2", the verb that carries optional access flags
+ * (libibverbs drops them where the kernel cannot take them; an adapter without relaxed
+ * ordering ignores the flag), and 0 means off. */
+int mcp_mr_relaxed_ordering(const struct mcp_config *cfg)
+{
+  int mode = cfg->ib_pci_relaxed_ordering;
+
+  return (mode == 1 || mode == 2) && mcp_ibv.reg_mr_iova2 != NULL;
+}
+
+/* The one place the access of NCCL's buffers is decided (host, GPU and DMA-BUF alike).
+ * Relaxed ordering lets the adapter's writes into them land in any order; the completion
+ * that tells NCCL a transfer is done still orders every write before it, and NCCL's own
+ * transport registers its buffers so too. ibv_reg_dmabuf_mr passes the flag unmasked:
+ * kernels that register DMA-BUFs all take optional access flags. */
+unsigned mcp_mr_data_access(const struct mcp_config *cfg)
+{
+  return MR_ACCESS | (mcp_mr_relaxed_ordering(cfg) ? (unsigned)IBV_ACCESS_RELAXED_ORDERING : 0u);
+}
+
+/* The data access for this device: a device whose driver refused relaxed ordering is
+ * asked without it. */
+static unsigned device_access(struct mcp_devctx *dc)
+{
+  unsigned access = mcp_mr_data_access(mcp_param_process());
+
+  return atomic_load(&dc->ro_refused) ? access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING : access;
+}
+
+/* Drivers must ignore optional access flags they cannot honour, but some refuse them
+ * instead (EINVAL or EOPNOTSUPP: MANA until 2024, soft-RoCE briefly in 2023 development
+ * kernels). A registration that asked for relaxed ordering and failed so is tried once
+ * more without it (retry_strict); if that one succeeds, the flag was the cause, and the
+ * device is asked without it from then on, said once. Any other failure is the
+ * registration's own. */
+static int retry_strict(unsigned access, int err)
+{
+  return (access & IBV_ACCESS_RELAXED_ORDERING) && (err == EINVAL || err == EOPNOTSUPP);
+}
+
+static void note_ro_refused(struct mcp_devctx *dc, int err)
+{
+  if (atomic_exchange(&dc->ro_refused, 1) == 0)
+    MCP_WARN("%s refused a registration with IBV_ACCESS_RELAXED_ORDERING (%s), an optional flag its driver "
+             "should ignore: it registers NCCL's buffers strictly ordered from now on. "
+             "NCCL_IB_PCI_RELAXED_ORDERING=0 avoids the first try",
+             dc->info->ibdev, strerror(err));
+}
 
 static void page_range(const void *data, size_t size, uintptr_t *base, size_t *len)
 {
@@ -62,6 +113,7 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
   struct mcp_list *it;
   uintptr_t base;
   size_t len;
+  unsigned access;
   int rc = 0;
 
   page_range(data, size, &base, &len);
@@ -79,7 +131,16 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
     rc = -ENOMEM;
     goto out;
   }
-  m->mr = mcp_ibv.reg_mr_iova2(dc->pd, (void *)base, len, base, MR_ACCESS);
+  access = device_access(dc);
+  m->mr = mcp_ibv.reg_mr_iova2(dc->pd, (void *)base, len, base, access);
+  if (m->mr == NULL && retry_strict(access, errno)) {
+    int err = errno;
+
+    m->mr =
+      mcp_ibv.reg_mr_iova2(dc->pd, (void *)base, len, base, access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING);
+    if (m->mr != NULL)
+      note_ro_refused(dc, err);
+  }
   if (m->mr == NULL) {
     rc = -errno;
     warn_reg_failure(dc, "ibv_reg_mr", data, size, type, errno);
@@ -105,6 +166,7 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
                            struct mcp_mr **out)
 {
   struct mcp_mr *m;
+  unsigned access;
 
   *out = NULL;
   if (mcp_ibv.reg_dmabuf_mr == NULL) {
@@ -115,7 +177,16 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
   if (m == NULL)
     return -ENOMEM;
   /* NCCL closes fd when this call returns: the import happens now. */
-  m->mr = mcp_ibv.reg_dmabuf_mr(dc->pd, offset, size, (uintptr_t)data, fd, MR_ACCESS);
+  access = device_access(dc);
+  m->mr = mcp_ibv.reg_dmabuf_mr(dc->pd, offset, size, (uintptr_t)data, fd, (int)access);
+  if (m->mr == NULL && retry_strict(access, errno)) {
+    int err = errno;
+
+    m->mr = mcp_ibv.reg_dmabuf_mr(dc->pd, offset, size, (uintptr_t)data, fd,
+                                  (int)(access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING));
+    if (m->mr != NULL)
+      note_ro_refused(dc, err);
+  }
   if (m->mr == NULL) {
     int err = errno;
     warn_reg_failure(dc, "ibv_reg_dmabuf_mr", data, size, type, err);
@@ -159,9 +230,12 @@ void mcp_mr_release(struct mcp_mr *m)
   free(m);
 }
 
+/* Never relaxed: the CPU polls these (a clear-to-send entry's sequence number must not
+ * be seen before the entry's other bytes), as NCCL keeps its FIFO strictly ordered. */
 struct ibv_mr *mcp_mr_internal(struct mcp_devctx *dc, void *data, size_t size, int access)
 {
-  struct ibv_mr *mr = mcp_ibv.reg_mr_iova2(dc->pd, data, size, (uintptr_t)data, (unsigned)access);
+  unsigned strict = (unsigned)access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING;
+  struct ibv_mr *mr = mcp_ibv.reg_mr_iova2(dc->pd, data, size, (uintptr_t)data, strict);
 
   if (mr == NULL)
     warn_reg_failure(dc, "ibv_reg_mr (internal ring)", data, size, NCCL_PTR_HOST, errno);

@@ -73,6 +73,27 @@ static void fork_protect(void)
              strerror(rc));
 }
 
+/* Whether NCCL's buffers are registered with relaxed ordering, and why, once per init:
+ * a bandwidth difference between hosts often comes down to this line. */
+static void log_ordering(const struct mcp_config *cfg)
+{
+  const struct mcp_param_origin *o = &cfg->origin[MCP_PARAM_IB_PCI_RELAXED_ORDERING];
+  const char *from = o->source == MCP_PARAM_SRC_DEFAULT ? "default" : mcp_param_source_name(o->source);
+
+  if (mcp_mr_relaxed_ordering(cfg))
+    MCP_INFO(
+      NCCL_INIT | NCCL_NET,
+      "relaxed ordering: data buffers are registered with IBV_ACCESS_RELAXED_ORDERING "
+      "(NCCL_IB_PCI_RELAXED_ORDERING=%d from the %s; libibverbs has ibv_reg_mr_iova2). It takes effect "
+      "where the kernel passes optional access flags and PCIe relaxed ordering is enabled for the "
+      "adapter; the clear-to-send ring and records are always strictly ordered",
+      cfg->ib_pci_relaxed_ordering, from);
+  else
+    MCP_INFO(NCCL_INIT | NCCL_NET, "relaxed ordering: off, every registration is strictly ordered (%s)",
+             cfg->ib_pci_relaxed_ordering == 0 ? "NCCL_IB_PCI_RELAXED_ORDERING=0"
+                                               : "this libibverbs has no ibv_reg_mr_iova2");
+}
+
 void mcp_net_note_abi(int version) { abi_taken = version; }
 
 /* NCCL's version, when the process exports ncclGetVersion (libnccl.so does; a copy linked
@@ -156,6 +177,7 @@ static int setup_locked(struct mcp_fabric *fab)
     return MCP_ERR_SYSTEM;
   }
   fork_protect();
+  log_ordering(cfg);
   if (mcp_fabric_discover(fab, cfg) != 0) {
     mcp_param_free(cfg);
     return MCP_ERR_SYSTEM;

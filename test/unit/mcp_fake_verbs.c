@@ -54,6 +54,11 @@ struct fake_mr {
   int used;
 };
 
+/* Every registration the fake was asked for, in order, with its access flags. */
+#define FAKE_MAX_REGS 256
+static struct fake_reg reg_log[FAKE_MAX_REGS];
+static int nregs;
+
 /* A posted send WR waiting to be executed. */
 struct fake_op {
   struct fake_qp *qp;
@@ -415,10 +420,12 @@ static int fake_destroy_qp(struct ibv_qp *ibqp)
 
 static int fail_next_reg;
 
-static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t length)
+static struct ibv_mr *reg(struct ibv_pd *pd, void *addr, size_t length, unsigned access, int dmabuf)
 {
   int i;
 
+  if (nregs < FAKE_MAX_REGS)
+    reg_log[nregs++] = (struct fake_reg){addr, length, access, dmabuf};
   if (fail_next_reg != 0) {
     errno = fail_next_reg;
     fail_next_reg = 0;
@@ -447,8 +454,7 @@ static struct ibv_mr *fake_reg_mr(struct ibv_pd *pd, void *addr, size_t length, 
                                   unsigned access)
 {
   (void)iova;
-  (void)access;
-  return reg(pd, addr, length);
+  return reg(pd, addr, length, access, 0);
 }
 
 static struct ibv_mr *fake_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length, uint64_t iova,
@@ -456,8 +462,7 @@ static struct ibv_mr *fake_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, siz
 {
   (void)offset;
   (void)fd;
-  (void)access;
-  return reg(pd, (void *)(uintptr_t)iova, length);
+  return reg(pd, (void *)(uintptr_t)iova, length, (unsigned)access, 1);
 }
 
 static int fake_dereg_mr(struct ibv_mr *mr)
@@ -699,6 +704,29 @@ struct mcp_mr *fake_pair_reg_dmabuf(struct fake_pair *p, int side, void *buf, si
 void fake_pair_dereg(struct mcp_mr *mh) { mcp_mr_release(mh); }
 
 struct mcp_devctx *fake_pair_devctx(struct fake_pair *p, int side) { return &p->side[side]->dc; }
+
+int fake_regs(const struct fake_reg **log)
+{
+  *log = reg_log;
+  return nregs;
+}
+
+void fake_regs_reset(void) { nregs = 0; }
+
+struct mcp_comm *fake_comm_alloc(struct fake_pair *p, int side)
+{
+  struct mcp_comm *c = comm_new(p->side[side], side == FAKE_SEND_SIDE ? MCP_COMM_SEND : MCP_COMM_RECV, "-");
+
+  if (mcp_xfer_link_ops.alloc(&c->link) != 0)
+    abort();
+  return c;
+}
+
+void fake_comm_release(struct mcp_comm *c)
+{
+  mcp_xfer_link_ops.release(&c->link);
+  free(c);
+}
 
 static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp)
 {

@@ -101,6 +101,21 @@ void fake_pair_hold_flush(struct fake_pair *p, int hold);
  * replaced QP, a signalled CTS write, ...). */
 void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv_wc_status status,
                          enum ibv_wc_opcode opcode);
+/* Every registration asked of the fake since the last reset (all sides; the first 256),
+ * with the access flags it was given: what relaxed ordering applies to. */
+struct fake_reg {
+  void *addr;
+  size_t len;
+  unsigned access;
+  int dmabuf;
+};
+int fake_regs(const struct fake_reg **log);
+void fake_regs_reset(void);
+/* A comm of a side's kind on that side's device whose rings, records and requests come
+ * from xfer's own link allocation (mcp_xfer_link_ops.alloc, as connect and accept make
+ * them), not the pair builder's; no QPs. fake_comm_release gives them back. */
+struct mcp_comm *fake_comm_alloc(struct fake_pair *p, int side);
+void fake_comm_release(struct mcp_comm *c);
 /* Memory registrations the fake holds now (all sides, rings included). */
 int fake_mrs_live(void);
 /* The next registration fails with err (once). */
