@@ -29,7 +29,11 @@
 #include "nccl/net_common.h"
 
 #define MCP_WIRE_MAGIC 0x4D43504Eu /* "MCPN" */
-#define MCP_WIRE_VERSION 2         /* 2: RECOVER; a version-1 frame decodes as before */
+/* 2: RECOVER; 3: fused endpoints (several physical devices, wire_member). Everything is
+ * written at the lowest version that can carry it, so a link of one device per side is
+ * byte for byte what version 2 wrote and still talks to a version-2 peer. */
+#define MCP_WIRE_VERSION 3
+#define MCP_WIRE_VERSION_FUSION 3 /* the first version that carries more than one member */
 #define MCP_WIRE_ERRLEN 256
 
 /* ---- The handle --------------------------------------------------------------------- */
@@ -49,6 +53,10 @@ struct mcp_wire_handle {
   int32_t dev;           /* the listener's device index, >= 0 */
   uint64_t listen_token; /* random per listen: routes CONN_REQ to its listen comm */
   uint64_t nonce;        /* the listening process's random nonce */
+  /* Version 3: physical devices behind the listener's device (1..4), so the connecting
+   * side can size its QPs before it hears back (the larger side's count wins). 0 reads
+   * as 1; a handle with more than one is written as version 3, else as version 2. */
+  uint8_t ndevs;
 };
 
 /* Writes the handle into out[0..96) and zeroes the tail, so the connect state machine
@@ -139,6 +147,22 @@ struct mcp_wire_fingerprint {
   uint32_t max_message;
 };
 
+/* Physical devices of one fused endpoint (NCCL_NET_MAX_DEVS_PER_NIC). */
+#define MCP_WIRE_MAX_MEMBERS 4
+
+/* Member k >= 1 of a fused endpoint (version 3); member 0 is the endpoint's own device
+ * fields. They share the endpoint's link layer (a mixed set is refused before any QP
+ * exists) and fingerprint. */
+struct mcp_wire_member {
+  char dev_name[MCP_WIRE_DEVNAME_MAX + 1]; /* non-empty */
+  uint8_t port;                            /* >= 1 */
+  uint8_t active_mtu;                      /* enum ibv_mtu, 1..5 */
+  uint8_t gid_index;
+  uint8_t gid[16];
+  uint16_t lid;
+  uint32_t ring_rkey; /* the endpoint's ring as registered on this member's device */
+};
+
 struct mcp_wire_qp {
   uint32_t qpn; /* 24 bits */
   uint32_t psn; /* 24 bits */
@@ -162,6 +186,10 @@ struct mcp_wire_endpoint {
   uint32_t ring_rkey;
   uint32_t ring_slots;
   struct mcp_wire_fingerprint fp;
+  /* Members (version 3): QP i is on member i % ndevs. 0 reads as 1; frames with an
+   * endpoint of more than one member are written as version 3. */
+  uint8_t ndevs;
+  struct mcp_wire_member more[MCP_WIRE_MAX_MEMBERS - 1]; /* members 1..ndevs-1 */
 };
 
 struct mcp_wire_conn_req {
