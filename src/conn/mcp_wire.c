@@ -30,7 +30,7 @@ _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_N
 #define WIRE_STR(max) (2 + (max))
 #define WIRE_FP_SIZE 22
 #define WIRE_MEMBER_SIZE (WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 3 + 16 + 2 + 4)
-#define WIRE_EP_MAX                                                                                         \
+#define WIRE_EP_MAX                                                                                     \
   (4 + WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 4 + 16 + 2 + 1 + 8 * MCP_WIRE_MAX_QPS + 16 + WIRE_FP_SIZE + 1 + \
    (MCP_WIRE_MAX_MEMBERS - 1) * WIRE_MEMBER_SIZE)
 #define WIRE_HELLO_MAX (8 + 4 + WIRE_STR(MCP_WIRE_HOSTNAME_MAX) + WIRE_STR(MCP_WIRE_VERSTR_MAX) + 4)
@@ -483,7 +483,8 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
     const struct mcp_wire_member *mb = &ep->more[k - 1];
 
     if (!wire_str_ok(mb->dev_name, MCP_WIRE_DEVNAME_MAX) || mb->dev_name[0] == '\0') {
-      wire_errf(err, errlen, "member %u device name is empty or longer than %d bytes", k, MCP_WIRE_DEVNAME_MAX);
+      wire_errf(err, errlen, "member %u device name is empty or longer than %d bytes", k,
+                MCP_WIRE_DEVNAME_MAX);
       return -EINVAL;
     }
     WIRE_RANGE(mb->port >= 1, "member port %u is not >= 1", mb->port);
@@ -620,7 +621,8 @@ int mcp_wire_endpoint_equal(const struct mcp_wire_endpoint *a, const struct mcp_
 
     if (strncmp(ma->dev_name, mb->dev_name, sizeof(ma->dev_name)) || ma->port != mb->port ||
         ma->active_mtu != mb->active_mtu || ma->gid_index != mb->gid_index ||
-        memcmp(ma->gid, mb->gid, sizeof(ma->gid)) != 0 || ma->lid != mb->lid || ma->ring_rkey != mb->ring_rkey)
+        memcmp(ma->gid, mb->gid, sizeof(ma->gid)) != 0 || ma->lid != mb->lid ||
+        ma->ring_rkey != mb->ring_rkey)
       return 0;
   }
   return fa->plugin_version == fb->plugin_version && fa->gid_type == fb->gid_type &&

@@ -247,8 +247,8 @@ static int write_corpus(const char *dir)
       fprintf(stderr, "fuzz_wire: seed handle: %s\n", err);
       return 1;
     }
-    snprintf(name, sizeof(name), "v%d-handle-ipv%d", fused ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1,
-             h.family);
+    snprintf(name, sizeof(name), "v%d-handle-ipv%d",
+             fused ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1, h.family);
     if (write_file(dir, name, handle, sizeof(handle)) != 0)
       return 1;
     n++;
