@@ -28,6 +28,7 @@ struct fake_side {
   struct mcp_net_dev info;
   struct mcp_devctx dc;
   int index;
+  int down; /* fake_pair_member_down */
 };
 
 struct fake_cq {
@@ -396,6 +397,10 @@ struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp) { return &qp_of(qp)->send_cq->
 
 static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
+  if ((mask & IBV_QP_DEST_QPN) != 0 && qp_of(ibqp)->side->down) {
+    errno = ETIMEDOUT; /* the port is down: the peer's address does not resolve */
+    return -1;
+  }
   if ((mask & IBV_QP_DEST_QPN) != 0)
     qp_of(ibqp)->dest_qpn = attr->dest_qp_num;
   return 0;
@@ -738,6 +743,11 @@ void fake_pair_break_member(struct fake_pair *p, int side, int k, int land)
   for (i = 0; i < c->link.nqps; i++)
     if (mcp_link_dev_index(&c->link, i) == k)
       fake_pair_break(p, side, i, land);
+}
+
+void fake_pair_member_down(struct fake_pair *p, int side, int k, int down)
+{
+  p->member[side][k]->down = down;
 }
 
 void fake_pair_smash_member_rkeys(struct fake_pair *p)

@@ -94,6 +94,9 @@ int fake_comm_qp_remote_member(const struct mcp_comm *c, int qp);
 int fake_count_posts_on_member(int side, int k, enum ibv_wr_opcode opcode);
 /* Breaks / restores every QP of member k of a side (its port went down; came back). */
 void fake_pair_break_member(struct fake_pair *p, int side, int k, int land);
+/* Member k of a side stays down (1) or is back (0): moving one of its QPs to RTR fails
+ * as an address that does not resolve (ETIMEDOUT), so a recovery cannot connect it. */
+void fake_pair_member_down(struct fake_pair *p, int side, int k, int down);
 /* Corrupts the rkey table a fused receiver wrote for the sender (every member k >= 1 key
  * of every slot becomes member 0's), as a sender that used one rkey for all would. */
 void fake_pair_smash_member_rkeys(struct fake_pair *p);
