@@ -252,8 +252,8 @@ int mcp_qp_to_rts_member(struct mcp_link *c, int k, struct ibv_qp *qp, uint32_t 
  * members, as NCCL's transport, so each member of either end has its share. */
 int mcp_link_qp_count(int qps_per_conn, int local_ndevs, int remote_ndevs);
 /* Opens the device contexts of the physical devices behind dev (one, or a fused set) as
- * the link's members; refuses a set whose link layers differ (mcp_comm_fail-less: the
- * WARN names both devices). 0 or -1. */
+ * the link's members; refuses a set whose link layers differ, with a WARN that names
+ * both devices (the comm does not exist yet). 0 or -1. */
 int mcp_link_open_members(struct mcp_link *c, int dev);
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);
 /* NCCL's close: tells the peer, lets go of a running walk and drops the owner's
