@@ -271,6 +271,35 @@ static void test_one_member_unchanged(void)
   pair_free(p);
 }
 
+/* A stall on a fused comm is reported with every physical member and each member's
+ * port counters, not member 0's alone. */
+static void test_watchdog_names_members(void)
+{
+  struct fake_pair *p = pair(1, 2, 2);
+  void *data = rbuf, *mh = rmh, *r = (void *)0xbad, *s = NULL;
+  size_t rsize = 1 << 20;
+  int tag = 5;
+  uint64_t t = 5000000000000ull;
+
+  CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &rsize, &tag, &mh, &r), ncclSuccess);
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 1, 1);
+  CHECK_EQ_INT(mcp_net_isend(p->send, sbuf, rsize, tag, smh, &s), ncclSuccess);
+  CHECK(s != NULL);
+  CHECK_EQ_INT(mcp_xfer_watchdog(p->send, t, 1), 0);
+  CHECK_EQ_INT(mcp_xfer_watchdog(p->send, t + MCP_NS_PER_S / 2, 1), 0);
+  CHECK_EQ_INT(mcp_xfer_watchdog(p->send, t + MCP_NS_PER_S, 1), 1);
+  CHECK(strstr(fake_lastwarn, "on fake0 port 1 (fused with fake0_m1 port 1): no progress") != NULL);
+  CHECK(strstr(fake_lastwarn, "counters since the comm connected: fake0 port 1: ") != NULL);
+  CHECK(strstr(fake_lastwarn, "; fake0_m1 port 1: ") != NULL);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 0);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 1, 0);
+  CHECK_EQ_INT(wait_done(s, NULL), 1);
+  CHECK_EQ_INT(wait_done(r, NULL), 1);
+  pair_free(p);
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -284,6 +313,7 @@ int main(void)
   RUN_TEST(test_grouped_on_every_member);
   RUN_TEST(test_flush_every_member);
   RUN_TEST(test_one_member_unchanged);
+  RUN_TEST(test_watchdog_names_members);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();
