@@ -300,6 +300,51 @@ static void test_watchdog_names_members(void)
   pair_free(p);
 }
 
+/* What the handshake carries for a fused end: the endpoint names every member (name,
+ * port, LID) with the ring's rkey on that member, travels as a version-3 frame, and the
+ * peer's link_up takes one ring rkey per member from it. A one-member end's endpoint is
+ * still a version-2 frame. */
+static void test_endpoint_members(void)
+{
+  struct fake_pair *p = pair(1, 1, 3);
+  struct mcp_wire_msg m, out;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len;
+  int k;
+
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_ACK;
+  fake_comm_endpoint(p->recv, &m.u.conn_ack);
+  CHECK_EQ_INT(m.u.conn_ack.ndevs, 3);
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+  CHECK_EQ_INT(buf[4], 3);
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  CHECK_EQ_INT(out.u.conn_ack.ndevs, 3);
+  CHECK(strcmp(out.u.conn_ack.dev_name, "fake1") == 0);
+  CHECK(strcmp(out.u.conn_ack.more[0].dev_name, "fake1_m1") == 0);
+  CHECK(strcmp(out.u.conn_ack.more[1].dev_name, "fake1_m2") == 0);
+  CHECK_EQ_INT(out.u.conn_ack.more[1].lid, 16 * 2 + 2);
+  CHECK(out.u.conn_ack.ring_rkey == p->recv->ring_mrs[0]->rkey);
+  for (k = 1; k < 3; k++) {
+    CHECK(out.u.conn_ack.more[k - 1].ring_rkey == p->recv->ring_mrs[k]->rkey);
+    CHECK(p->recv->ring_mrs[k]->rkey != p->recv->ring_mrs[0]->rkey);
+  }
+  memset(p->send->remote_rkeys, 0, sizeof(p->send->remote_rkeys));
+  p->send->link.remote = out.u.conn_ack;
+  p->send->link.remote_ndevs = out.u.conn_ack.ndevs;
+  mcp_xfer_link_ops.link_up(&p->send->link);
+  for (k = 0; k < 3; k++)
+    CHECK(p->send->remote_rkeys[k] == p->recv->ring_mrs[k]->rkey);
+  /* The one-member end (the sender here) still speaks version 2. */
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REQ;
+  fake_comm_endpoint(p->send, &m.u.conn_req.ep);
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), 0);
+  CHECK_EQ_INT(buf[4], 2);
+  pair_free(p);
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -314,6 +359,7 @@ int main(void)
   RUN_TEST(test_flush_every_member);
   RUN_TEST(test_one_member_unchanged);
   RUN_TEST(test_watchdog_names_members);
+  RUN_TEST(test_endpoint_members);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();
