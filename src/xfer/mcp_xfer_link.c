@@ -202,6 +202,14 @@ int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, u
   for (k = 0; k < c->link.ndevs && rc == 0; k++) {
     struct mcp_devctx *dc = c->link.devs[k].dc;
 
+    /* net checked member 0; GPU memory must be reachable from every member. */
+    if (type == NCCL_PTR_CUDA && !(dc->info->ptr_support & NCCL_PTR_CUDA)) {
+      MCP_WARN("regMr of GPU memory on a fused device: member %d (%s) has no GPU peer-memory module "
+               "loaded (nvidia_peermem)",
+               k, dc->info->name);
+      mcp_xfer_dereg_mr_set(set);
+      return -EINVAL;
+    }
     rc = fd >= 0 ? mcp_mr_register_dmabuf(dc, data, size, type, offset, fd, &set->mr[k])
                  : mcp_mr_register(dc, data, size, type, &set->mr[k]);
     if (rc == 0) {

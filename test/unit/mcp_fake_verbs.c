@@ -745,6 +745,11 @@ void fake_pair_break_member(struct fake_pair *p, int side, int k, int land)
       fake_pair_break(p, side, i, land);
 }
 
+struct mcp_net_dev *fake_pair_member_info(struct fake_pair *p, int side, int k)
+{
+  return &p->member[side][k]->info;
+}
+
 void fake_pair_member_down(struct fake_pair *p, int side, int k, int down)
 {
   p->member[side][k]->down = down;

@@ -97,6 +97,8 @@ void fake_pair_break_member(struct fake_pair *p, int side, int k, int land);
 /* Member k of a side stays down (1) or is back (0): moving one of its QPs to RTR fails
  * as an address that does not resolve (ETIMEDOUT), so a recovery cannot connect it. */
 void fake_pair_member_down(struct fake_pair *p, int side, int k, int down);
+/* The device description of member k of a side (to change what it supports). */
+struct mcp_net_dev *fake_pair_member_info(struct fake_pair *p, int side, int k);
 /* Corrupts the rkey table a fused receiver wrote for the sender (every member k >= 1 key
  * of every slot becomes member 0's), as a sender that used one rkey for all would. */
 void fake_pair_smash_member_rkeys(struct fake_pair *p);

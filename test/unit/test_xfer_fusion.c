@@ -345,6 +345,30 @@ static void test_endpoint_members(void)
   pair_free(p);
 }
 
+/* GPU memory on a fused comm is registered on every member, and refused, naming the
+ * member, when one of them cannot reach GPU memory; nothing stays registered then. */
+static void test_gpu_registration_every_member(void)
+{
+  struct fake_pair *p = pair(1, 1, 2);
+  int live = fake_mrs_live();
+  void *g;
+
+  fake_pair_member_info(p, FAKE_RECV_SIDE, 0)->ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA;
+  fake_pair_member_info(p, FAKE_RECV_SIDE, 1)->ptr_support = NCCL_PTR_HOST;
+  fake_warns = 0;
+  CHECK(fake_pair_reg_mh(p, FAKE_RECV_SIDE, rbuf, 4096, NCCL_PTR_CUDA) == NULL);
+  CHECK_EQ_INT(fake_warns, 1);
+  CHECK(strstr(fake_lastwarn, "member 1 (fake1_m1) has no GPU peer-memory module") != NULL);
+  CHECK_EQ_INT(fake_mrs_live(), live);
+  fake_pair_member_info(p, FAKE_RECV_SIDE, 1)->ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA;
+  g = fake_pair_reg_mh(p, FAKE_RECV_SIDE, rbuf, 4096, NCCL_PTR_CUDA);
+  CHECK(g != NULL);
+  CHECK_EQ_INT(fake_mrs_live(), live + 2);
+  fake_pair_dereg_mh(p, FAKE_RECV_SIDE, g);
+  CHECK_EQ_INT(fake_mrs_live(), live);
+  pair_free(p);
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -360,6 +384,7 @@ int main(void)
   RUN_TEST(test_one_member_unchanged);
   RUN_TEST(test_watchdog_names_members);
   RUN_TEST(test_endpoint_members);
+  RUN_TEST(test_gpu_registration_every_member);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();
