@@ -43,6 +43,13 @@
  * connect state machine there (the handle stays at one address across connect calls). */
 #define MCP_WIRE_HANDLE_TAIL_OFFSET 96
 #define MCP_WIRE_HANDLE_TAIL_SIZE (MCP_WIRE_HANDLE_SIZE - MCP_WIRE_HANDLE_TAIL_OFFSET)
+/* ... except its last 8 bytes: {u32 magic "MCPV", u8 the listener's highest wire version,
+ * 3 zero bytes}. Decoders of version 2 never read the tail, so a one-device listener
+ * writes a version-2 handle they accept and still tells a version-3 connector that it
+ * may fuse; a handle without it comes from a version-2 listener. The connect state kept
+ * in the tail stays below this offset. */
+#define MCP_WIRE_HANDLE_CAP_OFFSET 120
+#define MCP_WIRE_HANDLE_CAP_MAGIC 0x5650434Du /* "MCPV" */
 
 /* What listen publishes: where to connect and which listen to ask for. */
 struct mcp_wire_handle {
@@ -57,10 +64,13 @@ struct mcp_wire_handle {
    * side can size its QPs before it hears back (the larger side's count wins). 0 reads
    * as 1; a handle with more than one is written as version 3, else as version 2. */
   uint8_t ndevs;
+  /* Decoded: the listener's highest wire version (the tail's capability, else version);
+   * not encoded from here: the encoder always writes this build's. */
+  uint16_t max_version;
 };
 
-/* Writes the handle into out[0..96) and zeroes the tail, so the connect state machine
- * kept there starts from zero. */
+/* Writes the handle into out[0..96), zeroes the tail, so the connect state machine
+ * kept there starts from zero, and writes the capability at its end. */
 int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE_HANDLE_SIZE], char *err,
                            size_t errlen);
 /* Reads out[0..96) only; the tail is ignored. Rejects "not an mcpnet handle (magic

@@ -48,8 +48,8 @@ struct connect_tail {
   uint32_t pad;
   struct mcp_link *comm;
 };
-_Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE,
-               "connect state fits the handle tail");
+_Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_CAP_OFFSET - MCP_WIRE_HANDLE_TAIL_OFFSET,
+               "connect state fits the handle tail and leaves the listener's capability alone");
 
 /* NCCL_IB_SL / NCCL_IB_TC win; else the communicator's traffic class; else 0. A traffic
  * class is a TC (0..255) but only an SL when it fits the 4-bit field. */
@@ -352,11 +352,14 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
     return NULL;
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
-  if (c->ndevs > 1 && h.version < MCP_WIRE_VERSION_FUSION) {
+  /* A one-device listener of this version writes a version-2 handle (older connectors
+   * read it) with its capability in the tail; a fused end needs the peer to read
+   * version 3, which a version-2 listener cannot. */
+  if (c->ndevs > 1 && h.max_version < MCP_WIRE_VERSION_FUSION) {
     mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
     MCP_WARN("connect to %s: device %d fuses %d devices (%s, ...), which needs mcpnet wire version %d, and "
              "the listener speaks version %u: run one mcpnet version on every host, or do not fuse devices",
-             c->peer_name, dev, c->ndevs, c->devs[0].dc->info->name, MCP_WIRE_VERSION_FUSION, h.version);
+             c->peer_name, dev, c->ndevs, c->devs[0].dc->info->name, MCP_WIRE_VERSION_FUSION, h.max_version);
     mcp_comm_destroy(c);
     *rc = MCP_ERR_USAGE;
     return NULL;

@@ -280,6 +280,12 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
   wire_wr_u64(&w, h->nonce);
   if (version >= MCP_WIRE_VERSION_FUSION)
     wire_wr_u8(&w, (uint8_t)ndevs);
+  {
+    struct wire_wr cap = {.p = out, .cap = MCP_WIRE_HANDLE_SIZE, .off = MCP_WIRE_HANDLE_CAP_OFFSET};
+
+    wire_wr_u32(&cap, MCP_WIRE_HANDLE_CAP_MAGIC);
+    wire_wr_u8(&cap, MCP_WIRE_VERSION);
+  }
   return w.overflow || w.off != (version >= MCP_WIRE_VERSION_FUSION ? WIRE_HANDLE_USED : WIRE_HANDLE_USED_V2)
     ? -ENOBUFS
     : 0;
@@ -346,6 +352,16 @@ int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wi
     return -EBADMSG;
   if (wire_handle_check(h, err, errlen) != 0)
     return -EBADMSG;
+  /* The capability in the tail (anything else there is the caller's connect state). */
+  h->max_version = version;
+  {
+    struct wire_rd cap = {.p = in, .len = MCP_WIRE_HANDLE_SIZE, .off = MCP_WIRE_HANDLE_CAP_OFFSET};
+    uint8_t v;
+
+    if (wire_rd_u32(&cap, "capability") == MCP_WIRE_HANDLE_CAP_MAGIC &&
+        (v = wire_rd_u8(&cap, "version")) > version)
+      h->max_version = v;
+  }
   return 0;
 }
 

@@ -590,9 +590,15 @@ static void test_handle(void)
     if (mcp_wire_handle_encode(&h, buf, err, sizeof(err)) != 0 ||
         mcp_wire_handle_decode(buf, &out, err, sizeof(err)) != 0 || !mcp_wire_handle_equal(&h, &out))
       bad++;
-    for (int i = MCP_WIRE_HANDLE_TAIL_OFFSET; i < MCP_WIRE_HANDLE_SIZE; i++)
-      if (buf[i] != 0)
+    /* The tail is zero but for the listener's capability: "MCPV" and its version. */
+    for (int i = MCP_WIRE_HANDLE_TAIL_OFFSET; i < MCP_WIRE_HANDLE_SIZE; i++) {
+      static const uint8_t cap[] = {'M', 'C', 'P', 'V', MCP_WIRE_VERSION};
+      int k = i - MCP_WIRE_HANDLE_CAP_OFFSET;
+      if (buf[i] != (k >= 0 && k < (int)sizeof(cap) ? cap[k] : 0))
         bad++;
+    }
+    if (out.max_version != MCP_WIRE_VERSION)
+      bad++;
   }
   CHECK_EQ_INT(bad, 0);
 
@@ -867,6 +873,20 @@ static void test_fusion_v3(void)
   CHECK(strstr(err, "unused byte 48") != NULL);
   h.version = 2;
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), -EINVAL);
+
+  /* A one-device listener's handle is version 2 in its first 96 bytes and says in the
+   * tail that the listener speaks version 3; a version-2 listener's handle (zero tail)
+   * says 2, and that is what keeps a fused connector from talking to it. */
+  h.version = 0;
+  h.ndevs = 1;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
+  CHECK_EQ_INT(hb[4], 2);
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.version, 2);
+  CHECK_EQ_INT(ho.max_version, 3);
+  memset(hb + MCP_WIRE_HANDLE_TAIL_OFFSET, 0, MCP_WIRE_HANDLE_TAIL_SIZE); /* as version 2 wrote it */
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.max_version, 2);
 }
 
 int main(void)
