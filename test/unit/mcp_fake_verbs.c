@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mcp_fake_verbs.h"
 #include "mcpnet/comm.h"
@@ -640,7 +641,13 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
 
 static void comm_free(struct mcp_comm *c)
 {
+  struct timespec nap = {0, 200000};
   int i;
+
+  /* A recovery's QP walk still on its thread reads the comm: it finishes first (the
+   * fake's walks never block; a real comm would hand it its QPs and a reference). */
+  while (c->link.qp_job != NULL && mcp_qp_connect_poll(&c->link) == 0)
+    nanosleep(&nap, NULL);
 
   for (i = 0; i < c->link.nqps; i++)
     if (c->link.qp[i] != NULL)
