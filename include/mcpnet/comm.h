@@ -52,6 +52,58 @@ struct mcp_cts_slot {
   struct mcp_cts_elem e[MCP_MAX_RECVS];
 };
 
+/* A fused receiver's buffers have one rkey per member (each member its own protection
+ * domain). The element keeps member 0's; the others travel in this table, which the
+ * receiver writes into the sender's ring area after the CTS slots, on QP 0 just before
+ * the entries themselves, so an element whose seq is current has its table in place. A
+ * one-member receiver never writes it: its clear-to-send bytes are what they were. */
+struct mcp_cts_rkeys {
+  uint32_t rkey[MCP_MAX_RECVS][MCP_LINK_MAX_DEVS];
+};
+#define MCP_CTS_RKEYS_OFFSET (MCP_SLOTS * sizeof(struct mcp_cts_slot))
+
+/* What regMr hands NCCL for a fused comm: one registration per member (the cache's
+ * entries of each member's device), and their keys, so the data path reads a key with no
+ * indirection. A one-member comm hands out the cache's struct mcp_mr itself, as before
+ * fusion; a comm tells the two apart by its member count, since NCCL uses an mhandle
+ * only with the comm it registered it on (mcp_mh_*). */
+struct mcp_mr_set {
+  /* MCP_MR_SET_MAGIC, where a struct mcp_mr has its device pointer (never odd): deregMr
+   * tells them apart without its comm, which NCCL may have closed first. */
+  uint64_t magic;
+  int n;
+  int type, dmabuf;
+  struct mcp_mr *mr[MCP_LINK_MAX_DEVS];
+  uint32_t lkey[MCP_LINK_MAX_DEVS], rkey[MCP_LINK_MAX_DEVS];
+};
+
+#define MCP_MR_SET_MAGIC 0x4d43505345540001ull
+
+static inline int mcp_mh_is_set(const void *mh)
+{
+  return ((const struct mcp_mr_set *)mh)->magic == MCP_MR_SET_MAGIC;
+}
+
+static inline uint32_t mcp_mh_lkey(const struct mcp_link *l, const void *mh, int k)
+{
+  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->mr->lkey : ((const struct mcp_mr_set *)mh)->lkey[k];
+}
+
+static inline uint32_t mcp_mh_rkey(const struct mcp_link *l, const void *mh, int k)
+{
+  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->mr->rkey : ((const struct mcp_mr_set *)mh)->rkey[k];
+}
+
+static inline int mcp_mh_type(const struct mcp_link *l, const void *mh)
+{
+  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->type : ((const struct mcp_mr_set *)mh)->type;
+}
+
+static inline int mcp_mh_dmabuf(const struct mcp_link *l, const void *mh)
+{
+  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->dmabuf : ((const struct mcp_mr_set *)mh)->dmabuf;
+}
+
 /* The completion record of a slot (grouped receives: written by the sender). */
 struct mcp_record {
   uint32_t seq;
@@ -85,7 +137,7 @@ struct mcp_request {
   uint8_t elem;   /* send: the CTS element it matched */
   uint8_t repost; /* flush: its read was lost with the flush QP; post it again */
   void *data;     /* send: what a recovery replays; flush: the buffer read */
-  const struct mcp_mr *mh;
+  const void *mh; /* struct mcp_mr, or struct mcp_mr_set on a fused comm (mcp_mh_*) */
   struct mcp_comm *comm;
 };
 
@@ -121,8 +173,10 @@ struct mcp_comm {
   };
   size_t ring_bytes;
   struct ibv_mr *ring_mr;
+  struct ibv_mr *ring_mrs[MCP_LINK_MAX_DEVS]; /* the ring on member k ([0] is ring_mr) */
   uint64_t remote_ring;
   uint32_t remote_rkey;
+  uint32_t remote_rkeys[MCP_LINK_MAX_DEVS]; /* the peer's ring on its member k ([0] = remote_rkey) */
 
   uint32_t seq; /* send: next CTS to consume; recv: next irecv */
   int inflight; /* recv: slots in use */
@@ -149,12 +203,17 @@ struct mcp_comm {
   /* Send side: completion records of grouped sends, when too big to inline. */
   struct mcp_record *records;
   struct ibv_mr *records_mr;
+  struct ibv_mr *records_mrs[MCP_LINK_MAX_DEVS]; /* on member k ([0] is records_mr) */
 
   /* Flush (loopback RDMA read) for GPU buffers; created on first use, and again when
    * its port failed it (mcp_xfer_flush_retry): a new QP, a new generation in wr_id. */
   struct ibv_qp *flush_qp;
   uint64_t *flush_buf;
   struct ibv_mr *flush_mr;
+  /* A fused comm reads through every member (data may have landed on any): members
+   * k >= 1 have their own loopback QP and buffer registration; [0] is unused. */
+  struct ibv_qp *flush_qps[MCP_LINK_MAX_DEVS];
+  struct ibv_mr *flush_mrs[MCP_LINK_MAX_DEVS];
   uint8_t flush_gen;
   int flush_reposts;      /* reads waiting to be posted on a new flush QP */
   uint64_t flush_lost_ns; /* when reads were first lost; 0: the flush QP works */
@@ -197,6 +256,12 @@ int mcp_xfer_recv_landed(struct mcp_comm *c);
  * MCPNET_RECOVERY_TIMEOUT has passed since the loss. */
 void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns);
 int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns);
+
+/* Registration on a fused comm (mcp_xfer_link.c): one MR per member through each member's
+ * cache; fd >= 0 for DMA-BUF. 0 or a negative errno. */
+int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, uint64_t offset, int fd,
+                        void **mhandle);
+void mcp_xfer_dereg_mr_set(void *mhandle);
 
 /* xfer's side of every comm, handed to conn by net (mcp_xfer_link.c). */
 extern const struct mcp_link_ops mcp_xfer_link_ops;

@@ -120,8 +120,8 @@ struct mcp_link_ops {
  * (fused) NIC (fabric_vdev.h). */
 #define MCP_LINK_MAX_DEVS MCP_VDEV_MAX_MEMBERS
 
-/* What the link keeps per device context it has QPs on (a member; NIC fusion will have
- * several, today there is one): the context, its CQ, our GID's index on its port, the
+/* What the link keeps per device context it has QPs on (a member; a fused device has up
+ * to MCP_LINK_MAX_DEVS): the context, its CQ, our GID's index on its port, the
  * events of its port this comm has handled and the port's counters at connect. A
  * member's PD and MRs are its context's. The counters snapshot is ~4.7 KB, so it is
  * on the heap, read once at connect: idle members cost no more than their few fields. */
@@ -139,14 +139,18 @@ struct mcp_link_dev {
  * out-of-band stream, setup and recovery state, the peer's name and the comm's error.
  * The send and receive comms (xfer, comm.h) embed it first, so a comm's kind is at
  * offset 0 of every comm. QPs are striped over the members: QP i is on devs[i % ndevs]
- * (mcp_link_dev_of), which costs nothing per QP; today ndevs is 1. */
+ * (mcp_link_dev_of), which costs nothing per QP, and lands on the peer's member
+ * i % remote_ndevs (mcp_link_remote_dev): both ends have max(their members) x
+ * NCCL_IB_QPS_PER_CONNECTION QPs, as NCCL's transport, so every member of either end
+ * carries some. */
 struct mcp_link {
   int kind; /* enum mcp_comm_kind; first, as in the listen comm */
   int dev;
   uint16_t id;                    /* per process, for wr_id (mcp_comm_next_id); 0: a test's comm */
   const struct mcp_link_ops *ops; /* the layer above, served by the link (never NULL once set up) */
-  int ndevs;                      /* members in devs[]: 1 until NIC fusion */
+  int ndevs;                      /* members in devs[] (mcp_fabric_dev_members) */
   struct mcp_link_dev devs[MCP_LINK_MAX_DEVS];
+  int remote_ndevs; /* the peer's members (its endpoint's ndevs; 1 for a version-2 peer) */
   struct mcp_oob_stream *stream;
   int traffic_class;
   int sl, tc;
@@ -159,6 +163,7 @@ struct mcp_link {
   int max_inline;
   uint64_t ring_addr; /* the ring the peer writes, named by the upper layer's alloc */
   uint32_t ring_rkey;
+  uint32_t ring_rkeys[MCP_LINK_MAX_DEVS]; /* the same ring on each member ([0] = ring_rkey) */
   struct mcp_wire_endpoint local, remote;
   char peer_name[160];
 
@@ -183,8 +188,14 @@ struct mcp_link {
 };
 
 /* The member QP qp (an index into qp[]) is on; member 0 for what is not one of the
- * link's QPs (the flush QP, messages about the comm as a whole) until NIC fusion. */
+ * link's QPs (messages about the comm as a whole). */
 static inline int mcp_link_dev_index(const struct mcp_link *l, int qp) { return qp % l->ndevs; }
+
+/* The peer's member QP qp lands on: the rkeys of what it writes there are that member's. */
+static inline int mcp_link_remote_dev(const struct mcp_link *l, int qp)
+{
+  return l->remote_ndevs > 1 ? qp % l->remote_ndevs : 0;
+}
 
 static inline struct mcp_link_dev *mcp_link_dev_of(struct mcp_link *l, int qp)
 {
@@ -232,9 +243,18 @@ int mcp_qp_connect_poll(struct mcp_link *c);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
 int mcp_qp_connect_abandon(struct mcp_link *c);
-/* RTR/RTS of a QP outside qp[] on member 0's port: xfer's flush QP, on member 0 for now. */
+/* RTR/RTS of a QP outside qp[] on member k's port: xfer's flush QP of that member. */
 int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
                   const uint8_t *dgid, uint16_t dlid);
+int mcp_qp_to_rts_member(struct mcp_link *c, int k, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+                         uint32_t dpsn, const uint8_t *dgid, uint16_t dlid);
+/* The QP count of a link: NCCL_IB_QPS_PER_CONNECTION per member of the end with more
+ * members, as NCCL's transport, so each member of either end has its share. */
+int mcp_link_qp_count(int qps_per_conn, int local_ndevs, int remote_ndevs);
+/* Opens the device contexts of the physical devices behind dev (one, or a fused set) as
+ * the link's members; refuses a set whose link layers differ, with a WARN that names
+ * both devices (the comm does not exist yet). 0 or -1. */
+int mcp_link_open_members(struct mcp_link *c, int dev);
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);
 /* NCCL's close: tells the peer, lets go of a running walk and drops the owner's
  * reference; the verbs resources go with the last reference. Never waits. */

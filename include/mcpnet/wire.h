@@ -29,7 +29,11 @@
 #include "nccl/net_common.h"
 
 #define MCP_WIRE_MAGIC 0x4D43504Eu /* "MCPN" */
-#define MCP_WIRE_VERSION 2         /* 2: RECOVER; a version-1 frame decodes as before */
+/* 2: RECOVER; 3: fused endpoints (several physical devices, wire_member). Everything is
+ * written at the lowest version that can carry it, so a link of one device per side is
+ * byte for byte what version 2 wrote and still talks to a version-2 peer. */
+#define MCP_WIRE_VERSION 3
+#define MCP_WIRE_VERSION_FUSION 3 /* the first version that carries more than one member */
 #define MCP_WIRE_ERRLEN 256
 
 /* ---- The handle --------------------------------------------------------------------- */
@@ -39,6 +43,13 @@
  * connect state machine there (the handle stays at one address across connect calls). */
 #define MCP_WIRE_HANDLE_TAIL_OFFSET 96
 #define MCP_WIRE_HANDLE_TAIL_SIZE (MCP_WIRE_HANDLE_SIZE - MCP_WIRE_HANDLE_TAIL_OFFSET)
+/* ... except its last 8 bytes: {u32 magic "MCPV", u8 the listener's highest wire version,
+ * 3 zero bytes}. Decoders of version 2 never read the tail, so a one-device listener
+ * writes a version-2 handle they accept and still tells a version-3 connector that it
+ * may fuse; a handle without it comes from a version-2 listener. The connect state kept
+ * in the tail stays below this offset. */
+#define MCP_WIRE_HANDLE_CAP_OFFSET 120
+#define MCP_WIRE_HANDLE_CAP_MAGIC 0x5650434Du /* "MCPV" */
 
 /* What listen publishes: where to connect and which listen to ask for. */
 struct mcp_wire_handle {
@@ -49,10 +60,17 @@ struct mcp_wire_handle {
   int32_t dev;           /* the listener's device index, >= 0 */
   uint64_t listen_token; /* random per listen: routes CONN_REQ to its listen comm */
   uint64_t nonce;        /* the listening process's random nonce */
+  /* Version 3: physical devices behind the listener's device (1..4), so the connecting
+   * side can size its QPs before it hears back (the larger side's count wins). 0 reads
+   * as 1; a handle with more than one is written as version 3, else as version 2. */
+  uint8_t ndevs;
+  /* Decoded: the listener's highest wire version (the tail's capability, else version);
+   * not encoded from here: the encoder always writes this build's. */
+  uint16_t max_version;
 };
 
-/* Writes the handle into out[0..96) and zeroes the tail, so the connect state machine
- * kept there starts from zero. */
+/* Writes the handle into out[0..96), zeroes the tail, so the connect state machine
+ * kept there starts from zero, and writes the capability at its end. */
 int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE_HANDLE_SIZE], char *err,
                            size_t errlen);
 /* Reads out[0..96) only; the tail is ignored. Rejects "not an mcpnet handle (magic
@@ -139,6 +157,22 @@ struct mcp_wire_fingerprint {
   uint32_t max_message;
 };
 
+/* Physical devices of one fused endpoint (NCCL_NET_MAX_DEVS_PER_NIC). */
+#define MCP_WIRE_MAX_MEMBERS 4
+
+/* Member k >= 1 of a fused endpoint (version 3); member 0 is the endpoint's own device
+ * fields. They share the endpoint's link layer (a mixed set is refused before any QP
+ * exists) and fingerprint. */
+struct mcp_wire_member {
+  char dev_name[MCP_WIRE_DEVNAME_MAX + 1]; /* non-empty */
+  uint8_t port;                            /* >= 1 */
+  uint8_t active_mtu;                      /* enum ibv_mtu, 1..5 */
+  uint8_t gid_index;
+  uint8_t gid[16];
+  uint16_t lid;
+  uint32_t ring_rkey; /* the endpoint's ring as registered on this member's device */
+};
+
 struct mcp_wire_qp {
   uint32_t qpn; /* 24 bits */
   uint32_t psn; /* 24 bits */
@@ -162,6 +196,10 @@ struct mcp_wire_endpoint {
   uint32_t ring_rkey;
   uint32_t ring_slots;
   struct mcp_wire_fingerprint fp;
+  /* Members (version 3): QP i is on member i % ndevs. 0 reads as 1; frames with an
+   * endpoint of more than one member are written as version 3. */
+  uint8_t ndevs;
+  struct mcp_wire_member more[MCP_WIRE_MAX_MEMBERS - 1]; /* members 1..ndevs-1 */
 };
 
 struct mcp_wire_conn_req {

@@ -198,12 +198,37 @@ fail:
   return -1;
 }
 
+int mcp_qp_to_rts_member(struct mcp_link *c, int k, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
+                         uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
+{
+  const struct mcp_link_dev *m = &c->devs[k];
+
+  return qp_to_rts(c, m->dc->info, m->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
+}
+
 int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
                   const uint8_t *dgid, uint16_t dlid)
 {
-  const struct mcp_link_dev *m = mcp_link_dev_of(c, 0); /* the flush QP (xfer) is on member 0 */
+  return mcp_qp_to_rts_member(c, 0, qp, my_psn, dqpn, dpsn, dgid, dlid);
+}
 
-  return qp_to_rts(c, m->dc->info, m->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
+int mcp_link_qp_count(int qps_per_conn, int local_ndevs, int remote_ndevs)
+{
+  int n = qps_per_conn * (local_ndevs > remote_ndevs ? local_ndevs : remote_ndevs);
+
+  return n > MCP_MAX_QPS ? MCP_MAX_QPS : n;
+}
+
+/* The peer's member k's address: member 0 is the endpoint's own fields. */
+static void remote_member_addr(const struct mcp_wire_endpoint *ep, int k, const uint8_t **gid, uint16_t *lid)
+{
+  if (k == 0 || k >= ep->ndevs) {
+    *gid = ep->gid;
+    *lid = ep->lid;
+  } else {
+    *gid = ep->more[k - 1].gid;
+    *lid = ep->more[k - 1].lid;
+  }
 }
 
 struct mcp_qp_job {
@@ -215,8 +240,9 @@ struct mcp_qp_job {
   int sgid_index[MCP_LINK_MAX_DEVS]; /* each member's, when the walk began */
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
-  uint8_t dgid[16];
-  uint16_t dlid;
+  int remote_ndevs;                    /* QP i goes to the peer's member i % remote_ndevs */
+  uint8_t dgid[MCP_LINK_MAX_DEVS][16]; /* per remote member */
+  uint16_t dlid[MCP_LINK_MAX_DEVS];
 };
 
 static void comm_free(struct mcp_link *c);
@@ -269,9 +295,12 @@ static void *job_main(void *arg)
 
   if (j->first)
     counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
-  for (i = 0; i < j->nqps && ok; i++)
+  for (i = 0; i < j->nqps && ok; i++) {
+    int rm = j->remote_ndevs > 1 ? i % j->remote_ndevs : 0;
+
     ok = qp_to_rts(j->c, mcp_link_dev_of(j->c, i)->dc->info, j->sgid_index[mcp_link_dev_index(j->c, i)],
-                   j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid, j->dlid) == 0;
+                   j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid[rm], j->dlid[rm]) == 0;
+  }
   atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
   job_unref(j);
   return NULL;
@@ -319,8 +348,13 @@ int mcp_qp_connect_start(struct mcp_link *c)
     j->dqpn[i] = c->remote.qps[i].qpn;
     j->dpsn[i] = c->remote.qps[i].psn;
   }
-  memcpy(j->dgid, c->remote.gid, 16);
-  j->dlid = c->remote.lid;
+  j->remote_ndevs = c->remote_ndevs > 1 ? c->remote_ndevs : 1;
+  for (i = 0; i < j->remote_ndevs; i++) {
+    const uint8_t *gid;
+
+    remote_member_addr(&c->remote, i, &gid, &j->dlid[i]);
+    memcpy(j->dgid[i], gid, 16);
+  }
   atomic_fetch_add(&c->refs, 1);
   rc = pthread_attr_init(&attr);
   if (rc == 0) {
@@ -407,7 +441,7 @@ uint32_t mcp_version_number(void)
 void mcp_comm_fill_endpoint(struct mcp_link *c)
 {
   const struct mcp_config *cfg = mcp_param_process();
-  /* The wire names one device, GID and LID per side: member 0's, until NIC fusion. */
+  /* Member 0 in the endpoint's own fields, the others in more[] (wire version 3). */
   const struct mcp_link_dev *m = mcp_link_dev_of(c, 0);
   const struct mcp_net_dev *d = m->dc->info;
   struct mcp_wire_endpoint *ep = &c->local;
@@ -446,6 +480,22 @@ void mcp_comm_fill_endpoint(struct mcp_link *c)
   ep->fp.qps_per_conn = (uint8_t)c->nqps;
   ep->fp.speed_mbps = (uint32_t)d->speed_mbps;
   ep->fp.max_message = (uint32_t)MCP_MAX_P2P_BYTES;
+  ep->ndevs = (uint8_t)c->ndevs;
+  for (i = 1; i < c->ndevs; i++) {
+    const struct mcp_link_dev *mk = &c->devs[i];
+    const struct mcp_net_dev *dk = mk->dc->info;
+    struct mcp_wire_member *mb = &ep->more[i - 1];
+
+    snprintf(mb->dev_name, sizeof(mb->dev_name), "%s", dk->name);
+    mb->port = (uint8_t)dk->port;
+    mb->active_mtu = (uint8_t)dk->active_mtu;
+    if (cfg->mtu > 0 && mcp_fabric_mtu_enum(cfg->mtu) < mb->active_mtu)
+      mb->active_mtu = (uint8_t)mcp_fabric_mtu_enum(cfg->mtu);
+    mb->gid_index = (uint8_t)mk->sgid_index;
+    memcpy(mb->gid, dk->gid.raw, 16);
+    mb->lid = dk->lid;
+    mb->ring_rkey = c->ring_rkeys[i];
+  }
 }
 
 void mcp_comm_destroy(struct mcp_link *c)

@@ -254,6 +254,11 @@ static int connect_round(struct mcp_link *c)
   }
   c->remote.lid = ep->lid;
   memcpy(c->remote.gid, ep->gid, 16);
+  /* A fused peer: each member's address, looked up again on its side too. */
+  for (k = 1; k < c->remote.ndevs && k < ep->ndevs; k++) {
+    c->remote.more[k - 1].lid = ep->more[k - 1].lid;
+    memcpy(c->remote.more[k - 1].gid, ep->more[k - 1].gid, 16);
+  }
   for (i = 0; i < c->nqps; i++)
     c->remote.qps[i] = ep->qps[i];
   MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",

@@ -48,8 +48,8 @@ struct connect_tail {
   uint32_t pad;
   struct mcp_link *comm;
 };
-_Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_TAIL_SIZE,
-               "connect state fits the handle tail");
+_Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_CAP_OFFSET - MCP_WIRE_HANDLE_TAIL_OFFSET,
+               "connect state fits the handle tail and leaves the listener's capability alone");
 
 /* NCCL_IB_SL / NCCL_IB_TC win; else the communicator's traffic class; else 0. A traffic
  * class is a TC (0..255) but only an SL when it fits the 4-bit field. */
@@ -58,6 +58,45 @@ static int choose_sl_tc(int configured, int traffic_class, int max)
   if (configured >= 0)
     return configured;
   return traffic_class >= 0 && traffic_class <= max ? traffic_class : 0;
+}
+
+static const char *link_layer_name(int ll)
+{
+  return ll == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
+}
+
+int mcp_link_open_members(struct mcp_link *c, int dev)
+{
+  const struct mcp_fabric *fab = mcp_fabric_process();
+  int members[MCP_VDEV_MAX_MEMBERS], n, k;
+
+  n = mcp_fabric_dev_members(fab, dev, members);
+  if (n < 1 || n > MCP_LINK_MAX_DEVS)
+    return -1;
+  /* One link layer per link: an RC QP pair cannot cross from InfiniBand to Ethernet, and
+   * the handshake names one for the whole end. Said before any context is opened. */
+  for (k = 1; k < n; k++) {
+    const struct mcp_net_dev *a = &fab->dev[members[0]], *b = &fab->dev[members[k]];
+
+    if (a->link_layer != b->link_layer) {
+      MCP_WARN("device %d fuses %s (%s) and %s (%s): a fused device needs one link layer on all its "
+               "members. Fuse devices of one link type (NCCL_NET_MERGE_LEVEL, NCCL_NET_FORCE_MERGE or the "
+               "rank map's fused set)",
+               dev, a->name, link_layer_name(a->link_layer), b->name, link_layer_name(b->link_layer));
+      return -1;
+    }
+  }
+  for (k = 0; k < n; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+
+    m->dc = mcp_devctx_get(fab, members[k]);
+    if (m->dc == NULL)
+      return -1;
+    c->ndevs = k + 1;                                     /* what comm_free puts back */
+    m->port_err_seen = atomic_load(&m->dc->port_err_gen); /* events before this comm are not its */
+    m->gid_seen = atomic_load(&m->dc->gid_gen);
+  }
+  return 0;
 }
 
 /* The parts of a comm that do not depend on the peer. */
@@ -81,15 +120,12 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;
-  /* One member, the device NCCL named, until NIC fusion gives a link several. */
-  c->ndevs = 1;
-  m = &c->devs[0];
-  m->dc = mcp_devctx_get(mcp_fabric_process(), dev);
-  if (m->dc == NULL)
+  /* The physical devices behind dev: itself, or the members of a fused device. */
+  c->remote_ndevs = 1;
+  if (mcp_link_open_members(c, dev) != 0)
     goto fail;
-  m->port_err_seen = atomic_load(&m->dc->port_err_gen); /* events before this comm are not its */
-  m->gid_seen = atomic_load(&m->dc->gid_gen);
-  /* The rank map's sl=/tc= for this device win over NCCL_IB_SL/NCCL_IB_TC. */
+  m = &c->devs[0];
+  /* The rank map's sl=/tc= for this device (member 0's) win over NCCL_IB_SL/NCCL_IB_TC. */
   c->sl = choose_sl_tc(m->dc->info->sl >= 0 ? m->dc->info->sl : cfg->ib_sl, traffic_class, 15);
   c->tc = choose_sl_tc(m->dc->info->tc >= 0 ? m->dc->info->tc : cfg->ib_tc, traffic_class, 255);
   return c;
@@ -204,6 +240,13 @@ static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, cha
   }
   warn_fingerprint(c, l, r);
   c->mtu = r->active_mtu < l->active_mtu ? r->active_mtu : l->active_mtu;
+  /* A fused end: one path MTU for all QPs, the smallest any member of either end takes. */
+  for (int k = 1; k < l->ndevs; k++)
+    if (l->more[k - 1].active_mtu < c->mtu)
+      c->mtu = l->more[k - 1].active_mtu;
+  for (int k = 1; k < r->ndevs; k++)
+    if (r->more[k - 1].active_mtu < c->mtu)
+      c->mtu = r->more[k - 1].active_mtu;
   if (r->active_mtu != l->active_mtu && !mtu_warned) {
     mtu_warned = 1;
     MCP_WARN("MTU %d on %s here, %d on %s at %s: this connection uses %d. Set the same MTU on both "
@@ -249,6 +292,14 @@ int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, 
     goto fail;
   h.dev = dev;
   h.listen_token = lc->listener->token;
+  {
+    int members[MCP_VDEV_MAX_MEMBERS];
+    int n = mcp_fabric_dev_members(fab, dev, members);
+
+    /* The connecting side sizes its QPs by the larger end (a handle of one member stays
+     * version 2, readable by older builds). */
+    h.ndevs = (uint8_t)(n > 1 ? n : 1);
+  }
   if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {
     MCP_WARN("listen: cannot encode the handle: %s", err);
     goto fail;
@@ -301,8 +352,22 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
     return NULL;
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
+  /* A one-device listener of this version writes a version-2 handle (older connectors
+   * read it) with its capability in the tail; a fused end needs the peer to read
+   * version 3, which a version-2 listener cannot. */
+  if (c->ndevs > 1 && h.max_version < MCP_WIRE_VERSION_FUSION) {
+    mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
+    MCP_WARN("connect to %s: device %d fuses %d devices (%s, ...), which needs mcpnet wire version %d, and "
+             "the listener speaks version %u: run one mcpnet version on every host, or do not fuse devices",
+             c->peer_name, dev, c->ndevs, c->devs[0].dc->info->name, MCP_WIRE_VERSION_FUSION, h.max_version);
+    mcp_comm_destroy(c);
+    *rc = MCP_ERR_USAGE;
+    return NULL;
+  }
   c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
-  if (c->stream == NULL || comm_resources(c, c->devs[0].dc->info->qps_per_conn) != 0) {
+  if (c->stream == NULL ||
+      comm_resources(
+        c, mcp_link_qp_count(c->devs[0].dc->info->qps_per_conn, c->ndevs, h.ndevs ? h.ndevs : 1)) != 0) {
     mcp_comm_destroy(c);
     *rc = MCP_ERR_SYSTEM;
     return NULL;
@@ -347,6 +412,7 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
     return -1;
   }
   c->remote = m->u.conn_ack;
+  c->remote_ndevs = c->remote.ndevs > 1 ? c->remote.ndevs : 1;
   mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
@@ -517,6 +583,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   }
   c->remote = req->req.ep;
   r = &c->remote;
+  c->remote_ndevs = r->ndevs > 1 ? r->ndevs : 1;
   c->stream = mcp_oob_stream_open_for(req);
   if (c->stream == NULL)
     mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side is out of memory");

@@ -17,8 +17,10 @@
 #include "mcpnet/wire.h"
 
 /* Handle layout: magic 0, version 4, family 6, addr 8, port 24, reserved 26, dev 28,
- * listen token 32, nonce 40; [48, 96) zero; [96, 128) the caller's. */
-#define WIRE_HANDLE_USED 48
+ * listen token 32, nonce 40, (version 3) member count 48; the rest of [0, 96) zero;
+ * [96, 128) the caller's. */
+#define WIRE_HANDLE_USED_V2 48
+#define WIRE_HANDLE_USED 49
 _Static_assert(WIRE_HANDLE_USED <= MCP_WIRE_HANDLE_TAIL_OFFSET,
                "the handle encoding must leave the tail to the caller");
 _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_NET_HANDLE_MAXSIZE,
@@ -27,8 +29,10 @@ _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_N
 /* Largest payloads this version writes, to keep MCP_WIRE_MSG_MAX honest. */
 #define WIRE_STR(max) (2 + (max))
 #define WIRE_FP_SIZE 22
-#define WIRE_EP_MAX \
-  (4 + WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 4 + 16 + 2 + 1 + 8 * MCP_WIRE_MAX_QPS + 16 + WIRE_FP_SIZE)
+#define WIRE_MEMBER_SIZE (WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 3 + 16 + 2 + 4)
+#define WIRE_EP_MAX                                                                                     \
+  (4 + WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 4 + 16 + 2 + 1 + 8 * MCP_WIRE_MAX_QPS + 16 + WIRE_FP_SIZE + 1 + \
+   (MCP_WIRE_MAX_MEMBERS - 1) * WIRE_MEMBER_SIZE)
 #define WIRE_HELLO_MAX (8 + 4 + WIRE_STR(MCP_WIRE_HOSTNAME_MAX) + WIRE_STR(MCP_WIRE_VERSTR_MAX) + 4)
 #define WIRE_REJECT_MAX (4 + WIRE_STR(MCP_WIRE_REASON_MAX))
 #define WIRE_RECOVER_MAX (12 + 4 * MCP_WIRE_RECOVER_SLOTS + WIRE_EP_MAX)
@@ -244,6 +248,10 @@ static int wire_handle_check(const struct mcp_wire_handle *h, char *err, size_t 
     wire_errf(err, errlen, "handle device index %d is negative", (int)h->dev);
     return -1;
   }
+  if (h->ndevs > MCP_WIRE_MAX_MEMBERS) {
+    wire_errf(err, errlen, "handle member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
+    return -1;
+  }
   return 0;
 }
 
@@ -251,16 +259,18 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
                            size_t errlen)
 {
   struct wire_wr w = {.p = out, .cap = MCP_WIRE_HANDLE_TAIL_OFFSET};
+  unsigned ndevs = h->ndevs != 0 ? h->ndevs : 1, version;
 
   if (wire_handle_check(h, err, errlen) != 0)
     return -EINVAL;
-  if (h->version > MCP_WIRE_VERSION) {
-    wire_errf(err, errlen, "a handle cannot be written as version %u", h->version);
+  version = h->version != 0 ? h->version : ndevs > 1 ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1;
+  if (version > MCP_WIRE_VERSION || (ndevs > 1 && version < MCP_WIRE_VERSION_FUSION)) {
+    wire_errf(err, errlen, "a handle of %u member device(s) cannot be written as version %u", ndevs, version);
     return -EINVAL;
   }
   memset(out, 0, MCP_WIRE_HANDLE_SIZE);
   wire_wr_u32(&w, MCP_WIRE_MAGIC);
-  wire_wr_u16(&w, h->version != 0 ? h->version : MCP_WIRE_VERSION);
+  wire_wr_u16(&w, version);
   wire_wr_u16(&w, h->family);
   wire_wr_bytes(&w, h->addr, sizeof(h->addr));
   wire_wr_u16(&w, h->port);
@@ -268,7 +278,17 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
   wire_wr_u32(&w, (uint32_t)h->dev);
   wire_wr_u64(&w, h->listen_token);
   wire_wr_u64(&w, h->nonce);
-  return w.overflow || w.off != WIRE_HANDLE_USED ? -ENOBUFS : 0;
+  if (version >= MCP_WIRE_VERSION_FUSION)
+    wire_wr_u8(&w, (uint8_t)ndevs);
+  {
+    struct wire_wr cap = {.p = out, .cap = MCP_WIRE_HANDLE_SIZE, .off = MCP_WIRE_HANDLE_CAP_OFFSET};
+
+    wire_wr_u32(&cap, MCP_WIRE_HANDLE_CAP_MAGIC);
+    wire_wr_u8(&cap, MCP_WIRE_VERSION);
+  }
+  return w.overflow || w.off != (version >= MCP_WIRE_VERSION_FUSION ? WIRE_HANDLE_USED : WIRE_HANDLE_USED_V2)
+    ? -ENOBUFS
+    : 0;
 }
 
 /* Magic and version come first and get their own messages: a wrong magic means the
@@ -319,6 +339,12 @@ int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wi
   h->dev = (int32_t)wire_rd_u32(&r, "device index");
   h->listen_token = wire_rd_u64(&r, "listen token");
   h->nonce = wire_rd_u64(&r, "nonce");
+  h->ndevs = 1;
+  if (version >= MCP_WIRE_VERSION_FUSION) {
+    h->ndevs = wire_rd_u8(&r, "member count");
+    if (!r.failed && (h->ndevs < 1 || h->ndevs > MCP_WIRE_MAX_MEMBERS))
+      wire_rd_bad(&r, "member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
+  }
   for (size_t i = r.off; !r.failed && i < MCP_WIRE_HANDLE_TAIL_OFFSET; i++)
     if (in[i] != 0)
       wire_rd_bad(&r, "unused byte %zu is not zero", i);
@@ -326,6 +352,16 @@ int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wi
     return -EBADMSG;
   if (wire_handle_check(h, err, errlen) != 0)
     return -EBADMSG;
+  /* The capability in the tail (anything else there is the caller's connect state). */
+  h->max_version = version;
+  {
+    struct wire_rd cap = {.p = in, .len = MCP_WIRE_HANDLE_SIZE, .off = MCP_WIRE_HANDLE_CAP_OFFSET};
+    uint8_t v;
+
+    if (wire_rd_u32(&cap, "capability") == MCP_WIRE_HANDLE_CAP_MAGIC &&
+        (v = wire_rd_u8(&cap, "version")) > version)
+      h->max_version = v;
+  }
   return 0;
 }
 
@@ -361,7 +397,8 @@ void mcp_wire_handle_get_sockaddr(const struct mcp_wire_handle *h, union mcp_soc
 int mcp_wire_handle_equal(const struct mcp_wire_handle *a, const struct mcp_wire_handle *b)
 {
   return a->family == b->family && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0 && a->port == b->port &&
-    a->dev == b->dev && a->listen_token == b->listen_token && a->nonce == b->nonce;
+    a->dev == b->dev && a->listen_token == b->listen_token && a->nonce == b->nonce &&
+    (a->ndevs ? a->ndevs : 1) == (b->ndevs ? b->ndevs : 1);
 }
 
 /* ---- Header ------------------------------------------------------------------------- */
@@ -457,11 +494,24 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
   WIRE_RANGE(fp->rnr_retry <= 7, "RNR retry count %u is not 0..7", fp->rnr_retry);
   WIRE_RANGE(fp->qps_per_conn >= 1 && fp->qps_per_conn <= MCP_WIRE_MAX_QPS,
              "QPs per connection %u is not 1..128", fp->qps_per_conn);
+  WIRE_RANGE(ep->ndevs <= MCP_WIRE_MAX_MEMBERS, "member count %u is not 1..4", ep->ndevs);
+  for (unsigned k = 1; k < ep->ndevs && k < MCP_WIRE_MAX_MEMBERS; k++) {
+    const struct mcp_wire_member *mb = &ep->more[k - 1];
+
+    if (!wire_str_ok(mb->dev_name, MCP_WIRE_DEVNAME_MAX) || mb->dev_name[0] == '\0') {
+      wire_errf(err, errlen, "member %u device name is empty or longer than %d bytes", k,
+                MCP_WIRE_DEVNAME_MAX);
+      return -EINVAL;
+    }
+    WIRE_RANGE(mb->port >= 1, "member port %u is not >= 1", mb->port);
+    WIRE_RANGE(mb->active_mtu >= 1 && mb->active_mtu <= 5, "member active MTU enum %u is not 1..5",
+               mb->active_mtu);
+  }
 #undef WIRE_RANGE
   return 0;
 }
 
-static void wire_wr_endpoint(struct wire_wr *w, const struct mcp_wire_endpoint *ep)
+static void wire_wr_endpoint(struct wire_wr *w, const struct mcp_wire_endpoint *ep, unsigned version)
 {
   const struct mcp_wire_fingerprint *fp = &ep->fp;
 
@@ -493,9 +543,23 @@ static void wire_wr_endpoint(struct wire_wr *w, const struct mcp_wire_endpoint *
   wire_wr_u8(w, fp->qps_per_conn);
   wire_wr_u32(w, fp->speed_mbps);
   wire_wr_u32(w, fp->max_message);
+  if (version < MCP_WIRE_VERSION_FUSION)
+    return; /* one member, the fields above (the encoder checked) */
+  wire_wr_u8(w, ep->ndevs != 0 ? ep->ndevs : 1);
+  for (unsigned k = 1; k < ep->ndevs; k++) {
+    const struct mcp_wire_member *mb = &ep->more[k - 1];
+
+    wire_wr_str(w, mb->dev_name, MCP_WIRE_DEVNAME_MAX);
+    wire_wr_u8(w, mb->port);
+    wire_wr_u8(w, mb->active_mtu);
+    wire_wr_u8(w, mb->gid_index);
+    wire_wr_bytes(w, mb->gid, sizeof(mb->gid));
+    wire_wr_u16(w, mb->lid);
+    wire_wr_u32(w, mb->ring_rkey);
+  }
 }
 
-static void wire_rd_endpoint(struct wire_rd *r, struct mcp_wire_endpoint *ep)
+static void wire_rd_endpoint(struct wire_rd *r, struct mcp_wire_endpoint *ep, unsigned version)
 {
   struct mcp_wire_fingerprint *fp = &ep->fp;
   char why[160];
@@ -531,6 +595,24 @@ static void wire_rd_endpoint(struct wire_rd *r, struct mcp_wire_endpoint *ep)
   fp->qps_per_conn = wire_rd_u8(r, "QPs per connection");
   fp->speed_mbps = wire_rd_u32(r, "speed");
   fp->max_message = wire_rd_u32(r, "max message");
+  ep->ndevs = 1;
+  if (version >= MCP_WIRE_VERSION_FUSION) {
+    ep->ndevs = wire_rd_u8(r, "member count");
+    /* Checked before it sizes the loop, as the QP count is. */
+    if (!r->failed && (ep->ndevs < 1 || ep->ndevs > MCP_WIRE_MAX_MEMBERS))
+      wire_rd_bad(r, "member count %u is not 1..%d", ep->ndevs, MCP_WIRE_MAX_MEMBERS);
+    for (unsigned k = 1; !r->failed && k < ep->ndevs; k++) {
+      struct mcp_wire_member *mb = &ep->more[k - 1];
+
+      wire_rd_str(r, mb->dev_name, MCP_WIRE_DEVNAME_MAX, "member device name");
+      mb->port = wire_rd_u8(r, "member port");
+      mb->active_mtu = wire_rd_u8(r, "member active MTU");
+      mb->gid_index = wire_rd_u8(r, "member GID index");
+      wire_rd_bytes(r, mb->gid, sizeof(mb->gid), "member GID");
+      mb->lid = wire_rd_u16(r, "member LID");
+      mb->ring_rkey = wire_rd_u32(r, "member ring rkey");
+    }
+  }
   if (!r->failed && mcp_wire_endpoint_check(ep, why, sizeof(why)) != 0)
     wire_rd_bad(r, "%s", why);
 }
@@ -548,6 +630,17 @@ int mcp_wire_endpoint_equal(const struct mcp_wire_endpoint *a, const struct mcp_
   for (unsigned i = 0; i < a->nqps && i < MCP_WIRE_MAX_QPS; i++)
     if (a->qps[i].qpn != b->qps[i].qpn || a->qps[i].psn != b->qps[i].psn)
       return 0;
+  if ((a->ndevs ? a->ndevs : 1) != (b->ndevs ? b->ndevs : 1))
+    return 0;
+  for (unsigned k = 1; k < a->ndevs && k < MCP_WIRE_MAX_MEMBERS; k++) {
+    const struct mcp_wire_member *ma = &a->more[k - 1], *mb = &b->more[k - 1];
+
+    if (strncmp(ma->dev_name, mb->dev_name, sizeof(ma->dev_name)) || ma->port != mb->port ||
+        ma->active_mtu != mb->active_mtu || ma->gid_index != mb->gid_index ||
+        memcmp(ma->gid, mb->gid, sizeof(ma->gid)) != 0 || ma->lid != mb->lid ||
+        ma->ring_rkey != mb->ring_rkey)
+      return 0;
+  }
   return fa->plugin_version == fb->plugin_version && fa->gid_type == fb->gid_type &&
     fa->gid_family == fb->gid_family && fa->pkey == fb->pkey && fa->sl == fb->sl && fa->tc == fb->tc &&
     fa->timeout == fb->timeout && fa->retry == fb->retry && fa->rnr_retry == fb->rnr_retry &&
@@ -590,7 +683,18 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
   }
 }
 
-static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m)
+/* Members of the endpoint a frame carries (1 for frames without one). */
+static unsigned wire_msg_ndevs(const struct mcp_wire_msg *m)
+{
+  const struct mcp_wire_endpoint *ep = m->type == MCP_WIRE_CONN_REQ ? &m->u.conn_req.ep
+    : m->type == MCP_WIRE_CONN_ACK                                  ? &m->u.conn_ack
+    : m->type == MCP_WIRE_RECOVER                                   ? &m->u.recover.ep
+                                                                    : NULL;
+
+  return ep != NULL && ep->ndevs > 1 ? ep->ndevs : 1;
+}
+
+static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m, unsigned version)
 {
   switch (m->type) {
   case MCP_WIRE_HELLO:
@@ -602,9 +706,9 @@ static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m)
     break;
   case MCP_WIRE_CONN_REQ:
     wire_wr_u64(w, m->u.conn_req.listen_token);
-    wire_wr_endpoint(w, &m->u.conn_req.ep);
+    wire_wr_endpoint(w, &m->u.conn_req.ep, version);
     break;
-  case MCP_WIRE_CONN_ACK: wire_wr_endpoint(w, &m->u.conn_ack); break;
+  case MCP_WIRE_CONN_ACK: wire_wr_endpoint(w, &m->u.conn_ack, version); break;
   case MCP_WIRE_CONN_REJECT:
     wire_wr_u32(w, m->u.reject.code);
     wire_wr_str(w, m->u.reject.reason, MCP_WIRE_REASON_MAX);
@@ -619,7 +723,7 @@ static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m)
     wire_wr_u32(w, m->u.recover.next_seq);
     for (i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
       wire_wr_u32(w, m->u.recover.done[i]);
-    wire_wr_endpoint(w, &m->u.recover.ep);
+    wire_wr_endpoint(w, &m->u.recover.ep, version);
     break;
   }
   default: /* CONN_READY: empty */ break;
@@ -633,16 +737,22 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   struct wire_wr patch;
   size_t payload;
   unsigned version;
-  int rc;
+  int rc, fused;
 
   *len = 0;
   rc = wire_msg_check(m, err, errlen);
   if (rc != 0)
     return rc;
-  version = m->version != 0 ? m->version : MCP_WIRE_VERSION;
+  fused = wire_msg_ndevs(m) > 1;
+  version = m->version != 0 ? m->version : fused ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1;
   if (version > MCP_WIRE_VERSION || m->type > wire_type_max(version)) {
     wire_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type),
               version);
+    return -EINVAL;
+  }
+  if (fused && version < MCP_WIRE_VERSION_FUSION) {
+    wire_errf(err, errlen, "a %s frame of a fused endpoint (%u members) needs version %d, not %u",
+              mcp_wire_type_name(m->type), wire_msg_ndevs(m), MCP_WIRE_VERSION_FUSION, version);
     return -EINVAL;
   }
   wire_wr_u32(&w, MCP_WIRE_MAGIC);
@@ -650,7 +760,7 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   wire_wr_u16(&w, m->type);
   wire_wr_u32(&w, 0); /* length, patched below */
   wire_wr_u32(&w, m->stream_id);
-  wire_wr_payload(&w, m);
+  wire_wr_payload(&w, m, version);
   if (w.overflow) {
     wire_errf(err, errlen, "%zu-byte buffer is too small for a %s frame", cap, mcp_wire_type_name(m->type));
     return -ENOBUFS;
@@ -669,6 +779,8 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
 
 static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
 {
+  unsigned version = m->version;
+
   switch (m->type) {
   case MCP_WIRE_HELLO:
     m->u.hello.nonce = wire_rd_u64(r, "nonce");
@@ -679,9 +791,9 @@ static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
     break;
   case MCP_WIRE_CONN_REQ:
     m->u.conn_req.listen_token = wire_rd_u64(r, "listen token");
-    wire_rd_endpoint(r, &m->u.conn_req.ep);
+    wire_rd_endpoint(r, &m->u.conn_req.ep, version);
     break;
-  case MCP_WIRE_CONN_ACK: wire_rd_endpoint(r, &m->u.conn_ack); break;
+  case MCP_WIRE_CONN_ACK: wire_rd_endpoint(r, &m->u.conn_ack, version); break;
   case MCP_WIRE_CONN_REJECT:
     m->u.reject.code = wire_rd_u32(r, "reject code");
     wire_rd_str(r, m->u.reject.reason, MCP_WIRE_REASON_MAX, "reject reason");
@@ -696,7 +808,7 @@ static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
     m->u.recover.next_seq = wire_rd_u32(r, "next seq");
     for (i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
       m->u.recover.done[i] = wire_rd_u32(r, "completed seq");
-    wire_rd_endpoint(r, &m->u.recover.ep);
+    wire_rd_endpoint(r, &m->u.recover.ep, version);
     if (m->u.recover.round == 0)
       wire_rd_bad(r, "recovery round 0 is invalid");
     else if (m->u.recover.step != MCP_WIRE_RECOVER_QPS && m->u.recover.step != MCP_WIRE_RECOVER_READY)

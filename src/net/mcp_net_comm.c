@@ -67,8 +67,11 @@ static struct mcp_devctx *comm_devctx(void *comm)
 
   if (c == NULL || (c->link.kind != MCP_COMM_SEND && c->link.kind != MCP_COMM_RECV))
     return NULL;
-  return mcp_link_dev_of(&c->link, 0)->dc; /* NIC fusion: an MR per member */
+  return mcp_link_dev_of(&c->link, 0)->dc; /* member 0; a fused comm registers on every member */
 }
+
+/* A fused comm (several members): one registration per member (mcp_xfer_reg_mr_set). */
+static int comm_fused(void *comm) { return ((struct mcp_comm *)comm)->link.ndevs > 1; }
 
 ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
 {
@@ -89,6 +92,8 @@ ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void 
              dc->info->name);
     return ncclInvalidUsage;
   }
+  if (comm_fused(comm))
+    return mcp_xfer_reg_mr_set(comm, data, size, type, 0, -1, mhandle) != 0 ? ncclSystemError : ncclSuccess;
   if (mcp_mr_register(dc, data, size, type, &m) != 0)
     return ncclSystemError;
   *mhandle = m;
@@ -108,6 +113,9 @@ ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type
   }
   if (fd < 0)
     return mcp_net_reg_mr(comm, data, size, type, mhandle);
+  if (comm_fused(comm))
+    return mcp_xfer_reg_mr_set(comm, data, size, type, offset, fd, mhandle) != 0 ? ncclSystemError
+                                                                                 : ncclSuccess;
   if (mcp_mr_register_dmabuf(dc, data, size, type, offset, fd, &m) != 0)
     return ncclSystemError;
   *mhandle = m;
@@ -118,6 +126,11 @@ ncclResult_t mcp_net_dereg_mr(void *comm, void *mhandle)
 {
   if (mhandle == NULL)
     return ncclSuccess;
+  (void)comm; /* may be closed already: the handle says what it is */
+  if (mcp_mh_is_set(mhandle)) {
+    mcp_xfer_dereg_mr_set(mhandle);
+    return ncclSuccess;
+  }
   mcp_mr_release(mhandle);
   return ncclSuccess;
 }

@@ -207,10 +207,12 @@ size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t le
 
 int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
 {
-  /* A stall is the comm's, not one QP's: named by member 0 (NIC fusion: every member). */
+  /* A stall is the comm's, not one QP's: named by member 0, and on a fused comm by
+   * every other member too, each with its own port's counters. */
   const struct mcp_link_dev *wd_dev = mcp_link_dev_of(&c->link, 0);
-  char what[768], extra[900] = "";
+  char what[768], extra[900] = "", fused[200] = "";
   uint64_t stalled;
+  int k;
 
   if (seconds <= 0)
     return 0;
@@ -228,20 +230,38 @@ int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
   c->wd_warned = 1;
   mcp_xfer_watchdog_describe(c, what, sizeof(what));
   /* Unacknowledged data: the port's counters tell a lossy path from a silent peer. */
-  if (strstr(what, "not acknowledged") != NULL) {
-    const struct mcp_net_dev *dev = wd_dev->dc->info;
-    struct mcp_cnt_snapshot now;
-    struct mcp_cnt_diff d;
-    char moved[700];
-    int ok = mcp_cnt_snapshot_read(SYSFS_ROOT, dev->ibdev, dev->port, dev->driver, &now) == 0;
+  for (k = 1; k < c->link.ndevs; k++) {
+    size_t used = strlen(fused);
 
-    counters_text(wd_dev, &now, ok, &d, moved, sizeof(moved));
-    snprintf(extra, sizeof(extra), " Port error counters since the comm connected: %s.", moved);
+    snprintf(fused + used, sizeof(fused) - used, "%s%s port %d%s", k == 1 ? " (fused with " : ", ",
+             c->link.devs[k].dc->info->ibdev, c->link.devs[k].dc->info->port,
+             k + 1 == c->link.ndevs ? ")" : "");
   }
-  MCP_WARN("watchdog: %s %s on %s port %d: no progress for %" PRIu64 " s (MCPNET_WATCHDOG_SEC=%d): %s.%s "
+  if (strstr(what, "not acknowledged") != NULL) {
+    size_t used;
+
+    snprintf(extra, sizeof(extra), " Port error counters since the comm connected:");
+    for (k = 0; k < c->link.ndevs; k++) {
+      const struct mcp_link_dev *m = &c->link.devs[k];
+      const struct mcp_net_dev *dev = m->dc->info;
+      struct mcp_cnt_snapshot now;
+      struct mcp_cnt_diff d;
+      char moved[700];
+      int ok = mcp_cnt_snapshot_read(SYSFS_ROOT, dev->ibdev, dev->port, dev->driver, &now) == 0;
+
+      counters_text(m, &now, ok, &d, moved, sizeof(moved));
+      used = strlen(extra);
+      if (c->link.ndevs == 1)
+        snprintf(extra + used, sizeof(extra) - used, " %s.", moved);
+      else
+        snprintf(extra + used, sizeof(extra) - used, " %s port %d: %s%s", dev->ibdev, dev->port, moved,
+                 k + 1 == c->link.ndevs ? "." : ";");
+    }
+  }
+  MCP_WARN("watchdog: %s %s on %s port %d%s: no progress for %" PRIu64 " s (MCPNET_WATCHDOG_SEC=%d): %s.%s "
            "The comm stays open; this is reported once per stall",
            c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name,
-           wd_dev->dc->info->ibdev, wd_dev->dc->info->port, (uint64_t)(stalled / 1000000000ull), seconds,
-           what, extra);
+           wd_dev->dc->info->ibdev, wd_dev->dc->info->port, fused, (uint64_t)(stalled / 1000000000ull),
+           seconds, what, extra);
   return 1;
 }

@@ -9,10 +9,12 @@
  * completions of the old QPs, fail a completion, the receive side's done table, the
  * replay once the new QPs are up).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 
@@ -32,18 +34,29 @@ static int link_alloc(struct mcp_link *l)
   struct mcp_comm *c = mcp_comm_of(l);
   int is_send = c->link.kind == MCP_COMM_SEND;
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  /* The ring, records and staging are written and read by QP 0's member (member 0);
-   * NIC fusion will register them on every member. */
+  /* The clear-to-send writes ride QP 0, on member 0 at both ends: the staging copy is
+   * member 0's only. The ring the peer writes is registered on every member (the
+   * records of a grouped receive land on whichever member their QP reaches), and so are
+   * the sender's records, which it writes from any member. */
   struct mcp_devctx *dc = mcp_link_dev_of(&c->link, 0)->dc;
+  int k;
 
   c->seq = 1;
   c->cts_batch = mcp_param_process()->cts_batch;
-  c->ring_bytes = is_send ? MCP_SLOTS * sizeof(struct mcp_cts_slot) : MCP_SLOTS * sizeof(struct mcp_record);
+  /* The send side's ring has room for a fused receiver's rkey table after its slots. */
+  c->ring_bytes = is_send ? MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys)
+                          : MCP_SLOTS * sizeof(struct mcp_record);
   c->ring = ring_alloc(c->ring_bytes);
   if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(dc, c->ring, c->ring_bytes, access)) == NULL)
     return -1;
+  c->ring_mrs[0] = c->ring_mr;
+  for (k = 1; k < c->link.ndevs; k++)
+    if ((c->ring_mrs[k] = mcp_mr_internal(c->link.devs[k].dc, c->ring, c->ring_bytes, access)) == NULL)
+      return -1;
   c->link.ring_addr = (uintptr_t)c->ring; /* the handshake names it */
   c->link.ring_rkey = c->ring_mr->rkey;
+  for (k = 0; k < c->link.ndevs; k++)
+    c->link.ring_rkeys[k] = c->ring_mrs[k]->rkey;
   if (is_send) {
     c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
     c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
@@ -51,16 +64,24 @@ static int link_alloc(struct mcp_link *l)
         (c->records_mr = mcp_mr_internal(dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
                                          IBV_ACCESS_LOCAL_WRITE)) == NULL)
       return -1;
+    c->records_mrs[0] = c->records_mr;
+    for (k = 1; k < c->link.ndevs; k++)
+      if ((c->records_mrs[k] =
+             mcp_mr_internal(c->link.devs[k].dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
+                             IBV_ACCESS_LOCAL_WRITE)) == NULL)
+        return -1;
     /* The send side's QPs post the writes; one receive WR is never used. */
     c->link.sq_depth = 2 * MCP_SEND_REQS;
     c->link.rq_depth = 1;
     return mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
   }
-  c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
+  /* Staging: the CTS slots, then (a fused receiver) their rkey table, as in the sender's ring. */
+  c->staging = ring_alloc(MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys));
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   if (c->staging == NULL || c->rslots == NULL ||
-      (c->staging_mr = mcp_mr_internal(dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
-                                       IBV_ACCESS_LOCAL_WRITE)) == NULL)
+      (c->staging_mr =
+         mcp_mr_internal(dc, c->staging, MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys),
+                         IBV_ACCESS_LOCAL_WRITE)) == NULL)
     return -1;
   /* The receive side's QPs take the immediates and write clear-to-send entries. */
   c->link.sq_depth = 2 * MCP_SLOTS + 8;
@@ -75,8 +96,13 @@ static void link_up(struct mcp_link *l)
   struct mcp_comm *c = mcp_comm_of(l);
   int inline_bytes = mcp_param_process()->inline_bytes;
 
+  int k;
+
   c->remote_ring = c->link.remote.ring_addr;
   c->remote_rkey = c->link.remote.ring_rkey;
+  c->remote_rkeys[0] = c->remote_rkey;
+  for (k = 1; k < c->link.remote_ndevs && k < c->link.remote.ndevs; k++)
+    c->remote_rkeys[k] = c->link.remote.more[k - 1].ring_rkey;
   c->data_inline = c->link.max_inline < inline_bytes ? c->link.max_inline : inline_bytes;
 }
 
@@ -93,10 +119,24 @@ static void free_ring(struct ibv_mr **mr, void **mem)
 static void link_release(struct mcp_link *l)
 {
   struct mcp_comm *c = mcp_comm_of(l);
+  int k;
 
   if (c->flush_qp != NULL)
     mcp_ibv.destroy_qp(c->flush_qp);
   c->flush_qp = NULL;
+  for (k = 1; k < MCP_LINK_MAX_DEVS; k++) {
+    if (c->flush_qps[k] != NULL)
+      mcp_ibv.destroy_qp(c->flush_qps[k]);
+    c->flush_qps[k] = NULL;
+    /* Members' registrations of the buffers below, which go with member 0's. */
+    if (c->ring_mrs[k] != NULL)
+      mcp_ibv.dereg_mr(c->ring_mrs[k]);
+    if (c->records_mrs[k] != NULL)
+      mcp_ibv.dereg_mr(c->records_mrs[k]);
+    if (c->flush_mrs[k] != NULL)
+      mcp_ibv.dereg_mr(c->flush_mrs[k]);
+    c->ring_mrs[k] = c->records_mrs[k] = c->flush_mrs[k] = NULL;
+  }
   free_ring(&c->ring_mr, &c->ring);
   free_ring(&c->staging_mr, (void **)&c->staging);
   free_ring(&c->records_mr, (void **)&c->records);
@@ -145,6 +185,62 @@ static int link_replay(struct mcp_link *l, const uint32_t *done)
   struct mcp_comm *c = mcp_comm_of(l);
 
   return c->link.kind == MCP_COMM_SEND ? mcp_xfer_send_replay(c, done) : mcp_xfer_recv_replay(c);
+}
+
+int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, uint64_t offset, int fd,
+                        void **mhandle)
+{
+  struct mcp_mr_set *set = calloc(1, sizeof(*set));
+  int k, rc = 0;
+
+  *mhandle = NULL;
+  if (set == NULL)
+    return -ENOMEM;
+  set->magic = MCP_MR_SET_MAGIC;
+  set->type = type;
+  set->dmabuf = fd >= 0;
+  for (k = 0; k < c->link.ndevs && rc == 0; k++) {
+    struct mcp_devctx *dc = c->link.devs[k].dc;
+
+    /* net checked member 0; GPU memory must be reachable from every member. */
+    if (type == NCCL_PTR_CUDA && !(dc->info->ptr_support & NCCL_PTR_CUDA)) {
+      MCP_WARN("regMr of GPU memory on a fused device: member %d (%s) has no GPU peer-memory module "
+               "loaded (nvidia_peermem)",
+               k, dc->info->name);
+      mcp_xfer_dereg_mr_set(set);
+      return -EINVAL;
+    }
+    rc = fd >= 0 ? mcp_mr_register_dmabuf(dc, data, size, type, offset, fd, &set->mr[k])
+                 : mcp_mr_register(dc, data, size, type, &set->mr[k]);
+    if (rc == 0) {
+      set->n = k + 1;
+      set->lkey[k] = set->mr[k]->mr->lkey;
+      set->rkey[k] = set->mr[k]->mr->rkey;
+    }
+  }
+  if (rc != 0) {
+    /* The failed member's WARN named it; say which fused device it belongs to. */
+    MCP_WARN("regMr on a fused device: registering %p+%zu on member %d of %d (%s) failed; the members "
+             "registered before it are released",
+             data, size, set->n, c->link.ndevs, c->link.devs[set->n].dc->info->name);
+    mcp_xfer_dereg_mr_set(set);
+    return rc;
+  }
+  *mhandle = set;
+  return 0;
+}
+
+void mcp_xfer_dereg_mr_set(void *mhandle)
+{
+  struct mcp_mr_set *set = mhandle;
+  int k;
+
+  if (set == NULL)
+    return;
+  for (k = 0; k < set->n; k++)
+    mcp_mr_release(set->mr[k]);
+  set->magic = 0;
+  free(set);
 }
 
 const struct mcp_link_ops mcp_xfer_link_ops = {

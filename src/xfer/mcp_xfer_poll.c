@@ -204,7 +204,8 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
   if (MCP_WR_EPOCH(wc->wr_id) != c->flush_gen || !r->in_use || r->kind != MCP_REQ_FLUSH || r->repost)
     return; /* from a flush QP that was replaced: the read was posted again */
   if (wc->status == IBV_WC_SUCCESS) {
-    r->pending = 0;
+    if (--r->pending > 0)
+      return; /* a fused comm reads through every member */
     r->done = 1;
     if (c->flush_reposts == 0)
       c->flush_lost_ns = 0; /* the new flush QP works */

@@ -38,7 +38,29 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
 {
   struct ibv_send_wr wr, *bad;
   struct ibv_sge sge;
+  int rc;
 
+  if (c->link.ndevs > 1) {
+    /* A fused receiver: the other members' rkeys of these slots first, on the same QP,
+     * so they are in place once the sender sees the entries' seq (mcp_cts_rkeys). */
+    size_t off = MCP_CTS_RKEYS_OFFSET + (size_t)slot * sizeof(struct mcp_cts_rkeys);
+
+    memset(&wr, 0, sizeof(wr));
+    sge.addr = (uintptr_t)c->staging + off;
+    sge.length = (uint32_t)((size_t)nslots * sizeof(struct mcp_cts_rkeys));
+    sge.lkey = c->staging_mr->lkey;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = c->remote_ring + off;
+    wr.wr.rdma.rkey = c->remote_rkey;
+    wr.wr_id = MCP_WR(MCP_WR_CTS, c->link.id, c->link.epoch, 0);
+    if ((int)sge.length <= c->link.max_inline)
+      wr.send_flags |= IBV_SEND_INLINE;
+    rc = ibv_post_send(c->link.qp[0], &wr, &bad);
+    if (rc != 0)
+      return rc;
+  }
   memset(&wr, 0, sizeof(wr));
   sge.addr = (uintptr_t)c->staging[slot].e;
   sge.length =
@@ -156,7 +178,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   e = c->staging[slot].e;
   for (i = 0; i < n; i++) {
-    const struct mcp_mr *mh = mhandles[i];
+    const void *mh = mhandles[i];
     if (mh == NULL && sizes[i] > 0) {
       mcp_req_put(r);
       MCP_WARN("irecv of %zu bytes from %s without a memory handle", sizes[i], c->link.peer_name);
@@ -164,11 +186,19 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
     }
     e[i].addr = (uintptr_t)data[i];
     e[i].size = sizes[i];
-    e[i].rkey = mh != NULL ? mh->mr->rkey : 0;
+    e[i].rkey = mh != NULL ? mcp_mh_rkey(&c->link, mh, 0) : 0;
     e[i].tag = tags[i];
     e[i].n = (uint16_t)n;
     e[i].idx = (uint16_t)i;
     e[i].seq = seq;
+  }
+  if (c->link.ndevs > 1) {
+    struct mcp_cts_rkeys *t = (struct mcp_cts_rkeys *)(void *)((char *)c->staging + MCP_CTS_RKEYS_OFFSET);
+    int k;
+
+    for (i = 0; i < n; i++)
+      for (k = 0; k < c->link.ndevs; k++)
+        t[slot].rkey[i][k] = mhandles[i] != NULL ? mcp_mh_rkey(&c->link, mhandles[i], k) : 0;
   }
   r->kind = MCP_REQ_RECV;
   r->seq = seq;
@@ -201,69 +231,116 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   return 0;
 }
 
-/* A loopback RC QP: connected to itself, it reads our own memory. Its buffer and MR
- * outlive a QP that a failed port took down; a QP that does not reach RTS is dropped. */
-static int flush_setup(struct mcp_comm *c, int quiet)
+/* Member k's loopback QP and buffer registration: member 0's are the comm's original
+ * fields, a fused comm's other members have their own. */
+static struct ibv_qp **flush_qp_ref(struct mcp_comm *c, int k)
 {
+  return k == 0 ? &c->flush_qp : &c->flush_qps[k];
+}
+static struct ibv_mr **flush_mr_ref(struct mcp_comm *c, int k)
+{
+  return k == 0 ? &c->flush_mr : &c->flush_mrs[k];
+}
+
+/* Every member has its loopback QP: a flush can be posted. */
+static int flush_ready(struct mcp_comm *c)
+{
+  int k;
+
+  for (k = 0; k < c->link.ndevs; k++)
+    if (*flush_qp_ref(c, k) == NULL)
+      return 0;
+  return 1;
+}
+
+/* A loopback RC QP on member k: connected to itself, it reads our own memory through
+ * that member's device. Its buffer and MR outlive a QP that a failed port took down; a
+ * QP that does not reach RTS is dropped. */
+static int flush_setup_member(struct mcp_comm *c, int k, int quiet)
+{
+  struct mcp_link_dev *m = &c->link.devs[k];
+  struct ibv_qp **qp = flush_qp_ref(c, k);
+  struct ibv_mr **mr = flush_mr_ref(c, k);
   struct ibv_qp_init_attr init;
   struct ibv_qp_attr attr;
 
-  if (c->flush_buf == NULL)
-    c->flush_buf = calloc(1, sizeof(uint64_t));
-  if (c->flush_buf == NULL)
-    return -1;
-  if (c->flush_mr == NULL)
-    c->flush_mr = mcp_mr_internal(qp0_dev(c)->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
-  if (c->flush_mr == NULL)
+  if (*qp != NULL)
+    return 0;
+  if (*mr == NULL)
+    *mr = mcp_mr_internal(m->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
+  if (*mr == NULL)
     return -1;
   memset(&init, 0, sizeof(init));
-  init.send_cq = qp0_dev(c)->cq;
-  init.recv_cq = qp0_dev(c)->cq;
+  init.send_cq = m->cq;
+  init.recv_cq = m->cq;
   init.qp_type = IBV_QPT_RC;
   init.cap.max_send_wr = MCP_RECV_REQS;
   init.cap.max_recv_wr = 1;
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
-  c->flush_qp = mcp_ibv.create_qp(qp0_dev(c)->dc->pd, &init);
-  if (c->flush_qp == NULL) {
+  *qp = mcp_ibv.create_qp(m->dc->pd, &init);
+  if (*qp == NULL) {
     if (!quiet)
-      MCP_WARN("%s: cannot create the flush QP: %s", qp0_dev(c)->dc->info->name, strerror(errno));
+      MCP_WARN("%s: cannot create the flush QP: %s", m->dc->info->name, strerror(errno));
     return -1;
   }
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = (uint16_t)mcp_param_process()->ib_pkey_index;
-  attr.port_num = (uint8_t)qp0_dev(c)->dc->info->port;
+  attr.port_num = (uint8_t)m->dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (mcp_ibv.modify_qp(c->flush_qp, &attr,
-                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0 ||
-      mcp_qp_to_rts(&c->link, c->flush_qp, 0, c->flush_qp->qp_num, 0, qp0_dev(c)->dc->info->gid.raw,
-                    qp0_dev(c)->dc->info->lid) != 0) {
-    mcp_ibv.destroy_qp(c->flush_qp);
-    c->flush_qp = NULL;
+  if (mcp_ibv.modify_qp(*qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) !=
+        0 ||
+      mcp_qp_to_rts_member(&c->link, k, *qp, 0, (*qp)->qp_num, 0, m->dc->info->gid.raw, m->dc->info->lid) !=
+        0) {
+    mcp_ibv.destroy_qp(*qp);
+    *qp = NULL;
     return -1;
   }
   return 0;
 }
 
-/* One signalled read of a byte of the request's buffer through the flush QP. */
+static int flush_setup(struct mcp_comm *c, int quiet)
+{
+  int k;
+
+  if (c->flush_buf == NULL)
+    c->flush_buf = calloc(1, sizeof(uint64_t));
+  if (c->flush_buf == NULL)
+    return -1;
+  for (k = 0; k < c->link.ndevs; k++)
+    if (flush_setup_member(c, k, quiet) != 0)
+      return -1;
+  return 0;
+}
+
+/* One signalled read of a byte of the request's buffer through each member's flush QP:
+ * data may have landed through any member, and a read orders only its own device's
+ * earlier writes (as NCCL's transport flushes every device of a fused NIC). */
 static int flush_post(struct mcp_comm *c, struct mcp_request *r)
 {
   struct ibv_send_wr wr, *bad;
   struct ibv_sge sge;
+  int k, rc;
 
-  memset(&wr, 0, sizeof(wr));
-  sge.addr = (uintptr_t)c->flush_buf;
-  sge.length = 1;
-  sge.lkey = c->flush_mr->lkey;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = (uintptr_t)r->data;
-  wr.wr.rdma.rkey = r->mh->mr->rkey;
-  wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->link.id, c->flush_gen, r->index);
-  return ibv_post_send(c->flush_qp, &wr, &bad);
+  r->pending = c->link.ndevs;
+  for (k = 0; k < c->link.ndevs; k++) {
+    memset(&wr, 0, sizeof(wr));
+    sge.addr = (uintptr_t)c->flush_buf;
+    sge.length = 1;
+    sge.lkey = (*flush_mr_ref(c, k))->lkey;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = (uintptr_t)r->data;
+    wr.wr.rdma.rkey = mcp_mh_rkey(&c->link, r->mh, k);
+    wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->link.id, c->flush_gen, r->index);
+    rc = ibv_post_send(*flush_qp_ref(c, k), &wr, &bad);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
 }
 
 void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns)
@@ -277,11 +354,15 @@ void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns)
       c->flush_reposts++;
     }
   }
-  if (c->flush_qp != NULL) {
-    mcp_ibv.destroy_qp(c->flush_qp);
-    c->flush_qp = NULL;
-    c->flush_gen++; /* what the old QP still completes is not ours any more */
+  for (i = 0; i < c->link.ndevs; i++) {
+    struct ibv_qp **qp = flush_qp_ref(c, i);
+
+    if (*qp != NULL) {
+      mcp_ibv.destroy_qp(*qp);
+      *qp = NULL;
+    }
   }
+  c->flush_gen++; /* what the old QPs still complete is not ours any more */
   if (c->flush_lost_ns == 0)
     c->flush_lost_ns = now_ns;
 }
@@ -300,7 +381,7 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
                   qp0_dev(c)->dc->info->name, qp0_dev(c)->dc->info->port, timeout_s);
     return -1;
   }
-  if (c->flush_qp == NULL && flush_setup(c, 1) != 0)
+  if (!flush_ready(c) && flush_setup(c, 1) != 0)
     return 0; /* the port is still down: the next test tries again */
   for (i = 0; i < c->nreqs; i++) {
     struct mcp_request *r = &c->reqs[i];
@@ -329,15 +410,15 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   if (c->link.error != 0)
     return c->link.error;
   for (i = 0; i < n; i++) {
-    const struct mcp_mr *mh = mhandles[i];
+    const void *mh = mhandles[i];
     if (sizes[i] > 0 && mh != NULL) {
       last = i;
-      gpu |= mh->type == NCCL_PTR_CUDA;
+      gpu |= mcp_mh_type(&c->link, mh) == NCCL_PTR_CUDA;
     }
   }
   if (last < 0 || (!gpu && !mcp_param_process()->force_flush))
     return 0;
-  if (c->flush_qp == NULL && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
+  if (!flush_ready(c) && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up",
                   qp0_dev(c)->dc->info->name);
     return MCP_ERR_SYSTEM;
@@ -351,11 +432,11 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   }
   r->kind = MCP_REQ_FLUSH;
   r->n = 0;
-  r->pending = 1;
+  r->pending = c->link.ndevs;
   r->data = data[last];
   r->mh = mhandles[last];
   /* While the flush QP is being replaced, this read waits with the lost ones. */
-  r->repost = c->flush_qp == NULL;
+  r->repost = !flush_ready(c);
   c->flush_reposts += r->repost;
   rc = r->repost ? 0 : flush_post(c, r);
   if (rc != 0) {

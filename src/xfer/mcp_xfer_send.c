@@ -39,8 +39,23 @@ static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
   return rc;
 }
 
+/* The rkey of element e for what QP qp writes: the key of the receiver's member the QP
+ * lands on (each member is its own protection domain); member 0's is in the element, the
+ * others in the rkey table a fused receiver wrote next to the entry. */
+static uint32_t elem_rkey(const struct mcp_comm *c, const struct mcp_cts_elem *e, uint32_t seq, int qp)
+{
+  int rm = mcp_link_remote_dev(&c->link, qp);
+  const struct mcp_cts_rkeys *t;
+
+  if (rm == 0)
+    return e->rkey;
+  t = (const struct mcp_cts_rkeys *)(const void *)((const char *)c->ring + MCP_CTS_RKEYS_OFFSET);
+  return t[seq % MCP_SLOTS].rkey[e->idx][rm];
+}
+
+/* A data write on QP qp: our key of the member the QP is on, theirs of the member it reaches. */
 static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *sge, void *addr, size_t len,
-                    const struct mcp_mr *mh, uint64_t raddr, uint32_t rkey)
+                    const void *mh, int qp, uint64_t raddr, uint32_t rkey)
 {
   memset(wr, 0, sizeof(*wr));
   wr->wr.rdma.remote_addr = raddr;
@@ -49,16 +64,17 @@ static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *
     return;
   sge->addr = (uintptr_t)addr;
   sge->length = (uint32_t)len;
-  sge->lkey = mh->mr->lkey;
+  sge->lkey = mcp_mh_lkey(&c->link, mh, mcp_link_dev_index(&c->link, qp));
   wr->sg_list = sge;
   wr->num_sge = 1;
-  if ((int)len <= c->data_inline && mh->type == NCCL_PTR_HOST && !mh->dmabuf)
+  if ((int)len <= c->data_inline && mcp_mh_type(&c->link, mh) == NCCL_PTR_HOST &&
+      !mcp_mh_dmabuf(&c->link, mh))
     wr->send_flags = IBV_SEND_INLINE;
 }
 
 /* A single receive: K chunks on K QPs, each a signalled WRITE_WITH_IMM. */
-static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size,
-                       const struct mcp_mr *mh, const struct mcp_cts_elem *e)
+static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size, const void *mh,
+                       const struct mcp_cts_elem *e)
 {
   size_t chunk = size, off = 0;
   int k = 1, j, base = (int)(r->seq % (uint32_t)c->link.nqps);
@@ -75,7 +91,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     struct ibv_sge sge;
     int qp = (base + j) % c->link.nqps;
 
-    wr_fill(c, &wr, &sge, (char *)data + off, len, mh, e->addr + off, e->rkey);
+    wr_fill(c, &wr, &sge, (char *)data + off, len, mh, qp, e->addr + off, elem_rkey(c, e, r->seq, qp));
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
@@ -88,18 +104,19 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
 }
 
 /* One element of a grouped receive: an unsignalled write on the group's QP. */
-static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size,
-                           const struct mcp_mr *mh, const struct mcp_cts_elem *e)
+static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size, const void *mh,
+                           const struct mcp_cts_elem *e)
 {
   struct ibv_send_wr wr;
   struct ibv_sge sge;
+  int qp = (int)(r->seq % (uint32_t)c->link.nqps);
 
   if (size == 0)
     return 0;
-  wr_fill(c, &wr, &sge, data, size, mh, e->addr, e->rkey);
+  wr_fill(c, &wr, &sge, data, size, mh, qp, e->addr, elem_rkey(c, e, r->seq, qp));
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
-  return post(c, (int)(r->seq % (uint32_t)c->link.nqps), &wr);
+  return post(c, qp, &wr);
 }
 
 /* The group is complete: write the sizes record with the immediate, signalled; its
@@ -109,7 +126,7 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   struct mcp_record *rec = &c->records[slot];
   struct ibv_send_wr wr;
   struct ibv_sge sge;
-  int i;
+  int i, qp = (int)(ss->seq % (uint32_t)c->link.nqps);
 
   memset(rec, 0, sizeof(*rec));
   rec->seq = ss->seq;
@@ -122,16 +139,16 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   memset(&wr, 0, sizeof(wr));
   sge.addr = (uintptr_t)rec;
   sge.length = sizeof(*rec);
-  sge.lkey = c->records_mr->lkey;
+  sge.lkey = c->records_mrs[mcp_link_dev_index(&c->link, qp)]->lkey;
   wr.sg_list = &sge;
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.imm_data = htonl(MCP_IMM(ss->seq, 1, 1));
   wr.send_flags = IBV_SEND_SIGNALED | (c->link.max_inline >= (int)sizeof(*rec) ? IBV_SEND_INLINE : 0);
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record);
-  wr.wr.rdma.rkey = c->remote_rkey;
+  wr.wr.rdma.rkey = c->remote_rkeys[mcp_link_remote_dev(&c->link, qp)];
   wr.wr_id = MCP_WR(MCP_WR_GROUP, c->link.id, c->link.epoch, ss->reqs[0]->index);
-  return post(c, (int)(ss->seq % (uint32_t)c->link.nqps), &wr);
+  return post(c, qp, &wr);
 }
 
 int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)

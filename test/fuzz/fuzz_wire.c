@@ -115,6 +115,25 @@ static void seed_endpoint(struct mcp_wire_endpoint *ep, int big)
                                          .max_message = 1u << 30};
 }
 
+/* Version 3: the largest fused endpoint (4 members, longest names). */
+static void seed_members(struct mcp_wire_endpoint *ep)
+{
+  ep->ndevs = MCP_WIRE_MAX_MEMBERS;
+  for (int k = 1; k < MCP_WIRE_MAX_MEMBERS; k++) {
+    struct mcp_wire_member *mb = &ep->more[k - 1];
+
+    memset(mb->dev_name, 'a' + k, MCP_WIRE_DEVNAME_MAX);
+    mb->dev_name[MCP_WIRE_DEVNAME_MAX] = '\0';
+    mb->port = (uint8_t)(1 + k);
+    mb->active_mtu = 5;
+    mb->gid_index = (uint8_t)(3 + k);
+    for (int i = 0; i < 16; i++)
+      mb->gid[i] = (uint8_t)(0xe0 + i + k);
+    mb->lid = (uint16_t)(0x100 + k);
+    mb->ring_rkey = 0x5000u + (uint32_t)k;
+  }
+}
+
 static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
 {
   memset(m, 0, sizeof(*m));
@@ -193,6 +212,14 @@ static int write_corpus(const char *dir)
 
         seed_msg(&m, t, big);
         m.version = v;
+        if (v >= MCP_WIRE_VERSION_FUSION && big) {
+          if (t == MCP_WIRE_CONN_REQ)
+            seed_members(&m.u.conn_req.ep);
+          else if (t == MCP_WIRE_CONN_ACK)
+            seed_members(&m.u.conn_ack);
+          else if (t == MCP_WIRE_RECOVER)
+            seed_members(&m.u.recover.ep);
+        }
         if (mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
           fprintf(stderr, "fuzz_wire: seed v%u %s: %s\n", v, mcp_wire_type_name(t), err);
           return 1;
@@ -204,19 +231,24 @@ static int write_corpus(const char *dir)
       }
     }
   }
-  for (int fam = 4; fam <= 6; fam += 2) {
-    h = (struct mcp_wire_handle){.family = (uint16_t)fam,
+  /* A one-member listener's handle is version 2; a fused one's version 3. */
+  for (int fam = 4; fam <= 6 + 2 * (MCP_WIRE_VERSION - MCP_WIRE_VERSION_FUSION + 1); fam += 2) {
+    int fused = fam > 6;
+
+    h = (struct mcp_wire_handle){.family = (uint16_t)(fused ? fam - 4 : fam),
                                  .port = 40001,
                                  .dev = fam == 4 ? 0 : 3,
                                  .listen_token = 0x5eed5eed5eed5eedull,
-                                 .nonce = 0xabcdef};
-    h.addr[0] = fam == 4 ? 127 : 0xfd;
-    h.addr[fam == 4 ? 3 : 15] = 1;
+                                 .nonce = 0xabcdef,
+                                 .ndevs = (uint8_t)(fused ? fam - 6 : 1)};
+    h.addr[0] = h.family == 4 ? 127 : 0xfd;
+    h.addr[h.family == 4 ? 3 : 15] = 1;
     if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {
       fprintf(stderr, "fuzz_wire: seed handle: %s\n", err);
       return 1;
     }
-    snprintf(name, sizeof(name), "v%d-handle-ipv%d", MCP_WIRE_VERSION, fam);
+    snprintf(name, sizeof(name), "v%d-handle-ipv%d",
+             fused ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1, h.family);
     if (write_file(dir, name, handle, sizeof(handle)) != 0)
       return 1;
     n++;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mcp_fake_verbs.h"
 #include "mcpnet/comm.h"
@@ -28,6 +29,7 @@ struct fake_side {
   struct mcp_net_dev info;
   struct mcp_devctx dc;
   int index;
+  int down; /* fake_pair_member_down */
 };
 
 struct fake_cq {
@@ -158,6 +160,7 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
       int s, i;
       l->side = -1;
       l->qp = -1;
+      l->member = 0;
       for (s = 0; cur_pair != NULL && s < 2; s++) {
         struct mcp_comm *c = s == FAKE_SEND_SIDE ? cur_pair->send : cur_pair->recv;
         for (i = 0; i < c->link.nqps; i++)
@@ -167,6 +170,11 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
           }
         if (c->flush_qp == ibqp)
           l->side = s;
+        for (i = 1; i < MCP_LINK_MAX_DEVS; i++)
+          if (c->flush_qps[i] != NULL && c->flush_qps[i] == ibqp) {
+            l->side = s;
+            l->member = i;
+          }
       }
       l->opcode = wr->opcode;
       l->send_flags = wr->send_flags;
@@ -395,6 +403,10 @@ struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp) { return &qp_of(qp)->send_cq->
 
 static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
+  if ((mask & IBV_QP_DEST_QPN) != 0 && qp_of(ibqp)->side->down) {
+    errno = ETIMEDOUT; /* the port is down: the peer's address does not resolve */
+    return -1;
+  }
   if ((mask & IBV_QP_DEST_QPN) != 0)
     qp_of(ibqp)->dest_qpn = attr->dest_qp_num;
   return 0;
@@ -501,7 +513,8 @@ void fake_verbs_install(void)
 
 /* ---- the comm pair ---- */
 
-static struct fake_side *side_new(int index)
+/* Member k of side index: "fake0" / "fake1" for member 0, as before members existed. */
+static struct fake_side *side_new(int index, int k)
 {
   struct fake_side *s = calloc(1, sizeof(*s));
 
@@ -510,12 +523,17 @@ static struct fake_side *side_new(int index)
   s->ctx.ops.post_recv = fake_post_recv;
   s->ctx.ops.poll_cq = fake_poll_cq;
   s->pd.context = &s->ctx;
-  snprintf(s->info.name, sizeof(s->info.name), "fake%d", index);
-  snprintf(s->info.ibdev, sizeof(s->info.ibdev), "fake%d", index);
+  if (k == 0) {
+    snprintf(s->info.name, sizeof(s->info.name), "fake%d", index);
+    snprintf(s->info.ibdev, sizeof(s->info.ibdev), "fake%d", index);
+  } else {
+    snprintf(s->info.name, sizeof(s->info.name), "fake%d_m%d", index, k);
+    snprintf(s->info.ibdev, sizeof(s->info.ibdev), "fake%d_m%d", index, k);
+  }
   snprintf(s->info.driver, sizeof(s->info.driver), "fake");
   s->info.port = 1;
   s->info.link_layer = IBV_LINK_LAYER_INFINIBAND;
-  s->info.lid = (uint16_t)(index + 1);
+  s->info.lid = (uint16_t)(16 * k + index + 1);
   s->info.active_mtu = IBV_MTU_1024;
   s->info.sl = -1;
   s->info.tc = -1;
@@ -529,24 +547,17 @@ static struct fake_side *side_new(int index)
   return s;
 }
 
-static void *ring_alloc(size_t bytes)
-{
-  void *p = NULL;
-
-  if (posix_memalign(&p, 4096, bytes) != 0)
-    abort();
-  memset(p, 0, bytes);
-  return p;
-}
-
-static struct mcp_comm *comm_new(struct fake_side *s, int kind, const char *peer)
+static struct mcp_comm *comm_new(struct fake_side **members, int ndevs, int kind, const char *peer)
 {
   struct mcp_comm *c = calloc(1, sizeof(*c));
+  int k;
 
   c->link.kind = kind;
   c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
-  c->link.ndevs = 1;                /* one member, as a real comm has until NIC fusion */
-  c->link.devs[0].dc = &s->dc;
+  c->link.ndevs = ndevs;            /* as mcp_link_open_members leaves it */
+  for (k = 0; k < ndevs; k++)
+    c->link.devs[k].dc = &members[k]->dc;
+  c->link.remote_ndevs = 1;
   c->seq = 1;
   c->link.mtu = IBV_MTU_1024;
   /* The 100 ms liveness check reads the clock; not due in these tests (they have no
@@ -556,33 +567,13 @@ static struct mcp_comm *comm_new(struct fake_side *s, int kind, const char *peer
   return c;
 }
 
-/* Rings, requests and QPs as mcp_conn_setup.c's comm_resources makes them. */
+/* Rings, requests and QPs as mcp_conn_setup.c's comm_resources makes them: xfer's own
+ * alloc (rings registered on every member), then the QPs striped over the members. */
 static void comm_resources(struct mcp_comm *c, int nqps)
 {
-  int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-
-  if (c->link.kind == MCP_COMM_SEND) {
-    c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_cts_slot);
-    c->ring = ring_alloc(c->ring_bytes);
-    c->ring_mr = mcp_mr_internal(c->link.devs[0].dc, c->ring, c->ring_bytes, rw);
-    c->records = ring_alloc(MCP_SLOTS * sizeof(struct mcp_record));
-    c->records_mr = mcp_mr_internal(c->link.devs[0].dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
-                                    IBV_ACCESS_LOCAL_WRITE);
-    c->sslots = calloc(MCP_SLOTS, sizeof(*c->sslots));
-    mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
-    if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SEND_REQS, 1) != 0)
-      abort();
-    return;
-  }
-  c->ring_bytes = MCP_SLOTS * sizeof(struct mcp_record);
-  c->ring = ring_alloc(c->ring_bytes);
-  c->ring_mr = mcp_mr_internal(c->link.devs[0].dc, c->ring, c->ring_bytes, rw);
-  c->staging = ring_alloc(MCP_SLOTS * sizeof(struct mcp_cts_slot));
-  c->staging_mr = mcp_mr_internal(c->link.devs[0].dc, c->staging, MCP_SLOTS * sizeof(struct mcp_cts_slot),
-                                  IBV_ACCESS_LOCAL_WRITE);
-  c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
-  mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
-  if (mcp_qp_create_all(&c->link, nqps, 2 * MCP_SLOTS + 8, MCP_RQ_DEPTH) != 0)
+  if (c->link.ops->alloc(&c->link) != 0)
+    abort();
+  if (mcp_qp_create_all(&c->link, nqps, c->link.sq_depth, c->link.rq_depth) != 0)
     abort();
 }
 
@@ -591,13 +582,16 @@ static void connect_qps(struct fake_pair *p)
   struct mcp_comm *s = p->send, *r = p->recv;
   int i;
 
+  /* QP i of each end on its member i % ndevs, toward the same QP i of the other. */
   for (i = 0; i < s->link.nqps; i++) {
-    if (mcp_qp_to_rts(&s->link, s->link.qp[i], s->link.psn[i], r->link.qp[i]->qp_num, r->link.psn[i],
-                      mcp_link_dev_of(&r->link, i)->dc->info->gid.raw,
-                      mcp_link_dev_of(&r->link, i)->dc->info->lid) != 0 ||
-        mcp_qp_to_rts(&r->link, r->link.qp[i], r->link.psn[i], s->link.qp[i]->qp_num, s->link.psn[i],
-                      mcp_link_dev_of(&s->link, i)->dc->info->gid.raw,
-                      mcp_link_dev_of(&s->link, i)->dc->info->lid) != 0)
+    if (mcp_qp_to_rts_member(&s->link, mcp_link_dev_index(&s->link, i), s->link.qp[i], s->link.psn[i],
+                             r->link.qp[i]->qp_num, r->link.psn[i],
+                             mcp_link_dev_of(&r->link, i)->dc->info->gid.raw,
+                             mcp_link_dev_of(&r->link, i)->dc->info->lid) != 0 ||
+        mcp_qp_to_rts_member(&r->link, mcp_link_dev_index(&r->link, i), r->link.qp[i], r->link.psn[i],
+                             s->link.qp[i]->qp_num, s->link.psn[i],
+                             mcp_link_dev_of(&s->link, i)->dc->info->gid.raw,
+                             mcp_link_dev_of(&s->link, i)->dc->info->lid) != 0)
       abort();
   }
   for (i = 0; i < r->link.nqps; i++)
@@ -610,11 +604,20 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   struct fake_pair *p = calloc(1, sizeof(*p));
   int nqps = o != NULL && o->nqps > 0 ? o->nqps : 1;
   struct mcp_comm *s, *r;
+  int side, k;
 
-  p->side[0] = side_new(0);
-  p->side[1] = side_new(1);
-  s = p->send = comm_new(p->side[0], MCP_COMM_SEND, "fake-receiver pid 2 (192.0.2.2:40000)");
-  r = p->recv = comm_new(p->side[1], MCP_COMM_RECV, "fake-sender pid 1 (192.0.2.1:40000)");
+  for (side = 0; side < 2; side++) {
+    p->ndevs[side] = o != NULL && o->ndevs[side] > 0 ? o->ndevs[side] : 1;
+    for (k = 0; k < p->ndevs[side]; k++)
+      p->member[side][k] = side_new(side, k);
+    p->side[side] = p->member[side][0];
+  }
+  /* QPs per member, times the larger end's members (mcp_link_qp_count, as connect does). */
+  nqps = mcp_link_qp_count(nqps, p->ndevs[0], p->ndevs[1]);
+  s = p->send = comm_new(p->member[0], p->ndevs[0], MCP_COMM_SEND, "fake-receiver pid 2 (192.0.2.2:40000)");
+  r = p->recv = comm_new(p->member[1], p->ndevs[1], MCP_COMM_RECV, "fake-sender pid 1 (192.0.2.1:40000)");
+  s->link.remote_ndevs = p->ndevs[1];
+  r->link.remote_ndevs = p->ndevs[0];
   /* Stand-ins for the out-of-band connection: alive, no frames. */
   p->stub[0] = s->link.stream = mcp_oob_test_stream_new();
   p->stub[1] = r->link.stream = mcp_oob_test_stream_new();
@@ -625,6 +628,11 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   s->remote_rkey = r->ring_mr->rkey;
   r->remote_ring = (uintptr_t)s->ring;
   r->remote_rkey = s->ring_mr->rkey;
+  /* What link_up takes from the peer's endpoint: its ring's key on each of its members. */
+  for (k = 0; k < p->ndevs[1]; k++)
+    s->remote_rkeys[k] = r->ring_mrs[k]->rkey;
+  for (k = 0; k < p->ndevs[0]; k++)
+    r->remote_rkeys[k] = s->ring_mrs[k]->rkey;
   s->cts_batch = r->cts_batch = o != NULL && o->cts_batch > 0 ? o->cts_batch : 4;
   if (o != NULL && o->max_inline > 0)
     s->link.max_inline = r->link.max_inline = o->max_inline;
@@ -638,30 +646,21 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
 
 static void comm_free(struct mcp_comm *c)
 {
+  struct timespec nap = {0, 200000};
   int i;
+
+  /* A recovery's QP walk still on its thread reads the comm: it finishes first (the
+   * fake's walks never block; a real comm would hand it its QPs and a reference). */
+  while (c->link.qp_job != NULL && mcp_qp_connect_poll(&c->link) == 0)
+    nanosleep(&nap, NULL);
 
   for (i = 0; i < c->link.nqps; i++)
     if (c->link.qp[i] != NULL)
       mcp_ibv.destroy_qp(c->link.qp[i]);
-  if (c->flush_qp != NULL)
-    mcp_ibv.destroy_qp(c->flush_qp);
-  if (c->link.devs[0].cq != NULL)
-    mcp_ibv.destroy_cq(c->link.devs[0].cq);
-  if (c->ring_mr != NULL)
-    mcp_ibv.dereg_mr(c->ring_mr);
-  if (c->staging_mr != NULL)
-    mcp_ibv.dereg_mr(c->staging_mr);
-  if (c->records_mr != NULL)
-    mcp_ibv.dereg_mr(c->records_mr);
-  if (c->flush_mr != NULL)
-    mcp_ibv.dereg_mr(c->flush_mr);
-  free(c->ring);
-  free(c->staging);
-  free(c->records);
-  free(c->flush_buf);
-  free(c->reqs);
-  free(c->sslots);
-  free(c->rslots);
+  c->link.ops->release(&c->link); /* rings, their registrations on every member, flush QPs */
+  for (i = 0; i < c->link.ndevs; i++)
+    if (c->link.devs[i].cq != NULL)
+      mcp_ibv.destroy_cq(c->link.devs[i].cq);
   free(c);
 }
 
@@ -670,12 +669,13 @@ void fake_pair_free(struct fake_pair *p)
   comm_free(p->send);
   comm_free(p->recv);
   /* The cache's leftovers (a test that did not deregister) go with the device. */
-  while (!mcp_list_empty(&p->side[0]->dc.mrs))
-    mcp_mr_release(mcp_list_first(&p->side[0]->dc.mrs, struct mcp_mr, link));
-  while (!mcp_list_empty(&p->side[1]->dc.mrs))
-    mcp_mr_release(mcp_list_first(&p->side[1]->dc.mrs, struct mcp_mr, link));
-  free(p->side[0]);
-  free(p->side[1]);
+  for (int side = 0; side < 2; side++)
+    for (int k = 0; k < p->ndevs[side]; k++) {
+      struct fake_side *m = p->member[side][k];
+      while (!mcp_list_empty(&m->dc.mrs))
+        mcp_mr_release(mcp_list_first(&m->dc.mrs, struct mcp_mr, link));
+      free(m);
+    }
   free(p->stub[0]);
   free(p->stub[1]);
   if (cur_pair == p)
@@ -726,6 +726,79 @@ void fake_comm_release(struct mcp_comm *c)
 {
   mcp_xfer_link_ops.release(&c->link);
   free(c);
+}
+
+void *fake_pair_reg_mh(struct fake_pair *p, int side, void *buf, size_t len, int type)
+{
+  struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
+  void *mh = NULL;
+
+  if (c->link.ndevs == 1)
+    return fake_pair_reg(p, side, buf, len, type);
+  if (mcp_xfer_reg_mr_set(c, buf, len, type, 0, -1, &mh) != 0)
+    return NULL;
+  return mh;
+}
+
+void fake_pair_dereg_mh(struct fake_pair *p, int side, void *mh)
+{
+  (void)p;
+  (void)side;
+  if (mcp_mh_is_set(mh))
+    mcp_xfer_dereg_mr_set(mh);
+  else
+    mcp_mr_release(mh);
+}
+
+int fake_comm_nqps(const struct mcp_comm *c) { return c->link.nqps; }
+int fake_comm_qp_member(const struct mcp_comm *c, int qp) { return mcp_link_dev_index(&c->link, qp); }
+int fake_comm_qp_remote_member(const struct mcp_comm *c, int qp) { return mcp_link_remote_dev(&c->link, qp); }
+
+int fake_count_posts_on_member(int side, int k, enum ibv_wr_opcode opcode)
+{
+  struct mcp_comm *c;
+  int i, n = 0;
+
+  if (cur_pair == NULL)
+    return 0;
+  c = side == FAKE_SEND_SIDE ? cur_pair->send : cur_pair->recv;
+  for (i = 0; i < nlog; i++)
+    if (post_log[i].side == side && post_log[i].opcode == opcode &&
+        ((post_log[i].qp >= 0 && mcp_link_dev_index(&c->link, post_log[i].qp) == k) ||
+         (post_log[i].qp < 0 && post_log[i].member == k)))
+      n++;
+  return n;
+}
+
+void fake_pair_break_member(struct fake_pair *p, int side, int k, int land)
+{
+  struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
+  int i;
+
+  for (i = 0; i < c->link.nqps; i++)
+    if (mcp_link_dev_index(&c->link, i) == k)
+      fake_pair_break(p, side, i, land);
+}
+
+struct mcp_net_dev *fake_pair_member_info(struct fake_pair *p, int side, int k)
+{
+  return &p->member[side][k]->info;
+}
+
+void fake_pair_member_down(struct fake_pair *p, int side, int k, int down)
+{
+  p->member[side][k]->down = down;
+}
+
+void fake_pair_smash_member_rkeys(struct fake_pair *p)
+{
+  struct mcp_cts_rkeys *t = (struct mcp_cts_rkeys *)(void *)((char *)p->send->ring + MCP_CTS_RKEYS_OFFSET);
+  int slot, i, k;
+
+  for (slot = 0; slot < MCP_SLOTS; slot++)
+    for (i = 0; i < MCP_MAX_RECVS; i++)
+      for (k = 1; k < MCP_LINK_MAX_DEVS; k++)
+        t[slot].rkey[i][k] = t[slot].rkey[i][0];
 }
 
 static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp)

@@ -33,8 +33,9 @@ struct mcp_oob_stream;
 
 /* One posted send WR, as the fake saw it (for checks on what was posted). */
 struct fake_post {
-  int side; /* FAKE_SEND_SIDE or FAKE_RECV_SIDE (or -1: a QP of neither) */
-  int qp;   /* index of the QP in its comm, -1 for the flush QP */
+  int side;   /* FAKE_SEND_SIDE or FAKE_RECV_SIDE (or -1: a QP of neither) */
+  int qp;     /* index of the QP in its comm, -1 for the flush QP */
+  int member; /* a flush QP's member (QPs of the link: their member is qp % ndevs) */
   enum ibv_wr_opcode opcode;
   unsigned send_flags;
   uint32_t imm; /* host order */
@@ -50,11 +51,18 @@ struct fake_pair_opts {
   int cts_batch;   /* MCPNET_CTS_BATCH (default 4) */
   int max_inline;  /* the provider's inline limit (default 256) */
   int data_inline; /* MCPNET_INLINE_BYTES (default 64) */
+  /* Physical devices (members) of each side's fused device (default 1 each): member k
+   * of a side is a fake device of its own (context, PD, registrations), so a key of
+   * another member is refused as a real adapter refuses it. With members, nqps is QPs
+   * per member (NCCL_IB_QPS_PER_CONNECTION) and the pair has nqps x the larger count. */
+  int ndevs[2];
 };
 
 struct fake_pair {
   struct mcp_comm *send, *recv; /* pass these to mcp_net_isend / mcp_net_irecv */
-  struct fake_side *side[2];
+  struct fake_side *side[2];    /* member 0 of each side */
+  struct fake_side *member[2][4];
+  int ndevs[2];
   struct mcp_oob_stream *stub[2]; /* the stand-in streams the pair made (freed with it) */
 };
 
@@ -71,6 +79,29 @@ struct mcp_mr *fake_pair_reg(struct fake_pair *p, int side, void *buf, size_t le
 /* The same through a DMA-BUF registration (the fake takes any fd). */
 struct mcp_mr *fake_pair_reg_dmabuf(struct fake_pair *p, int side, void *buf, size_t len, int type);
 void fake_pair_dereg(struct mcp_mr *mh);
+
+/* Registers a buffer for a side's comm as regMr does: the cache's struct mcp_mr on a
+ * one-member side, a set of one per member on a fused side. Deregister with
+ * fake_pair_dereg_mh. */
+void *fake_pair_reg_mh(struct fake_pair *p, int side, void *buf, size_t len, int type);
+void fake_pair_dereg_mh(struct fake_pair *p, int side, void *mh);
+/* Member k of a side's comm: the QP count of the link, the member QP qp is on, the peer's
+ * member it lands on, and whether the flush QP of member k exists. */
+int fake_comm_nqps(const struct mcp_comm *c);
+int fake_comm_qp_member(const struct mcp_comm *c, int qp);
+int fake_comm_qp_remote_member(const struct mcp_comm *c, int qp);
+/* Posted send WRs in the log on QPs of member k of a side (data, records, CTS, reads). */
+int fake_count_posts_on_member(int side, int k, enum ibv_wr_opcode opcode);
+/* Breaks / restores every QP of member k of a side (its port went down; came back). */
+void fake_pair_break_member(struct fake_pair *p, int side, int k, int land);
+/* Member k of a side stays down (1) or is back (0): moving one of its QPs to RTR fails
+ * as an address that does not resolve (ETIMEDOUT), so a recovery cannot connect it. */
+void fake_pair_member_down(struct fake_pair *p, int side, int k, int down);
+/* The device description of member k of a side (to change what it supports). */
+struct mcp_net_dev *fake_pair_member_info(struct fake_pair *p, int side, int k);
+/* Corrupts the rkey table a fused receiver wrote for the sender (every member k >= 1 key
+ * of every slot becomes member 0's), as a sender that used one rkey for all would. */
+void fake_pair_smash_member_rkeys(struct fake_pair *p);
 
 /* The fake device of a side, for tests of the registration cache. */
 struct mcp_devctx *fake_pair_devctx(struct fake_pair *p, int side);

@@ -77,6 +77,21 @@ static void rnd_endpoint(struct mcp_wire_endpoint *ep)
   ep->fp.qps_per_conn = (uint8_t)(1 + rnd_below(MCP_WIRE_MAX_QPS));
   ep->fp.speed_mbps = (uint32_t)rnd();
   ep->fp.max_message = (uint32_t)rnd();
+  /* Half the endpoints are fused (version 3 frames), the rest one device (version 2). */
+  if (rnd_below(2) == 0) {
+    ep->ndevs = (uint8_t)(2 + rnd_below(MCP_WIRE_MAX_MEMBERS - 1));
+    for (int k = 1; k < ep->ndevs; k++) {
+      struct mcp_wire_member *mb = &ep->more[k - 1];
+      rnd_str(mb->dev_name, MCP_WIRE_DEVNAME_MAX, 1);
+      mb->port = (uint8_t)(1 + rnd_below(255));
+      mb->active_mtu = (uint8_t)(1 + rnd_below(5));
+      mb->gid_index = (uint8_t)rnd();
+      for (int i = 0; i < 16; i++)
+        mb->gid[i] = (uint8_t)rnd();
+      mb->lid = (uint16_t)rnd();
+      mb->ring_rkey = (uint32_t)rnd();
+    }
+  }
 }
 
 static void rnd_msg(struct mcp_wire_msg *m, uint16_t type)
@@ -382,8 +397,8 @@ static void test_corrupted_header(void)
   CHECK(strstr(err, "not an mcpnet frame") != NULL);
 
   memcpy(b, good, len);
-  put_u16(b + 4, 3);
-  expect_reject(b, len, -EPROTONOSUPPORT, "version 3 is newer than this build's version 2");
+  put_u16(b + 4, MCP_WIRE_VERSION + 1);
+  expect_reject(b, len, -EPROTONOSUPPORT, "version 4 is newer than this build's version 3");
   put_u16(b + 4, 0xffff);
   expect_reject(b, len, -EPROTONOSUPPORT, "version 65535");
   put_u16(b + 4, 0);
@@ -575,9 +590,15 @@ static void test_handle(void)
     if (mcp_wire_handle_encode(&h, buf, err, sizeof(err)) != 0 ||
         mcp_wire_handle_decode(buf, &out, err, sizeof(err)) != 0 || !mcp_wire_handle_equal(&h, &out))
       bad++;
-    for (int i = MCP_WIRE_HANDLE_TAIL_OFFSET; i < MCP_WIRE_HANDLE_SIZE; i++)
-      if (buf[i] != 0)
+    /* The tail is zero but for the listener's capability: "MCPV" and its version. */
+    for (int i = MCP_WIRE_HANDLE_TAIL_OFFSET; i < MCP_WIRE_HANDLE_SIZE; i++) {
+      static const uint8_t cap[] = {'M', 'C', 'P', 'V', MCP_WIRE_VERSION};
+      int k = i - MCP_WIRE_HANDLE_CAP_OFFSET;
+      if (buf[i] != (k >= 0 && k < (int)sizeof(cap) ? cap[k] : 0))
         bad++;
+    }
+    if (out.max_version != MCP_WIRE_VERSION)
+      bad++;
   }
   CHECK_EQ_INT(bad, 0);
 
@@ -607,9 +628,9 @@ static void test_handle(void)
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
   CHECK(strstr(err, "not an mcpnet handle (magic 0x00000000") != NULL);
   memcpy(b, buf, sizeof(b));
-  b[4] = 3;
+  b[4] = MCP_WIRE_VERSION + 1;
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EPROTONOSUPPORT);
-  CHECK(strstr(err, "handle version 3 is newer than this build's version 2") != NULL);
+  CHECK(strstr(err, "handle version 4 is newer than this build's version 3") != NULL);
   memcpy(b, buf, sizeof(b));
   b[6] = 5;
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
@@ -749,6 +770,125 @@ static void test_stream_through_rbuf(void)
   close(sv[1]);
 }
 
+/* Version 3 (NIC fusion): a fused endpoint is written as version 3 with its members, a
+ * one-device endpoint still as version 2, byte for byte what a version-2 peer decodes;
+ * a fused endpoint cannot be forced into version 2; member counts outside 1..4 and
+ * members with bad fields are refused with the field named; the handle carries the
+ * listener's member count from version 3 on. */
+static void test_fusion_v3(void)
+{
+  struct mcp_wire_msg m, out;
+  uint8_t buf[MCP_WIRE_MSG_MAX], b[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len, len1;
+  struct mcp_wire_handle h, ho;
+  uint8_t hb[MCP_WIRE_HANDLE_SIZE];
+
+  do
+    rnd_msg(&m, MCP_WIRE_CONN_REQ);
+  while (m.u.conn_req.ep.ndevs != 0);
+  len1 = encode_ok(&m, buf);
+  CHECK_EQ_INT(buf[4], 2); /* one member: version 2, as before fusion */
+  m.u.conn_req.ep.ndevs = 1;
+  m.version = 3;
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(buf[4], 3);
+  CHECK_EQ_INT((int)len, (int)len1 + 1); /* the member count is the only extra byte */
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  CHECK_EQ_INT(out.u.conn_req.ep.ndevs, 1);
+
+  m.version = 0;
+  m.u.conn_req.ep.ndevs = 2;
+  snprintf(m.u.conn_req.ep.more[0].dev_name, sizeof(m.u.conn_req.ep.more[0].dev_name), "mlx5_1");
+  m.u.conn_req.ep.more[0].port = 2;
+  m.u.conn_req.ep.more[0].active_mtu = 5;
+  m.u.conn_req.ep.more[0].gid_index = 3;
+  m.u.conn_req.ep.more[0].gid[15] = 7;
+  m.u.conn_req.ep.more[0].lid = 0x1234;
+  m.u.conn_req.ep.more[0].ring_rkey = 0xabcdef01;
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(buf[4], 3);
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  CHECK(mcp_wire_msg_equal(&m, &out));
+  CHECK(out.u.conn_req.ep.more[0].ring_rkey == 0xabcdef01u);
+  CHECK(strcmp(out.u.conn_req.ep.more[0].dev_name, "mlx5_1") == 0);
+  /* The member's rkey is compared: an endpoint with another one is not equal. */
+  out.u.conn_req.ep.more[0].ring_rkey ^= 1;
+  CHECK(!mcp_wire_msg_equal(&m, &out));
+
+  m.version = 2;
+  CHECK_EQ_INT(mcp_wire_encode(&m, b, sizeof(b), &len1, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "fused endpoint (2 members) needs version 3") != NULL);
+  m.version = 0;
+
+  /* Member count byte: right after the fingerprint's last field, 1 + 2 + 65 + ... from the
+   * end: the one member's entry is 2 + 6 + 3 + 16 + 2 + 4 = 33 bytes, so the count is 34
+   * bytes before the end. */
+  memcpy(b, buf, len);
+  CHECK_EQ_INT(b[len - 34], 2);
+  b[len - 34] = 0;
+  expect_reject(b, len, -EBADMSG, "member count 0 is not 1..4");
+  b[len - 34] = 5;
+  expect_reject(b, len, -EBADMSG, "member count 5 is not 1..4");
+  b[len - 34] = 3; /* says 3 members, carries 1: truncated */
+  expect_reject(b, len, -EBADMSG, "truncated");
+  memcpy(b, buf, len);
+  b[len - 34 + 1 + 2 + 6] = 0; /* member port 0 */
+  expect_reject(b, len, -EBADMSG, "member port 0 is not >= 1");
+  memcpy(b, buf, len);
+  b[len - 34 + 1 + 2 + 7] = 9; /* member MTU enum 9 */
+  expect_reject(b, len, -EBADMSG, "member active MTU enum 9 is not 1..5");
+  memcpy(b, buf, len);
+  b[len - 34 + 1] = 0; /* member name of length 0 */
+  b[len - 34 + 2] = 0;
+  expect_reject(b, len, -EBADMSG, "");
+
+  /* The handle: two members make a version-3 handle; one member stays version 2. */
+  memset(&h, 0, sizeof(h));
+  h.family = 4;
+  h.addr[0] = 10;
+  h.port = 4000;
+  h.dev = 2;
+  h.listen_token = 77;
+  h.nonce = 99;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
+  CHECK_EQ_INT(hb[4], 2);
+  CHECK_EQ_INT(hb[48], 0);
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.ndevs, 1);
+  h.ndevs = 2;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
+  CHECK_EQ_INT(hb[4], 3);
+  CHECK_EQ_INT(hb[48], 2);
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.ndevs, 2);
+  CHECK(mcp_wire_handle_equal(&h, &ho));
+  hb[48] = 0;
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "member count 0") != NULL);
+  hb[48] = 5;
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
+  hb[4] = 2; /* a version-2 handle has nothing at byte 48 */
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "unused byte 48") != NULL);
+  h.version = 2;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), -EINVAL);
+
+  /* A one-device listener's handle is version 2 in its first 96 bytes and says in the
+   * tail that the listener speaks version 3; a version-2 listener's handle (zero tail)
+   * says 2, and that is what keeps a fused connector from talking to it. */
+  h.version = 0;
+  h.ndevs = 1;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
+  CHECK_EQ_INT(hb[4], 2);
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.version, 2);
+  CHECK_EQ_INT(ho.max_version, 3);
+  memset(hb + MCP_WIRE_HANDLE_TAIL_OFFSET, 0, MCP_WIRE_HANDLE_TAIL_SIZE); /* as version 2 wrote it */
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.max_version, 2);
+}
+
 int main(void)
 {
   RUN_TEST(test_roundtrip_property);
@@ -761,6 +901,7 @@ int main(void)
   RUN_TEST(test_encode_errors);
   RUN_TEST(test_endpoint_equal);
   RUN_TEST(test_handle);
+  RUN_TEST(test_fusion_v3);
   RUN_TEST(test_random_bytes);
   RUN_TEST(test_stream_through_rbuf);
   return TEST_EXIT();

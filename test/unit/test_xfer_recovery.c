@@ -239,6 +239,132 @@ out:
   fake_pair_free(p);
 }
 
+/* A fused link (two members each end, QP i on member i % 2) loses member 1 of the sending
+ * end: its QP's work fails, the other member's work lands. Decided: the link recovers as
+ * a whole (every member's QPs re-created, the replay writes exactly what did not land,
+ * whichever member it was striped to), and a member that stays down fails the comm after
+ * MCPNET_RECOVERY_TIMEOUT with the physical member named. Not degraded to the live
+ * members: that would change the QP-to-member map of both ends mid-connection. */
+static void run_fused(int stays_down)
+{
+  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8, .ndevs = {2, 2}};
+  struct mcp_config *cfg = mcp_param_process();
+  struct fake_pair *p;
+  struct mcp_oob_stream *ss = NULL, *rs = NULL;
+  void *smh, *rmh;
+  const struct fake_post *log;
+  void *r[N], *s[N];
+  int rdone[N] = {0}, sdone[N] = {0}, rsize[N], again[N + 1] = {0};
+  int i, n, turn, left = 2 * N, failed = 0;
+  ncclResult_t rc;
+
+  fake_verbs_install();
+  p = fake_pair_make(&o);
+  smh = fake_pair_reg_mh(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
+  rmh = fake_pair_reg_mh(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
+  memset(rbuf, 0, sizeof(rbuf));
+  CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
+  if (rs == NULL)
+    goto out;
+  cfg->recovery_timeout_s = stays_down ? 2 : 30;
+  loglen = 0;
+
+  for (i = 0; i < N; i++) {
+    void *data = rbuf + i * 4096, *mh = rmh;
+    size_t size = 4096;
+    int tag = 1;
+    r[i] = (void *)0xbad;
+    CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r[i]), ncclSuccess);
+    pattern(sbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i));
+  }
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 1, 1); /* member 1's QP: odd seqs */
+  for (i = 0; i < N; i++) {
+    s[i] = NULL;
+    CHECK_EQ_INT(mcp_net_isend(p->send, sbuf + i * 4096, 200 + (size_t)i, 1, smh, &s[i]), ncclSuccess);
+    CHECK(s[i] != NULL);
+  }
+  fake_progress(); /* member 0's writes (even seqs) land and are acknowledged */
+  fake_pair_break_member(p, FAKE_SEND_SIDE, 1, 0);
+  if (stays_down)
+    fake_pair_member_down(p, FAKE_SEND_SIDE, 1, 1);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 1, 0);
+  fake_posts_reset();
+
+  /* Both ends are driven until the sender fails (stays down: the receiver, which only
+   * waits for the sender's READY, may give up first) or everything completed. */
+  for (turn = 0; turn < TURNS && left > 0 && !(stays_down ? fake_comm_error(p->send) != 0 : failed); turn++) {
+    for (i = 0; i < N && (stays_down || !failed); i++) {
+      int done = 0, size = -1;
+      if (!rdone[i]) {
+        fake_comm_check_due(p->recv);
+        rc = mcp_net_test(r[i], &done, &size);
+        failed |= rc != ncclSuccess;
+        if (rc == ncclSuccess && done) {
+          rdone[i] = 1;
+          rsize[i] = size;
+          left--;
+        }
+      }
+      if (!sdone[i] && fake_comm_error(p->send) == 0) {
+        fake_comm_check_due(p->send);
+        rc = mcp_net_test(s[i], &done, NULL);
+        failed |= rc != ncclSuccess;
+        if (rc == ncclSuccess && done) {
+          sdone[i] = 1;
+          left--;
+        }
+      }
+    }
+    mcp_oob_progress();
+    now_ns += 1000000ull;
+    if (turn % 4 == 3)
+      nap();
+  }
+  if (stays_down) {
+    /* The sender gives up at its deadline, naming the physical member that went down. */
+    printf("  sender failed with: %s\n", fake_comm_errmsg(p->send));
+    CHECK(fake_comm_error(p->send) != 0);
+    CHECK(strstr(fake_comm_errmsg(p->send), "MCPNET_RECOVERY_TIMEOUT=2") != NULL);
+    CHECK(strstr(fake_comm_errmsg(p->send), "local fake0_m1 port 1") != NULL);
+    CHECK(strstr(logbuf, "fake0_m1 port 1: QP") != NULL); /* the failed RTR names it too */
+    for (i = 1; i < N; i += 2)                            /* seq i + 1 even: member 0's, which landed */
+      CHECK(same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
+    goto out;
+  }
+  CHECK_EQ_INT(failed, 0);
+  CHECK_EQ_INT(left, 0);
+  for (i = 0; i < N; i++) {
+    CHECK_EQ_INT(rdone[i] ? rsize[i] : -1, 200 + i);
+    CHECK(same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
+  }
+  /* Exactly once: member 0's messages (seq 2, 4, ...) completed from the receiver's table,
+   * member 1's (seq 1, 3, ...) written once more after the recovery. */
+  n = fake_posts(&log);
+  for (i = 0; i < n; i++)
+    if (log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
+        MCP_IMM_SEQ(log[i].imm) >= 1 && MCP_IMM_SEQ(log[i].imm) <= N)
+      again[MCP_IMM_SEQ(log[i].imm)]++;
+  for (i = 1; i <= N; i++)
+    CHECK_EQ_INT(again[i], i % 2 == 1 ? 1 : 0);
+  CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
+  CHECK_EQ_INT(fake_comm_recoveries(p->recv), 1);
+  CHECK(strstr(logbuf, "local fake0_m1 port 1; re-creating the connection's 2 QP(s)") != NULL);
+out:
+  cfg->recovery_timeout_s = 0;
+  if (rs != NULL)
+    mcp_oob_stream_close(rs, 0);
+  if (ss != NULL)
+    mcp_oob_stream_close(ss, 0);
+  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
+  fake_pair_dereg_mh(p, FAKE_SEND_SIDE, smh);
+  fake_pair_dereg_mh(p, FAKE_RECV_SIDE, rmh);
+  fake_pair_free(p);
+}
+
+static void test_recover_fused_member_flap(void) { run_fused(0); }
+static void test_recover_fused_member_stays_down(void) { run_fused(1); }
+
 static void test_recover_sender_noticed(void) { run(0); }
 static void test_recover_both_noticed(void) { run(1); }
 
@@ -259,6 +385,8 @@ int main(void)
   }
   RUN_TEST(test_recover_sender_noticed);
   RUN_TEST(test_recover_both_noticed);
+  RUN_TEST(test_recover_fused_member_flap);
+  RUN_TEST(test_recover_fused_member_stays_down);
   mcp_oob_release();
   mcp_clock_test_set(NULL);
   return TEST_EXIT();
