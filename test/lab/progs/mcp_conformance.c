@@ -644,7 +644,8 @@ static int test_props(void)
     for (j = 0; j < i; j++)
       if (strcmp(p[i].name, p[j].name) == 0)
         FAILF("devices %d and %d share the name %s", j, i, p[i].name);
-    snprintf(dname, sizeof(dname), "%.*s", (int)strcspn(p[i].name, ":"), p[i].name);
+    /* A fused device ("rxe1+rxe2") reports its first member's pciPath and guid. */
+    snprintf(dname, sizeof(dname), "%.*s", (int)strcspn(p[i].name, ":+"), p[i].name);
     snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", dname);
     if (access(path, F_OK) == 0) {
       char *real = realpath(path, NULL);
