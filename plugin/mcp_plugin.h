@@ -34,6 +34,9 @@ ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int t
 ncclResult_t mcp_plugin_irecv_ph(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                                  void **mhandles, void **phandles, void **request);
 
+/* makeVDevice, for every table that has the slot (v9+). */
+ncclResult_t mcp_plugin_make_vdevice(int *d, ncclNetVDeviceProps_v9_t *props);
+
 /* The context-free calls of v8 - v10, whose lifecycle is the whole process. init takes
  * the table's version: it tells which NCCL loaded us (mcp_net_note_abi). */
 ncclResult_t mcp_plugin_legacy_init(int abi, ncclDebugLogger_t log_fn);

@@ -29,14 +29,16 @@
     (dst)->netDeviceVersion = 0;                 \
   } while (0)
 
-/* Fields v9 added. mcpnet exposes no virtual devices, so each device stands for itself. */
-#define MCP_PROPS_FILL_V9(dst, src, dev)         \
-  do {                                           \
-    (dst)->forceFlush = (src)->force_flush;      \
-    (dst)->vProps.ndevs = 1;                     \
-    (dst)->vProps.devs[0] = (dev);               \
-    (dst)->maxP2pBytes = (src)->max_p2p_bytes;   \
-    (dst)->maxCollBytes = (src)->max_coll_bytes; \
+/* Fields v9 added. vProps: a physical index stands for itself, a virtual one for the
+ * indices makeVDevice fused (NCCL's topology reads them to place the fused NIC). */
+#define MCP_PROPS_FILL_V9(dst, src)                                              \
+  do {                                                                           \
+    (dst)->forceFlush = (src)->force_flush;                                      \
+    (dst)->vProps.ndevs = (src)->vdev_n;                                         \
+    for (int i_ = 0; i_ < (src)->vdev_n && i_ < NCCL_NET_MAX_DEVS_PER_NIC; i_++) \
+      (dst)->vProps.devs[i_] = (src)->vdev[i_];                                  \
+    (dst)->maxP2pBytes = (src)->max_p2p_bytes;                                   \
+    (dst)->maxCollBytes = (src)->max_coll_bytes;                                 \
   } while (0)
 
 /* Fields v11 added. NCCL 2.28 does not use multi-requests; 1 says "none". */
@@ -63,7 +65,7 @@ ncclResult_t mcp_plugin_props_v11(int dev, ncclNetProperties_v11_t *props)
   if (rc != ncclSuccess)
     return rc;
   MCP_PROPS_FILL_V8(props, &core);
-  MCP_PROPS_FILL_V9(props, &core, dev);
+  MCP_PROPS_FILL_V9(props, &core);
   MCP_PROPS_FILL_V11(props);
   return ncclSuccess;
 }
@@ -76,7 +78,7 @@ ncclResult_t mcp_plugin_props_v9(int dev, ncclNetProperties_v9_t *props)
   if (rc != ncclSuccess)
     return rc;
   MCP_PROPS_FILL_V8(props, &core);
-  MCP_PROPS_FILL_V9(props, &core, dev);
+  MCP_PROPS_FILL_V9(props, &core);
   return ncclSuccess;
 }
 

@@ -51,3 +51,12 @@ ncclResult_t mcp_plugin_legacy_connect(int dev, void *handle, void **send_comm,
   (void)send_dev_comm;
   return mcp_net_connect(NULL, dev, NULL, handle, send_comm);
 }
+
+/* makeVDevice of v9, v10 and v11: their vProps are one layout (v10 and v11 reuse v9's
+ * type). NCCL passes indices it got from devices(); the core checks them. */
+ncclResult_t mcp_plugin_make_vdevice(int *d, ncclNetVDeviceProps_v9_t *props)
+{
+  if (props == NULL)
+    return mcp_net_make_vdevice(d, 0, NULL);
+  return mcp_net_make_vdevice(d, props->ndevs, props->devs);
+}

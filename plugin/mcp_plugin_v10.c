@@ -49,5 +49,5 @@ MCP_PLUGIN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10 = {
   .closeListen = mcp_net_close_listen,
   .getDeviceMr = NULL,
   .irecvConsumed = NULL,
-  .makeVDevice = NULL,
+  .makeVDevice = mcp_plugin_make_vdevice,
 };

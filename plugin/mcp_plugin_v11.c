@@ -53,7 +53,7 @@ MCP_PLUGIN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
   .closeListen = mcp_net_close_listen,
   .getDeviceMr = NULL,
   .irecvConsumed = NULL,
-  .makeVDevice = NULL,
+  .makeVDevice = mcp_plugin_make_vdevice,
   .finalize = mcp_net_finalize,
   .setNetAttr = NULL,
 };

@@ -31,5 +31,5 @@ MCP_PLUGIN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9 = {
   .closeListen = mcp_net_close_listen,
   .getDeviceMr = NULL,
   .irecvConsumed = NULL,
-  .makeVDevice = NULL,
+  .makeVDevice = mcp_plugin_make_vdevice,
 };

@@ -32,6 +32,8 @@ struct mcp_net_props {
   int max_recvs;
   size_t max_p2p_bytes;
   size_t max_coll_bytes;
+  int vdev_n; /* vProps: {1, {dev}} for a physical index, the fused indices for a virtual one */
+  int vdev[NCCL_NET_MAX_DEVS_PER_NIC];
 };
 
 /* Per-communicator configuration NCCL hands to init (v11) or connect (v10). */
@@ -48,6 +50,8 @@ void mcp_net_note_abi(int version);
 ncclResult_t mcp_net_finalize(void *ctx);
 ncclResult_t mcp_net_devices(int *ndev);
 ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props);
+/* makeVDevice (v9+): a virtual device over n physical indices; its index in *dev. */
+ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs);
 
 /* ctx may be NULL for the v8-v10 shims: the comm then uses the process defaults
  * and, for connect, the traffic class in config (NULL = undefined). */

@@ -16,10 +16,12 @@
 #define MCP_RANKMAP_DEVS 8 /* devices per entry */
 #define MCP_RANKMAP_RANK_MAX 4095
 #define MCP_RANKMAP_NAME_MAX 64 /* a verbs device name; fabric checks it is MCP_DEV_NAME_MAX */
+#define MCP_RANKMAP_FUSE_MAX 4  /* devices one fused set names (NCCL_NET_MAX_DEVS_PER_NIC) */
 
 struct mcp_rankmap_dev {
   char name[MCP_RANKMAP_NAME_MAX]; /* exact verbs device name */
   int port;                        /* -1: every active port */
+  int group; /* which '+'-separated item: devices joined by '*' share it and become one fused device */
 };
 
 struct mcp_rankmap_entry {

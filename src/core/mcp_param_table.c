@@ -221,7 +221,7 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
   PARSED_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, parse_rank_map, "rank map",
              "Per-local-rank placement: "
-             "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];..."),
+             "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];...; DEV*DEV fuses"),
   INT_ROW(MCP_PARAM_LOCAL_RANK, "MCPNET_LOCAL_RANK", -1, -1, 4095, local_rank,
           "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ...",
           "-1 looks the local rank up in the launcher's variables"),

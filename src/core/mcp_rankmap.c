@@ -9,6 +9,10 @@
  *
  *   0-3=mlx5_0:1,gid=10.1.0.0/16;4-7=mlx5_1:1+mlx5_2:1,gid=10.2.0.0/16,sl=3
  *
+ * '+' gives a rank several devices (NCCL spreads channels over them); '*' fuses devices
+ * into one (mlx5_0:1*mlx5_0:2: NCCL sees one device whose messages are striped over
+ * both), so the two never mean the same thing and either can be combined with the other.
+ *
  * Device names match exactly (no prefix rules), ranks may not overlap, and everything
  * is checked when the parameter is read, so a typo fails init with the entry named
  * instead of silently running elsewhere. The local rank comes from the launcher's
@@ -70,22 +74,27 @@ static int parse_ranks(const char *s, struct mcp_rankmap_entry *e, char *err, si
   return 0;
 }
 
+/* DEVICES is ITEM('+'ITEM)*, ITEM is DEV[:PORT]('*'DEV[:PORT])*: each device records the
+ * item it belongs to (group), so a fused set is the devices sharing a group. */
 static int parse_devices(const char *s, struct mcp_rankmap_entry *e, char *err, size_t errlen)
 {
   const char *p = s;
+  int group = 0, fused = 0;
 
   for (;;) {
-    const char *plus = strchr(p, '+'), *end = plus != NULL ? plus : p + strlen(p);
+    size_t span = strcspn(p, "+*");
+    const char *end = p + span;
     struct mcp_rankmap_dev *d;
     char tok[MCP_RANKMAP_NAME_MAX + 8], *colon;
     int i;
 
     if (e->ndev == MCP_RANKMAP_DEVS)
       return ERR("more than %d devices in '%s'", MCP_RANKMAP_DEVS, s);
-    if (trim_copy(p, (size_t)(end - p), tok, sizeof(tok)) <= 0)
+    if (trim_copy(p, span, tok, sizeof(tok)) <= 0)
       return ERR("an empty or overlong device name in '%s'", s);
     d = &e->dev[e->ndev];
     d->port = -1;
+    d->group = group;
     colon = strchr(tok, ':');
     if (colon != NULL) {
       long long port;
@@ -102,9 +111,15 @@ static int parse_devices(const char *s, struct mcp_rankmap_entry *e, char *err, 
           (e->dev[i].port == d->port || e->dev[i].port < 0 || d->port < 0))
         return ERR("device %s is named twice in '%s'", d->name, s);
     e->ndev++;
-    if (plus == NULL)
+    if (++fused > MCP_RANKMAP_FUSE_MAX)
+      return ERR("more than %d devices fused with '*' in '%s'", MCP_RANKMAP_FUSE_MAX, s);
+    if (*end == '\0')
       return 0;
-    p = plus + 1;
+    if (*end == '+') {
+      group++;
+      fused = 0;
+    }
+    p = end + 1;
   }
 }
 

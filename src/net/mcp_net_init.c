@@ -18,6 +18,7 @@
 #include "mcpnet/err.h"
 #include "mcpnet/fabric.h"
 #include "mcpnet/fabric_process.h"
+#include "mcpnet/fabric_vdev.h"
 #include "mcpnet/log.h"
 #include "mcpnet/net.h"
 #include "mcpnet/param.h"
@@ -183,6 +184,16 @@ static int setup_locked(struct mcp_fabric *fab)
     return MCP_ERR_SYSTEM;
   }
   cap_qps(fab, cfg);
+  /* The indices NCCL sees: a rank map's fused sets become one device each, and virtual
+   * devices NCCL made before a teardown are found again by their members' names. */
+  if (mcp_fabric_vdev_sync(fab,
+                           fab->local_rank >= 0 && cfg->rank_map_parsed != NULL
+                             ? mcp_rankmap_find(cfg->rank_map_parsed, fab->local_rank)
+                             : NULL) != 0) {
+    mcp_fabric_release(fab);
+    mcp_param_free(cfg);
+    return MCP_ERR_USAGE;
+  }
   return 0;
 }
 
@@ -226,20 +237,12 @@ ncclResult_t mcp_net_devices(int *ndev)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
 
-  *ndev = fab != NULL ? fab->ndev : 0;
+  *ndev = fab != NULL ? mcp_fabric_vdev_count(fab) : 0;
   return fab != NULL ? ncclSuccess : ncclInvalidUsage;
 }
 
-ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
+static void phys_properties(const struct mcp_net_dev *d, struct mcp_net_props *props)
 {
-  const struct mcp_fabric *fab = mcp_fabric_process();
-  const struct mcp_net_dev *d;
-
-  if (fab == NULL || dev < 0 || dev >= fab->ndev) {
-    MCP_WARN("getProperties(%d): there are %d device(s)", dev, fab != NULL ? fab->ndev : 0);
-    return ncclInvalidArgument;
-  }
-  d = &fab->dev[dev];
   memset(props, 0, sizeof(*props));
   props->name = d->name;
   props->pci_path = d->pci_path;
@@ -255,7 +258,52 @@ ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
   props->max_recvs = MCP_MAX_RECVS;
   props->max_p2p_bytes = MCP_MAX_P2P_BYTES;
   props->max_coll_bytes = MCP_MAX_P2P_BYTES;
+}
+
+ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
+{
+  const struct mcp_fabric *fab = mcp_fabric_process();
+  struct mcp_vdev_info info;
+
+  if (fab == NULL) {
+    MCP_WARN("getProperties(%d): there are %d device(s)", dev, 0);
+    return ncclInvalidArgument;
+  }
+  if (mcp_fabric_vdev_info(fab, dev, &info) < 0)
+    return ncclInvalidArgument; /* said by the table: no such index, or a member gone */
+  phys_properties(&fab->dev[info.mem[0]], props);
+  /* A fused device: the first member describes it (PCI path, GUID, port, as NCCL's own
+   * transport does), the bandwidth is the members' sum, NCCL may hand it only memory
+   * every member can reach, and each comm holds QPs on every member. */
+  for (int i = 1; i < info.nmem; i++) {
+    struct mcp_net_props m;
+
+    phys_properties(&fab->dev[info.mem[i]], &m);
+    props->speed_mbps += m.speed_mbps;
+    props->ptr_support &= m.ptr_support;
+    if (m.max_comms < props->max_comms)
+      props->max_comms = m.max_comms;
+  }
+  if (info.nmem > 1)
+    props->name = info.name;
+  props->vdev_n = info.nvp;
+  memcpy(props->vdev, info.vp, sizeof(props->vdev));
   return ncclSuccess;
+}
+
+ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs)
+{
+  const struct mcp_fabric *fab = mcp_fabric_process();
+
+  if (dev == NULL || devs == NULL) {
+    MCP_WARN("makeVDevice: NULL %s", dev == NULL ? "index" : "device list");
+    return ncclInvalidArgument;
+  }
+  if (fab == NULL) {
+    MCP_WARN("makeVDevice before init: there are no devices to fuse");
+    return ncclInvalidUsage;
+  }
+  return mcp_net_result(mcp_fabric_make_vdev(fab, n, devs, dev) == 0 ? 0 : MCP_ERR_USAGE);
 }
 
 /* dlclose: give back what the v8-v10 tables, which have no finalize, never could. */

@@ -127,6 +127,37 @@ static const char *fake_get(void *arg, const char *name)
   return NULL;
 }
 
+/* '*' fuses devices into one; '+' keeps them separate; both combine. */
+static void test_fused_sets(void)
+{
+  const struct mcp_rankmap_entry *e;
+
+  parse_ok("0=rxe0*rxe1+rxe2;1-2=mlx5_0:1 * mlx5_0:2,gid=3;3=a+b");
+  e = mcp_rankmap_find(&map, 0);
+  CHECK_EQ_INT(e->ndev, 3);
+  CHECK_EQ_STR(e->dev[1].name, "rxe1");
+  CHECK_EQ_INT(e->dev[0].group, 0);
+  CHECK_EQ_INT(e->dev[1].group, 0);
+  CHECK_EQ_INT(e->dev[2].group, 1);
+  e = mcp_rankmap_find(&map, 2);
+  CHECK_EQ_INT(e->ndev, 2);
+  CHECK_EQ_STR(e->dev[1].name, "mlx5_0");
+  CHECK_EQ_INT(e->dev[1].port, 2);
+  CHECK_EQ_INT(e->dev[1].group, 0);
+  CHECK_EQ_INT(e->gid_index, 3);
+  e = mcp_rankmap_find(&map, 3);
+  CHECK_EQ_INT(e->dev[0].group, 0);
+  CHECK_EQ_INT(e->dev[1].group, 1);
+  parse_ok("0=a*b*c*d+e*f*g*h");
+  CHECK_EQ_INT(map.e[0].ndev, 8);
+  CHECK_EQ_INT(map.e[0].dev[4].group, 1);
+  expect_refused("0=rxe0*", "an empty or overlong device name in 'rxe0*'");
+  expect_refused("0=*rxe0", "an empty or overlong device name");
+  expect_refused("0=a+*b", "an empty or overlong device name");
+  expect_refused("0=a*b*c*d*e", "more than 4 devices fused with '*' in 'a*b*c*d*e'");
+  expect_refused("0=rxe0*rxe0:1", "device rxe0 is named twice");
+}
+
 static void test_local_rank(void)
 {
   struct fake_env none = {{NULL}, {NULL}};
@@ -285,6 +316,7 @@ int main(void)
   RUN_TEST(test_gid_forms);
   RUN_TEST(test_empty);
   RUN_TEST(test_refusals);
+  RUN_TEST(test_fused_sets);
   RUN_TEST(test_local_rank);
   RUN_TEST(test_pinned_selection);
   RUN_TEST(test_hca_list_selection);

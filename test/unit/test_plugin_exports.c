@@ -144,18 +144,22 @@ static void test_tables(void)
   CHECK(v11 != NULL && v10 != NULL && v9 != NULL && v8 != NULL);
   if (v11 != NULL) {
     CHECK_COMMON_SLOTS(v11);
-    CHECK(v11->makeVDevice == NULL);
-    CHECK(v11->finalize != NULL); /* NCCL 2.28 calls it without a NULL check */
+    CHECK(v11->makeVDevice != NULL); /* NIC fusion (NCCL_NET_MERGE_LEVEL, NCCL_NET_FORCE_MERGE) */
+    CHECK(v11->finalize != NULL);    /* NCCL 2.28 calls it without a NULL check */
     CHECK(v11->setNetAttr == NULL);
   }
   if (v10 != NULL) {
     CHECK_COMMON_SLOTS(v10);
-    CHECK(v10->makeVDevice == NULL);
+    CHECK(v10->makeVDevice != NULL);
   }
   if (v9 != NULL) {
     CHECK_COMMON_SLOTS(v9);
-    CHECK(v9->makeVDevice == NULL);
+    CHECK(v9->makeVDevice != NULL);
   }
+  /* One adapter serves the three: their vProps are one layout. */
+  if (v11 != NULL && v10 != NULL && v9 != NULL)
+    CHECK((void *)v11->makeVDevice == (void *)v10->makeVDevice &&
+          (void *)v10->makeVDevice == (void *)v9->makeVDevice);
   if (v8 != NULL)
     CHECK_COMMON_SLOTS(v8);
   /* The core stays hidden even from a direct lookup. */

@@ -149,6 +149,23 @@ ncclResult_t drv_props(struct mcp_drive *d, int dev, ncclNetProperties_v11_t *p)
   }
 }
 
+ncclResult_t drv_make_vdevice(struct mcp_drive *d, int n, const int *devs, int *vdev)
+{
+  ncclNetVDeviceProps_v9_t vp;
+  ncclResult_t (*make)(int *, ncclNetVDeviceProps_v9_t *) = d->v11 ? d->v11->makeVDevice
+    : d->v10                                                       ? d->v10->makeVDevice
+    : d->v9                                                        ? d->v9->makeVDevice
+                                                                   : NULL;
+
+  if (make == NULL || n < 0 || n > NCCL_NET_MAX_DEVS_PER_NIC)
+    return ncclInvalidUsage; /* v8 has no slot; NCCL never asks for more than 4 */
+  memset(&vp, 0, sizeof(vp));
+  vp.ndevs = n;
+  for (int i = 0; i < n; i++)
+    vp.devs[i] = devs[i];
+  return make(vdev, &vp);
+}
+
 ncclResult_t drv_listen(struct mcp_drive *d, int dev, void *handle, void **lc)
 {
   if (d->v11)

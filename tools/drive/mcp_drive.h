@@ -29,6 +29,8 @@ ncclResult_t drv_init(struct mcp_drive *d);
 ncclResult_t drv_finalize(struct mcp_drive *d);
 ncclResult_t drv_devices(struct mcp_drive *d, int *n);
 ncclResult_t drv_props(struct mcp_drive *d, int dev, ncclNetProperties_v11_t *p);
+/* makeVDevice over n physical devices (v9+; ncclInvalidUsage for v8, which has no slot). */
+ncclResult_t drv_make_vdevice(struct mcp_drive *d, int n, const int *devs, int *vdev);
 ncclResult_t drv_listen(struct mcp_drive *d, int dev, void *handle, void **lc);
 ncclResult_t drv_connect(struct mcp_drive *d, int dev, void *handle, void **sc);
 ncclResult_t drv_accept(struct mcp_drive *d, void *lc, void **rc);

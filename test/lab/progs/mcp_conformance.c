@@ -8,8 +8,8 @@
  * In "self" one process connects to itself; in "pair" two processes (one per lab
  * guest) swap listen handles through files in DIR and move data both ways at once.
  * Tests: sizes, grouped, optional, flush, many, inflight-close, reload, watchdog, diag,
- * fork, ... (see each function and tests[] at the end). Output: one "ok"/"FAIL" line per
- * test, then "N passed, N failed".
+ * fork, vdevice, ... (see each function and tests[] at the end). Output: one "ok"/"FAIL"
+ * line per test, then "N passed, N failed".
  *
  * With --gpu (or CONF_GPU=1) data buffers are GPU-like, as with GPUDirect RDMA: mmap'ed,
  * registered with regMr(NCCL_PTR_CUDA) and then made unreachable by the CPU
@@ -644,7 +644,8 @@ static int test_props(void)
     for (j = 0; j < i; j++)
       if (strcmp(p[i].name, p[j].name) == 0)
         FAILF("devices %d and %d share the name %s", j, i, p[i].name);
-    snprintf(dname, sizeof(dname), "%.*s", (int)strcspn(p[i].name, ":"), p[i].name);
+    /* A fused device ("rxe1+rxe2") reports its first member's pciPath and guid. */
+    snprintf(dname, sizeof(dname), "%.*s", (int)strcspn(p[i].name, ":+"), p[i].name);
     snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", dname);
     if (access(path, F_OK) == 0) {
       /* NCCL's topology wants the NIC: the device's PCI path with the function digit
@@ -1486,6 +1487,95 @@ static int test_fork(void)
   return 0;
 }
 
+/* makeVDevice through this table (v9+): the index comes right after the devices NCCL
+ * counted, getProperties shows the members in vProps with the summed speed, refusals
+ * leave the count alone, and (v11) the index survives finalize/init, which gives the
+ * fabric back and discovers it again. v8 has no slot. With two or more devices, the
+ * first two are fused as well. */
+static int vdev_check(int vdev, int n, const int *members, const ncclNetProperties_v11_t *phys)
+{
+  ncclNetProperties_v11_t v;
+  int speed = 0, ptr = ~0;
+
+  if (drv_props(&drv, vdev, &v) != ncclSuccess)
+    FAILF("getProperties(%d) of the virtual device failed", vdev);
+  if (v.vProps.ndevs != n)
+    FAILF("virtual device %d: vProps.ndevs %d, want %d", vdev, v.vProps.ndevs, n);
+  for (int i = 0; i < n; i++) {
+    if (v.vProps.devs[i] != members[i])
+      FAILF("virtual device %d: vProps.devs[%d] = %d, want %d", vdev, i, v.vProps.devs[i], members[i]);
+    speed += phys[members[i]].speed;
+    ptr &= phys[members[i]].ptrSupport;
+  }
+  if (v.speed != speed || v.ptrSupport != ptr)
+    FAILF("virtual device %d: speed %d ptrSupport %#x, want the sum %d and the intersection %#x", vdev,
+          v.speed, v.ptrSupport, speed, ptr);
+  if (n == 1 && strcmp(v.name, phys[members[0]].name) != 0)
+    FAILF("virtual device %d over %s is named %s", vdev, phys[members[0]].name, v.name);
+  if (n > 1 && strchr(v.name, '+') == NULL)
+    FAILF("virtual device %d over %d devices is named %s, without '+'", vdev, n, v.name);
+  printf("  abi v%d: device %d = %s, %d Mb/s, vProps {%d: %d %d %d %d}\n", abi, vdev, v.name, v.speed,
+         v.vProps.ndevs, v.vProps.devs[0], v.vProps.devs[1], v.vProps.devs[2], v.vProps.devs[3]);
+  return 0;
+}
+
+static int test_vdevice(void)
+{
+  ncclNetProperties_v11_t phys[32];
+  int n = 0, m = 0, vdev = -1, vdev2 = -1;
+
+  if (drv_devices(&drv, &n) != ncclSuccess || n <= 0 || n > 32)
+    FAILF("devices() returned %d", n);
+  if (abi == 8) {
+    if (drv_make_vdevice(&drv, 1, (int[]){0}, &vdev) != ncclInvalidUsage)
+      FAILF("the v8 table has no makeVDevice slot");
+    printf("  abi v8: no makeVDevice slot, as NCCL 2.20-2.23 expect\n");
+    return 0;
+  }
+  for (int i = 0; i < n; i++) {
+    if (drv_props(&drv, i, &phys[i]) != ncclSuccess)
+      FAILF("getProperties(%d) failed", i);
+    if (abi >= 9 && (phys[i].vProps.ndevs != 1 || phys[i].vProps.devs[0] != i))
+      FAILF("physical device %d: vProps {%d: %d}, want {1: %d}", i, phys[i].vProps.ndevs,
+            phys[i].vProps.devs[0], i);
+  }
+  if (drv_make_vdevice(&drv, 2, (int[]){0, 0}, &vdev) == ncclSuccess)
+    FAILF("makeVDevice accepted device 0 twice");
+  if (drv_make_vdevice(&drv, 1, (int[]){n}, &vdev) == ncclSuccess)
+    FAILF("makeVDevice accepted device %d, past the %d physical ones", n, n);
+  if (drv_make_vdevice(&drv, 0, (int[]){0}, &vdev) == ncclSuccess)
+    FAILF("makeVDevice accepted 0 devices");
+  if (drv_devices(&drv, &m) != ncclSuccess || m != n)
+    FAILF("refused makeVDevice calls changed devices() from %d to %d", n, m);
+  if (drv_make_vdevice(&drv, 1, (int[]){0}, &vdev) != ncclSuccess)
+    FAILF("makeVDevice over device 0 failed");
+  if (vdev != n)
+    FAILF("the first virtual device is %d, want %d (right after the physical ones)", vdev, n);
+  if (drv_devices(&drv, &m) != ncclSuccess || m != n + 1)
+    FAILF("devices() is %d after one makeVDevice, want %d", m, n + 1);
+  if (vdev_check(vdev, 1, (int[]){0}, phys) != 0)
+    return 1;
+  if (drv_make_vdevice(&drv, 2, (int[]){vdev, 0}, &vdev2) == ncclSuccess)
+    FAILF("makeVDevice nested virtual device %d", vdev);
+  if (n >= 2) {
+    if (drv_make_vdevice(&drv, 2, (int[]){1, 0}, &vdev2) != ncclSuccess || vdev2 != n + 1)
+      FAILF("makeVDevice over devices 1 and 0 failed or gave %d, want %d", vdev2, n + 1);
+    if (vdev_check(vdev2, 2, (int[]){1, 0}, phys) != 0)
+      return 1;
+  }
+  if (abi == 11) {
+    /* The only context goes: the fabric is given back, then discovered again. */
+    if (drv_finalize(&drv) != ncclSuccess || drv_init(&drv) != ncclSuccess)
+      FAILF("finalize and init again failed");
+    if (drv_devices(&drv, &m) != ncclSuccess || m != n + 1 + (n >= 2))
+      FAILF("after finalize and init, devices() is %d, want %d", m, n + 1 + (n >= 2));
+    if (vdev_check(vdev, 1, (int[]){0}, phys) != 0 ||
+        (n >= 2 && vdev_check(vdev2, 2, (int[]){1, 0}, phys) != 0))
+      return 1;
+  }
+  return 0;
+}
+
 struct test {
   const char *name;
   int (*fn)(void);
@@ -1511,6 +1601,7 @@ static const struct test tests[] = {
   {"watchdog", test_watchdog},
   {"diag", test_diag},
   {"fork", test_fork},
+  {"vdevice", test_vdevice},
 };
 
 /* The tests written for GPU-like memory: they touch data buffers only between calls. */

@@ -2,7 +2,7 @@
  * mcp_stream.c - a verified stream between two hosts, for the fault scenarios.
  *
  *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small] [--gpu]
- *              [--late idle|accept|connect:SECONDS] [--finish-together]
+ *              [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
@@ -31,6 +31,10 @@
  * its first accept call. Between its calls it makes none at all. "stream: connected
  * after X s" says how long connecting took. --finish-together (on both hosts) makes
  * each wait for the other to have everything before closing.
+ *
+ * --fuse LIST (comma-separated physical device indices, e.g. 0,1) makes a virtual
+ * device over them with makeVDevice, as NCCL does for NCCL_NET_FORCE_MERGE, and streams
+ * over it instead of device 0; "stream: fused ..." names it and its members.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,7 +114,7 @@ int main(int argc, char **argv)
   double t0, last, deadline;
   unsigned long long bytes = 0;
   const char *late = NULL;
-  int late_s = 0, together = 0;
+  int late_s = 0, together = 0, dev = 0, nfuse = 0, fuse[NCCL_NET_MAX_DEVS_PER_NIC];
 
   for (i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
@@ -131,13 +135,26 @@ int main(int argc, char **argv)
       gpu = 1;
     else if (!strcmp(argv[i], "--finish-together"))
       together = 1;
-    else if (!strcmp(argv[i], "--late") && i + 1 < argc && strchr(argv[i + 1], ':') != NULL) {
+    else if (!strcmp(argv[i], "--fuse") && i + 1 < argc) {
+      char *p = argv[++i], *end;
+      for (nfuse = 0; nfuse < NCCL_NET_MAX_DEVS_PER_NIC && *p != '\0'; nfuse++) {
+        fuse[nfuse] = (int)strtol(p, &end, 10);
+        if (end == p || (*end != ',' && *end != '\0'))
+          break;
+        p = *end == ',' ? end + 1 : end;
+      }
+      if (*p != '\0' || nfuse < 1) {
+        fprintf(stderr, "mcp-stream: --fuse takes 1..%d device indices, comma-separated (0,1)\n",
+                NCCL_NET_MAX_DEVS_PER_NIC);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--late") && i + 1 < argc && strchr(argv[i + 1], ':') != NULL) {
       late = argv[++i];
       late_s = atoi(strchr(late, ':') + 1);
     } else {
       fprintf(stderr,
               "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
-              "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together]\n",
+              "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST]\n",
               argv[0]);
       return 2;
     }
@@ -152,8 +169,19 @@ int main(int argc, char **argv)
   if (drv_open(&drv, plugin, 11) != 0 || drv_init(&drv) != ncclSuccess ||
       drv_devices(&drv, &ndev) != ncclSuccess || ndev < 1)
     return fail("plugin init", 0);
+  if (nfuse > 0) {
+    ncclNetProperties_v11_t props;
+    if (drv_make_vdevice(&drv, nfuse, fuse, &dev) != ncclSuccess)
+      return fail("makeVDevice for --fuse", 0);
+    if (drv_props(&drv, dev, &props) != ncclSuccess)
+      return fail("getProperties of the fused device", 0);
+    printf("stream: fused %d device(s) into device %d: %s, %d Mb/s, vProps {%d: %d %d %d %d}\n", nfuse, dev,
+           props.name, props.speed, props.vProps.ndevs, props.vProps.devs[0], props.vProps.devs[1],
+           props.vProps.devs[2], props.vProps.devs[3]);
+    fflush(stdout);
+  }
   memset(handle, 0, sizeof(handle));
-  if (drv_listen(&drv, 0, handle, &lc) != ncclSuccess)
+  if (drv_listen(&drv, dev, handle, &lc) != ncclSuccess)
     return fail("listen", 0);
   snprintf(name, sizeof(name), "%c.stream.handle", role);
   if (drv_file_put(xchg, name, handle, sizeof(handle), NULL, 0) != 0)
@@ -167,14 +195,14 @@ int main(int argc, char **argv)
     late = NULL;
   }
   if (late == NULL) {
-    if (drv_connect_pair(&drv, 0, peer_handle, lc, &sc, &rc, 300, role == 'a') != 0)
+    if (drv_connect_pair(&drv, dev, peer_handle, lc, &sc, &rc, 300, role == 'a') != 0)
       return fail("connect", 0);
   } else {
     int accept_late = !strncmp(late, "accept:", 7);
     while (sc == NULL && rc == NULL) {
       if (drv_now() > t0 + 120)
         return fail("the first comm of --late within 120 s", 0);
-      if ((accept_late ? drv_connect(&drv, 0, peer_handle, &sc) : drv_accept(&drv, lc, &rc)) != ncclSuccess)
+      if ((accept_late ? drv_connect(&drv, dev, peer_handle, &sc) : drv_accept(&drv, lc, &rc)) != ncclSuccess)
         return fail(accept_late ? "connect returned an error" : "accept returned an error", 0);
       usleep(1000);
     }
@@ -182,7 +210,7 @@ int main(int argc, char **argv)
     while (sc == NULL || rc == NULL) {
       if (drv_now() > t0 + late_s + 120)
         return fail("the second comm of --late within 120 s", 0);
-      if ((accept_late ? drv_accept(&drv, lc, &rc) : drv_connect(&drv, 0, peer_handle, &sc)) != ncclSuccess)
+      if ((accept_late ? drv_accept(&drv, lc, &rc) : drv_connect(&drv, dev, peer_handle, &sc)) != ncclSuccess)
         return fail(accept_late ? "accept returned an error" : "connect returned an error", 0);
       usleep(1000);
     }

@@ -7,7 +7,9 @@
 # data path, properties, 4 QPs per connection, the v8/v9/v10 tables, and a clean
 # dlclose with a second full life after it. NCCL-compatible defaults and bounds: 32 QPs
 # per connection carry data, 200 are capped with a WARN, and NCCL_IB_TIMEOUT defaults
-# to 18 under a v8 table (NCCL 2.20-2.22) and 20 under v11.
+# to 18 under a v8 table (NCCL 2.20-2.22) and 20 under v11. makeVDevice through the
+# v9, v10 and v11 tables (none in v8): the index after the physical ones, its
+# properties showing the members, and (v11) the index kept across finalize and init.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -21,6 +23,12 @@ for abi in 8 9 10; do
   CONF_MAX_SIZE=$((16 << 20)) conf --abi "$abi" self props sizes grouped optional
 done
 conf self mrcache stray sockets
+for abi in 8 9 10 11; do
+  conf --abi "$abi" self vdevice
+done
+# makeVDevice's refusals are said (docs/messages.md 2.5).
+conf self vdevice 2> /tmp/vdev.err
+lab_grep 'makeVDevice: device 0 \(rxe0\) is named twice' /tmp/vdev.err "a refused makeVDevice says why"
 # A peer that never answers: SYNs into a dummy netdev vanish. Every connect call
 # returns within 100 ms and the connect fails at MCPNET_CONNECT_TIMEOUT.
 ip link add mcpdrop type dummy && ip addr add 198.51.100.1/24 dev mcpdrop && ip link set mcpdrop up

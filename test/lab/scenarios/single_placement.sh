@@ -11,7 +11,8 @@
 #   uverbs node the process may not open; tenant P_Keys resolved by value or refused;
 #   the init INFO line (version, revision, ABI table, library) and the WARNs for ignored
 #   NCCL_IB_ variables and a misspelt MCPNET_ one;
-#   a bad map refused at init naming its entry; data over an IPv6 GID and an IPv4 GID.
+#   a bad map refused at init naming its entry; data over an IPv6 GID and an IPv4 GID;
+#   NIC fusion: a map's fused set ('*') as one device, makeVDevice over two devices.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -100,6 +101,19 @@ expect /tmp/r2.out '^  0: rxe2 ' "local rank 2: rxe2 first, as the map lists it"
 expect /tmp/r2.out '^  1: rxe1 ' "local rank 2: rxe1 second"
 refute /tmp/r2.out '^  2: ' "local rank 2 sees exactly two devices"
 expect /tmp/r2.err 'local rank 2 \(from MCPNET_LOCAL_RANK\)' "MCPNET_LOCAL_RANK wins over LOCAL_RANK"
+
+# NIC fusion in the map: '*' fuses rxe1 and rxe2 into one device (named after both, its
+# pciPath and guid rxe1's), '+' adds rxe0 as a second. makeVDevice over two physical
+# devices shows both in vProps with the summed speed (conformance test vdevice).
+probe fused MCPNET_RANK_MAP='0=rxe1*rxe2+rxe0' LOCAL_RANK=0
+expect /tmp/fused.out '^  0: rxe1\+rxe2 ' "'rxe1*rxe2' is one device, named after both members"
+expect /tmp/fused.out '^  1: rxe0 ' "'+rxe0' is a second device"
+refute /tmp/fused.out '^  2: ' "the fused members are not also offered alone"
+probe fusedtwice --fail MCPNET_RANK_MAP='0=rxe1*rxe2*rxe0*rxe1:1' LOCAL_RANK=0
+expect /tmp/fusedtwice.err "device rxe1 is named twice" "a fused set naming a device twice is refused at init"
+probe vdev2 NCCL_IB_HCA==rxe1,rxe2 -- vdevice
+expect /tmp/vdev2.out 'device 3 = rxe[12]\+rxe[12], [0-9]+ Mb/s, vProps \{2: 1 0 0 0\}' \
+  "makeVDevice over devices 1 and 0: index 3, both members in vProps"
 
 probe nomap NCCL_IB_HCA==rxe0,rxe1
 expect /tmp/nomap.out '^  1: ' "without a map, NCCL_IB_HCA=rxe0,rxe1 gives two devices"
