@@ -49,6 +49,7 @@ stream() {
     sleep 0.5
     lab_link_down eth1
     date +%s.%N > "/tmp/$name.down"
+    kill -0 $pid 2> /dev/null || lab_fail "$name: the stream had ended before eth1 went down"
     lab_log "$name: eth1 is down for $secs s"
     sleep "$secs"
     grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state || lab_fail "$name: rxe0 went down with eth1"

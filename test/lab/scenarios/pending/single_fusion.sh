@@ -7,12 +7,15 @@
 #   - both size lists of the stream (4 KiB..1 MiB, and 2 KiB..64 KiB with --small), with
 #     each member carrying a share of the packets (rxe hw counters), so the chunks are
 #     striped over both and each member's rkey lands them in the right memory;
-#   - peers that fused different numbers of devices (a fuses 0,1; b uses device 0 alone);
 #   - one member's link (f1, under rxe1) down for 5 s during the stream: the stream
 #     completes, every byte verified, and the log names rxe1;
 #   - f1 down for 20 s, past MCPNET_RECOVERY_TIMEOUT=6: the stream fails through the ABI,
 #     before the link is back, with a message naming rxe1 (LONG_OUTAGE=degrade instead
 #     asserts that the stream finishes on rxe0 and the log says rxe1 was given up).
+# Peers that fused different numbers of devices are not tried here: rxe hands a received
+# packet to the rxe of the netdev it arrived on, and a packet from rxe1 to rxe0's address
+# (or back) arrives on lo or f1 as the kernel routes it, not on the other device, so QPs
+# of two different rxe devices in one guest cannot talk; the unit tests cover it.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -69,6 +72,14 @@ streaming() { # streaming NAME: wait until both ends stream
   cat /tmp/"$1".*.out; tail -n 20 /tmp/"$1".*.err
   lab_fail "$1: the stream never started"
 }
+# still_streaming NAME: both ends were still streaming when the fault came (else the
+# fault proved nothing: give the stream more messages).
+still_streaming() {
+  local r
+  for r in a b; do
+    kill -0 "$(cat "/tmp/$1.$r.pid")" 2> /dev/null || lab_fail "$1: role $r's stream had ended before the link went down"
+  done
+}
 # striped NAME BEFORE0 BEFORE1: each member sent at least a fifth of the packets since.
 striped() {
   local d0=$(($(sent rxe0) - $2)) d1=$(($(sent rxe1) - $3))
@@ -86,17 +97,13 @@ for list in large small; do
   striped $list "$s0" "$s1"
 done
 
-# --- different member counts on the two ends ----------------------------------------------
-stream uneven 30 0,1 - --msgs 120
-stream_wait uneven
-expect_ok uneven
-
 # --- one member's link flaps ---------------------------------------------------------------
-stream flap 30 0,1 0,1 --msgs 300
+stream flap 30 0,1 0,1 --msgs 1000
 streaming flap
 sleep 0.5
 lab_log "flap: f1 (rxe1's netdev) down for 5 s"
 lab_link_down f1
+still_streaming flap
 sleep 5
 lab_link_up f1
 lab_log "flap: f1 up again; rxe0 stayed $(cat /sys/class/infiniband/rxe0/ports/1/state)"
@@ -113,6 +120,7 @@ streaming outage
 sleep 0.5
 lab_link_down f1
 down=$(date +%s.%N)
+still_streaming outage
 lab_log "outage: f1 down for 20 s"
 sleep 20
 up=$(date +%s.%N)
