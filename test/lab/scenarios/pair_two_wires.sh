@@ -13,10 +13,10 @@ lab_grep 'link rxe0/1 state ACTIVE .*netdev eth0' /tmp/links "rxe0 is on eth0"
 lab_grep 'link rxe1/1 state ACTIVE .*netdev eth1' /tmp/links "rxe1 is on eth1"
 lab_wait_gid rxe1 "$(lab_ipv4_gid "$LAB_SELF_IP1")"
 lab_check_second_wire first
-ping6() { busybox ping6 -c 1 -W 3 "$@" > /dev/null 2>&1; }
-lab_check "ping6 over eth1 to $LAB_PEER_IP6_1" ping6 "$LAB_PEER_IP6_1"
+ping6_once() { busybox ping6 -c 1 -W 3 "$@" > /dev/null 2>&1; }
+lab_check "ping6 over eth1 to $LAB_PEER_IP6_1" ping6_once "$LAB_PEER_IP6_1"
 
-# ping_from_a ADDR: a's one ping to ADDR; 0 when it was answered.
+# ping_once ADDR: one ping to ADDR; 0 when it was answered.
 ping_once() { busybox ping -c 1 -W 3 "$1" > /dev/null 2>&1; }
 state() { cat "/sys/class/infiniband/$1/ports/1/state"; }
 wait_state() { # wait_state RXE WORD
