@@ -105,12 +105,13 @@ if [ "$LONG_OUTAGE" = fail ]; then
   if [ "$LAB_HOST" = a ]; then
     grep -E 'MCPNET_RECOVERY_TIMEOUT=6' /tmp/outage.err > /tmp/outage.events || true
     lab_grep 'rxe1' /tmp/outage.events "outage: the recovery timeout's error names the member rxe1"
+    lab_log "outage: $(head -1 /tmp/outage.events)"
     spent=$(sed -n 's/^stream: FAIL: .* at \([0-9.]*\)$/\1/p' /tmp/outage.out | head -1)
     took=$(awk -v a="$(cat /tmp/outage.down)" -v b="$spent" 'BEGIN { printf "%.1f", b - a }')
     back=$(awk -v a="$(cat /tmp/outage.down)" -v b="$(cat /tmp/outage.up)" 'BEGIN { printf "%.1f", b - a }')
     lab_log "outage: the stream failed $took s after eth1 went down (it came back after $back s)"
     awk -v t="$took" -v b="$back" 'BEGIN { exit !(t < b) }' ||
-      lab_fail "outage: the error came only after the link was back ($took s, back at $back s): something waited for the link"
+      { grep -Ev '^\[INFO\] NET/MCP (MCPNET|NCCL)_' /tmp/outage.err | tail -40; lab_fail "outage: the error came only after the link was back ($took s, back at $back s): something waited for the link"; }
   fi
 else
   expect_ok outage

@@ -138,6 +138,7 @@ if [ "$LONG_OUTAGE" = fail ]; then
   done
   cat /tmp/outage.a.err /tmp/outage.b.err | grep -E 'MCPNET_RECOVERY_TIMEOUT=6' > /tmp/outage.events || true
   lab_grep 'rxe1' /tmp/outage.events "outage: the recovery timeout's error names the member rxe1"
+  lab_log "outage: $(head -1 /tmp/outage.events)"
   for r in a b; do
     spent=$(sed -n 's/^stream: FAIL: .* at \([0-9.]*\)$/\1/p' /tmp/outage.$r.out | head -1)
     [ -n "$spent" ] || continue
