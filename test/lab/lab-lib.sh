@@ -69,7 +69,8 @@ lab_wait_port() {
   lab_fail "nothing listens on port $port after ${limit}s"
 }
 
-# Faults.
+# Faults. lab_link_down/up take one netdev: eth0 (the default) or, in a pair with
+# wires=2, eth1 alone, which leaves the other wire (and its rxe) up.
 lab_link_down() { ip link set "${1:-eth0}" down; }
 lab_link_up() { ip link set "${1:-eth0}" up; }
 lab_netem() { tc qdisc replace dev "${LAB_NETEM_DEV:-eth0}" root netem "$@"; }
@@ -133,4 +134,78 @@ lab_fake_peermem() {
   fi
   [ -f /sys/module/nvidia_peermem/version ] || lab_fail "nvidia_peermem is loaded but has no version file"
   lab_log "nvidia_peermem stand-in loaded (version $(cat /sys/module/nvidia_peermem/version))"
+}
+
+# lab_ipv4_gid ADDR: the IPv4-mapped GID of ADDR as sysfs prints it.
+lab_ipv4_gid() {
+  local IFS=.
+  # shellcheck disable=SC2086
+  set -- $1
+  printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
+}
+
+# lab_wait_gid RXE GID [SECONDS]: wait until RXE's port is ACTIVE and lists GID.
+lab_wait_gid() {
+  local rxe=$1 gid=$2 limit=${3:-20} i
+  for ((i = 0; i < limit * 10; i++)); do
+    grep -q ACTIVE "/sys/class/infiniband/$rxe/ports/1/state" 2>/dev/null &&
+      grep -qsx "$gid" /sys/class/infiniband/"$rxe"/ports/1/gids/* && return 0
+    sleep 0.1
+  done
+  lab_fail "$rxe: no ACTIVE port with GID $gid after ${limit}s"
+}
+
+# lab_gid_index RXE ADDR: the index of ADDR's RoCE v2 GID on RXE (for perftest's -x and
+# ibv_*_pingpong's -g); fails when there is none.
+lab_gid_index() {
+  local gid f
+  gid=$(lab_ipv4_gid "$2")
+  for f in $(grep -lsx "$gid" /sys/class/infiniband/"$1"/ports/1/gids/*); do
+    grep -qs "RoCE v2" "/sys/class/infiniband/$1/ports/1/gid_attrs/types/${f##*/}" && { echo "${f##*/}"; return 0; }
+  done
+  lab_fail "$1 has no RoCE v2 GID for $2"
+}
+
+# lab_loop_rxe RXE IFNAME ADDR: for the single guest, one more soft-RoCE device that
+# carries RoCE to itself as rxe0 does on lo (a second rxe on lo is refused: "already
+# configured on lo", one rxe per netdev). IFNAME is one end of a veth pair (its peer
+# IFNAME-p is up and unused) with the IPv4 address ADDR/24; rxe reaches its own
+# addresses on it by its internal loopback. Waits until RXE is ACTIVE with ADDR's GID.
+# `lab_link_down IFNAME` then takes this device's port down and no other.
+lab_loop_rxe() {
+  local rxe=$1 ifname=$2 addr=$3
+  ip link add "$ifname" type veth peer name "$ifname-p" || lab_fail "veth $ifname for $rxe"
+  ip link set "$ifname-p" up
+  ip addr add "$addr/24" dev "$ifname"
+  ip link set "$ifname" up
+  rdma link add "$rxe" type rxe netdev "$ifname" || lab_fail "rdma link add $rxe on $ifname"
+  lab_wait_gid "$rxe" "$(lab_ipv4_gid "$addr")"
+}
+
+# lab_check_second_wire TAG: in a pair booted with wires=2, on both guests: eth1 reaches
+# the peer's eth1 over IP (ping, retried while the peer may still be booting), and rxe1
+# carries RC traffic to the peer's rxe1 (ibv_rc_pingpong over the eth1 addresses' RoCE v2
+# GIDs, b serving). TAG names the rendezvous and output files, so calls differ by it.
+lab_check_second_wire() {
+  local tag=$1 idx i port=18601 pid
+  [ "${LAB_WIRES:-1}" = 2 ] || lab_fail "$tag: the scenario needs wires=2 in its '# lab:' header"
+  [ -e /sys/class/infiniband/rxe1 ] || lab_fail "$tag: no rxe1 on the second wire"
+  idx=$(lab_gid_index rxe1 "$LAB_SELF_IP1") || exit 1
+  for ((i = 0; i < 60; i++)); do
+    busybox ping -c 1 -W 2 "$LAB_PEER_IP1" > "/tmp/$tag.ping" 2>&1 && break
+  done
+  [ $i -lt 60 ] || { cat "/tmp/$tag.ping"; lab_fail "$tag: the peer's eth1 ($LAB_PEER_IP1) does not answer a ping"; }
+  lab_log "ok: $tag: ping over eth1 to $LAB_PEER_IP1"
+  if [ "$LAB_HOST" = b ]; then
+    timeout 120 ibv_rc_pingpong -d rxe1 -g "$idx" -p "$port" -s 4096 -n 100 > "/tmp/$tag.pp" 2>&1 &
+    pid=$!
+    lab_wait_port "$port" 60
+    lab_signal "$tag.listening"
+    wait "$pid" || { cat "/tmp/$tag.pp"; lab_fail "$tag: ibv_rc_pingpong (server) over rxe1 failed"; }
+  else
+    lab_wait "$tag.listening" 120 > /dev/null
+    timeout 120 ibv_rc_pingpong -d rxe1 -g "$idx" -p "$port" -s 4096 -n 100 "$LAB_PEER_IP1" > "/tmp/$tag.pp" 2>&1 ||
+      { cat "/tmp/$tag.pp"; lab_fail "$tag: ibv_rc_pingpong (client) over rxe1 to $LAB_PEER_IP1 failed"; }
+  fi
+  lab_grep '^819200 bytes in [0-9.]+ seconds' "/tmp/$tag.pp" "$tag: 100 RC round trips of 4 KiB over rxe1 (GID index $idx)"
 }

@@ -37,12 +37,27 @@ setup() {
   else
     rdma link add rxe0 type rxe netdev lo || return 1
   fi
-  for _ in $(seq 100); do
-    grep -q ACTIVE /sys/class/infiniband/rxe0/ports/1/state 2>/dev/null && return 0
-    sleep 0.1
+  # A pair's second wire (lab --wires 2): eth1, whose MAC says it is the second NIC
+  # QEMU was given, and rxe1 on it.
+  if [ "${LAB_WIRES:-1}" = 2 ]; then
+    [ "$(cat /sys/class/net/eth1/address 2>/dev/null)" = "$LAB_MAC1" ] ||
+      { echo "lab: eth1 is not the second wire's NIC (MAC $(cat /sys/class/net/eth1/address 2>/dev/null), expected $LAB_MAC1)"; return 1; }
+    ip link set eth1 up || return 1
+    sysctl -qw net.ipv6.conf.eth1.keep_addr_on_down=1
+    ip addr add "$LAB_SELF_IP1/24" dev eth1
+    ip -6 addr add "$LAB_SELF_IP6_1/64" dev eth1 nodad
+    rdma link add rxe1 type rxe netdev eth1 || return 1
+  fi
+  local rxe ok
+  for rxe in rxe0 $([ "${LAB_WIRES:-1}" = 2 ] && echo rxe1); do
+    ok=0
+    for _ in $(seq 100); do
+      grep -q ACTIVE /sys/class/infiniband/$rxe/ports/1/state 2>/dev/null && { ok=1; break; }
+      sleep 0.1
+    done
+    [ $ok = 1 ] || { echo "lab: $rxe port never became ACTIVE"; return 1; }
   done
-  echo "lab: rxe0 port never became ACTIVE"
-  return 1
+  return 0
 }
 
 if ! setup > /run/lab/setup.log 2>&1; then
