@@ -261,14 +261,16 @@ int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, 
                     void **listen_comm)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
+  int members[MCP_VDEV_MAX_MEMBERS], nmembers = 0; /* a virtual (fused) index is valid too */
   struct mcp_listen_comm *lc;
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
   char err[MCP_WIRE_ERRLEN];
 
   *listen_comm = NULL;
-  if (fab == NULL || dev < 0 || dev >= fab->ndev) {
-    MCP_WARN("listen on device %d: there are %d device(s) (was init called?)", dev, fab ? fab->ndev : 0);
+  if (fab == NULL || (nmembers = mcp_fabric_dev_members(fab, dev, members)) < 0) {
+    MCP_WARN("listen on device %d: there are %d device(s) (was init called?)", dev,
+             fab ? mcp_fabric_vdev_count(fab) : 0);
     return MCP_ERR_ARG;
   }
   lc = calloc(1, sizeof(*lc));
@@ -292,14 +294,9 @@ int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, 
     goto fail;
   h.dev = dev;
   h.listen_token = lc->listener->token;
-  {
-    int members[MCP_VDEV_MAX_MEMBERS];
-    int n = mcp_fabric_dev_members(fab, dev, members);
-
-    /* The connecting side sizes its QPs by the larger end (a handle of one member stays
-     * version 2, readable by older builds). */
-    h.ndevs = (uint8_t)(n > 1 ? n : 1);
-  }
+  /* The connecting side sizes its QPs by the larger end (a handle of one member stays
+   * version 2, readable by older builds). */
+  h.ndevs = (uint8_t)nmembers;
   if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {
     MCP_WARN("listen: cannot encode the handle: %s", err);
     goto fail;
@@ -331,13 +328,14 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
                                       int *rc)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
+  int members[MCP_VDEV_MAX_MEMBERS]; /* a virtual (fused) index is valid too */
   struct mcp_wire_handle h;
   union mcp_sockaddr addr;
   char err[MCP_WIRE_ERRLEN];
   struct mcp_link *c;
 
-  if (fab == NULL || dev < 0 || dev >= fab->ndev) {
-    MCP_WARN("connect on device %d: there are %d device(s)", dev, fab ? fab->ndev : 0);
+  if (fab == NULL || mcp_fabric_dev_members(fab, dev, members) < 0) {
+    MCP_WARN("connect on device %d: there are %d device(s)", dev, fab ? mcp_fabric_vdev_count(fab) : 0);
     *rc = MCP_ERR_ARG;
     return NULL;
   }
@@ -611,8 +609,8 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   return 0;
 fail:
   if (c->error == 0) {
-    MCP_WARN("accept on %s from %s failed while setting up the connection",
-             mcp_fabric_process()->dev[lc->dev].name, c->peer_name);
+    MCP_WARN("accept on %s%s from %s failed while setting up the connection", c->devs[0].dc->info->name,
+             c->ndevs > 1 ? " (fused)" : "", c->peer_name);
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not set up its QPs (see its log)");
   }
   mcp_comm_destroy(c);

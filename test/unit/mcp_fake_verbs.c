@@ -715,7 +715,8 @@ void fake_regs_reset(void) { nregs = 0; }
 
 struct mcp_comm *fake_comm_alloc(struct fake_pair *p, int side)
 {
-  struct mcp_comm *c = comm_new(p->side[side], side == FAKE_SEND_SIDE ? MCP_COMM_SEND : MCP_COMM_RECV, "-");
+  struct mcp_comm *c =
+    comm_new(p->member[side], p->ndevs[side], side == FAKE_SEND_SIDE ? MCP_COMM_SEND : MCP_COMM_RECV, "-");
 
   if (mcp_xfer_link_ops.alloc(&c->link) != 0)
     abort();

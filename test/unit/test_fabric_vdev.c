@@ -28,6 +28,7 @@ static void fab_add(struct mcp_fabric *f, const char *name, int port, int ll, in
   snprintf(d->name, sizeof(d->name), "%s", name);
   snprintf(d->ibdev, sizeof(d->ibdev), "%.*s", colon ? (int)(colon - name) : (int)strlen(name), name);
   d->port = port;
+  d->topo_port = port; /* what discovery reports to NCCL (fabric_topo.h) */
   d->link_layer = ll;
   d->speed_mbps = speed;
   d->ptr_support = ptr;
