@@ -61,16 +61,47 @@ int mcp_recover_status_recoverable(int wc_status)
   }
 }
 
+/* The link's members whose port is not ACTIVE now, as "; not active here: rxe1 port 1
+ * DOWN": on a fused link the failure then names the physical port that kept it down.
+ * Empty when every port is up (the trouble is the peer's or the path's). */
+static void members_not_active(const struct mcp_link *c, char *out, size_t len)
+{
+  size_t used = 0;
+  int k;
+
+  out[0] = '\0';
+  for (k = 0; k < c->ndevs; k++) {
+    const struct mcp_net_dev *d = c->devs[k].dc->info;
+    const struct mcp_sysfs_port *p;
+    struct mcp_sysfs_dev sys;
+    char err[256];
+    int w;
+
+    memset(&sys, 0, sizeof(sys));
+    if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) != 0 ||
+        (p = mcp_sysfs_port_find(&sys, d->port)) == NULL || p->state == IBV_PORT_ACTIVE)
+      continue;
+    w = snprintf(out + used, len - used, "%s%s port %d %s", used == 0 ? "; not active here: " : ", ",
+                 d->ibdev, d->port, p->state_name[0] ? p->state_name : "(state unreadable)");
+    if (w < 0 || (size_t)w >= len - used)
+      return;
+    used += (size_t)w;
+  }
+}
+
 static void rec_fail(struct mcp_link *c, const char *what)
 {
   const struct mcp_config *cfg = mcp_param_process();
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
+  char down[256];
 
   c->rec.phase = MCP_REC_NONE;
+  members_not_active(c, down, sizeof(down));
   mcp_comm_fail(c, MCP_ERR_REMOTE,
                 "%s %s: recovery from \"%s\" failed after %.1f s (round %u, "
-                "MCPNET_RECOVERY_TIMEOUT=%d): %s",
-                dir_words(c), c->peer_name, c->rec.cause, spent, c->rec.round, cfg->recovery_timeout_s, what);
+                "MCPNET_RECOVERY_TIMEOUT=%d): %s%s",
+                dir_words(c), c->peer_name, c->rec.cause, spent, c->rec.round, cfg->recovery_timeout_s, what,
+                down);
 }
 
 /* Our GID's index in the current table of member m's port, found by address: after a
