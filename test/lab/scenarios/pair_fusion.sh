@@ -1,4 +1,4 @@
-# lab: topology=pair wires=2 deadline=1200
+# lab: topology=pair wires=2 deadline=600
 # NIC fusion between two hosts over two rails: each guest has rxe0 on eth0 (wire 0) and
 # rxe1 on eth1 (wire 1, lab --wires 2), listed by NCCL_IB_HCA==rxe0,rxe1 as physical
 # devices 0 and 1, and streams over the virtual device makeVDevice makes of them

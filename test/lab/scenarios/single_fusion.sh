@@ -1,4 +1,4 @@
-# lab: topology=single deadline=900
+# lab: topology=single deadline=600
 # NIC fusion on one guest: rxe0 on lo and rxe1 on a veth (lab_loop_rxe; a second rxe on
 # lo is refused), both RoCE, listed by NCCL_IB_HCA==rxe0,rxe1 as physical devices 0 and 1.
 # Two processes stream to each other over the virtual device makeVDevice makes of them
