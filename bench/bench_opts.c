@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "mcpnet/log.h"
 
 static const char usage_text[] =
   "usage: mcpnet-bench [options]\n"
@@ -81,6 +82,7 @@ static const char usage_text[] =
   "  --plot FILE.png      bandwidth and latency against size, one curve per series\n"
   "  -v, --verbose        progress on stderr\n"
   "  -h, --help\n"
+  "  --version            the mcpnet version and source revision, as the plugin logs them\n"
   "\n"
   "Units: MB/s = 1e6 bytes/s (perftest's MiB/s are converted); latency is one-way in\n"
   "microseconds, the median of per-round-trip times / 2 with receives posted ahead.\n"
@@ -112,7 +114,8 @@ enum {
   OPT_PLOT,
   OPT_SPIN,
   OPT_PIN,
-  OPT_CPU_COST
+  OPT_CPU_COST,
+  OPT_VERSION
 };
 
 static const struct option long_opts[] = {
@@ -150,6 +153,7 @@ static const struct option long_opts[] = {
   {"plot", required_argument, NULL, OPT_PLOT},
   {"verbose", no_argument, NULL, 'v'},
   {"help", no_argument, NULL, 'h'},
+  {"version", no_argument, NULL, OPT_VERSION},
   {NULL, 0, NULL, 0},
 };
 
@@ -381,6 +385,7 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
     case OPT_PLOT: o->plot = optarg; break;
     case 'v': o->verbose = 1; break;
     case 'h': fputs(usage_text, stdout); return -1;
+    case OPT_VERSION: printf("mcpnet-bench: %s\n", mcp_version_text()); return -1;
     default: fputs(usage_text, stderr); return BENCH_EXIT_USAGE;
     }
   }

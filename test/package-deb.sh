@@ -3,11 +3,14 @@
 # (<build>/pkgroot) the way a container image would, checking what it carries. The
 # lab scenario single_deb_install.sh then loads the plugin from that root.
 set -euo pipefail
-build=${1:?usage: package-deb.sh BUILD_DIR}
+build=${1:?usage: package-deb.sh BUILD_DIR [VERSION]}
 cd "$build"
+version=${2:-$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' CMakeCache.txt)}
 rm -f mcpnet_*.deb
 cpack -G DEB >/dev/null
-deb=$(ls mcpnet_*.deb)
+# The file name carries the version, as the .rpm's does (package-rpm.sh).
+deb=mcpnet_${version}_amd64.deb
+[ -f "$deb" ] || { echo "package-deb: no $deb"; ls mcpnet_*.deb; exit 1; }
 echo "built $build/$deb"
 dpkg-deb --info "$deb" | sed -n '1,/Description/p'
 contents=$(dpkg-deb --contents "$deb")

@@ -29,7 +29,8 @@ static void usage(FILE *out)
         "               or an invalid value, 0 otherwise\n"
         "  --nccl-conf  with --effective or --check: also read NCCL_CONF_FILE or\n"
         "               ~/.nccl.conf, and /etc/nccl.conf, as NCCL does before it loads\n"
-        "               the plugin\n",
+        "               the plugin\n"
+        "  --version    the mcpnet version and source revision, as the plugin logs them\n",
         out);
 }
 
@@ -162,6 +163,9 @@ int main(int argc, char **argv)
       mode = CHECK;
     } else if (strcmp(argv[i], "--nccl-conf") == 0) {
       flags |= MCP_PARAM_LOAD_NCCL_CONF;
+    } else if (strcmp(argv[i], "--version") == 0) {
+      printf("mcpnet-params: %s\n", mcp_version_text());
+      return 0;
     } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;

@@ -15,6 +15,8 @@ void mcp_log_set_logger(ncclDebugLogger_t fn);
 /* For tools and tests: print to stderr up to this level (NCCL_LOG_WARN, _INFO, _TRACE). */
 void mcp_log_set_stderr(int max_level);
 int mcp_log_level_enabled(int level);
+/* "mcpnet VERSION, source revision REV": what init logs and every tool's --version prints. */
+const char *mcp_version_text(void);
 
 void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)
   __attribute__((format(printf, 5, 6)));

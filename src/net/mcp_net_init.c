@@ -26,10 +26,6 @@
 
 #include "net_internal.h"
 
-#ifndef MCPNET_REVISION
-#define MCPNET_REVISION "unknown" /* set by CMake from git describe at configure time */
-#endif
-
 static _Atomic int abi_taken; /* the ncclNetPlugin_vN table NCCL took; 0: not said */
 
 int mcp_ctx_traffic_class(const void *ctx)
@@ -123,14 +119,11 @@ static void log_identity(int version)
   if (version > 0)
     snprintf(nccl, sizeof(nccl), " (NCCL %d.%d.%d)", version / 10000, version / 100 % 100, version % 100);
   if (abi_taken > 0)
-    MCP_INFO(NCCL_INIT | NCCL_NET,
-             "mcpnet %s, source revision %s; NCCL took the ncclNetPlugin_v%d table%s; "
-             "library %s",
-             MCPNET_VERSION, MCPNET_REVISION, abi_taken, nccl, path);
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s; NCCL took the ncclNetPlugin_v%d table%s; library %s",
+             mcp_version_text(), abi_taken, nccl, path);
   else
-    MCP_INFO(NCCL_INIT | NCCL_NET,
-             "mcpnet %s, source revision %s; no ncclNetPlugin table named%s; library %s", MCPNET_VERSION,
-             MCPNET_REVISION, nccl, path);
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s; no ncclNetPlugin table named%s; library %s", mcp_version_text(), nccl,
+             path);
 }
 
 /* NCCL_IB_QPS_PER_CONNECTION as each port can run it: NCCL accepts any value, so mcpnet

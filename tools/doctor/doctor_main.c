@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "doctor.h"
+#include "mcpnet/log.h"
 
 static void usage(FILE *f)
 {
@@ -23,6 +24,7 @@ static void usage(FILE *f)
     "  --json             the same report as one JSON object\n"
     "  --verbose          also print what the plugin's code logs, on stderr\n"
     "  --min-memlock MIB  a locked-memory limit below this FAILs (default 64)\n"
+    "  --version          the mcpnet version and source revision, as the plugin logs them\n"
     "Two hosts:\n"
     "  --listen           wait for one mcpnet-doctor --peer, then check the pair\n"
     "  --peer HOST[:PORT] connect to a mcpnet-doctor --listen on HOST\n"
@@ -51,7 +53,8 @@ enum {
   OPT_DEV,
   OPT_PLUGIN,
   OPT_MEMLOCK,
-  OPT_HELP
+  OPT_HELP,
+  OPT_VERSION
 };
 
 static const struct option long_opts[] = {
@@ -69,6 +72,7 @@ static const struct option long_opts[] = {
   {"plugin", required_argument, NULL, OPT_PLUGIN},
   {"min-memlock", required_argument, NULL, OPT_MEMLOCK},
   {"help", no_argument, NULL, OPT_HELP},
+  {"version", no_argument, NULL, OPT_VERSION},
   {NULL, 0, NULL, 0},
 };
 
@@ -140,6 +144,7 @@ static int parse(int argc, char **argv, struct doctor_opts *o)
         goto bad;
       o->min_memlock = (size_t)v << 20;
       break;
+    case OPT_VERSION: printf("mcpnet-doctor: %s\n", mcp_version_text()); exit(DOCTOR_EXIT_OK);
     case OPT_HELP:
     case 'h': usage(stdout); exit(DOCTOR_EXIT_OK);
     default: usage(stderr); return -1;
