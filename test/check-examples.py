@@ -262,8 +262,9 @@ def check_shell(p):
                 check_command(p, shlex.split(part))
             except ValueError:
                 pass
-    if "srun" in text and "--container-image" not in text:
-        bad(p, "srun without pyxis --container-image")
+    for line in logical.splitlines():  # every job step runs in the image (pyxis)
+        if re.match(r"\s*srun\s", line) and "--container-image=" not in line:
+            bad(p, f"srun without pyxis --container-image: {line.strip()}")
     for v in ("SLURM_LOCALID", "LOCAL_RANK"):
         if v in text and f'"{v}"' not in rankmap:
             bad(p, f"relies on {v}, which mcpnet does not read for the local rank")
