@@ -34,6 +34,7 @@ case_ Dockerfile 's/mcpnet-params --check/mcpnet-check/' "runs mcpnet-check, whi
 case_ Dockerfile 's/NCCL_NET_PLUGIN=mcp/NCCL_NET_PLUGIN=mcpnet/' "would open libnccl-net-mcpnet.so"
 case_ Dockerfile 's/-DMCPNET_BUILD_TESTS=OFF/-DMCPNET_TESTS=OFF/' "passes -DMCPNET_TESTS"
 case_ Dockerfile 's/cpack -G DEB/cpack -G TGZ/' "does not build the package with 'cpack -G DEB'"
+case_ Dockerfile.dockerignore '/^build\/$/d' "does not keep build/ out of the build context"
 case_ kubernetes/pytorchjob.yaml 's/MCPNET_OOB_PORT_RANGE/MCPNET_OOB_PORTS/' "MCPNET_OOB_PORTS=20000-20099 (environment) is not an mcpnet variable"
 case_ kubernetes/pytorchjob.yaml 's/"20000-20099"/"20000-70000"/' "mcpnet-params --check fails on"
 case_ kubernetes/pytorchjob.yaml 's/^  nprocPerNode:/ nprocPerNode:/' "is not valid YAML"

@@ -46,7 +46,7 @@ else:
         subprocess.run(["cmake", "--install", a.build, "--prefix", "/usr"], check=True,
                        capture_output=True, env=dict(os.environ, DESTDIR=root))
         installed = {p[len(root):] for p in glob.glob(root + "/**", recursive=True)}
-bins = {os.path.basename(p) for p in installed if p.startswith("/usr/bin/")}
+bins = {os.path.basename(p) for p in installed if p.startswith("/usr/bin/")} - {""}
 top = read(os.path.join(a.src, "CMakeLists.txt"))
 version = re.search(r"project\(mcpnet\s+VERSION\s+([0-9.]+)", top).group(1)
 pkg = re.search(r'set\(CPACK_PACKAGE_NAME\s+"([^"]+)"', top).group(1)
@@ -296,6 +296,11 @@ for p in sorted(glob.glob(ex + "/**/*", recursive=True)):
         check_shell(p)
     elif b.endswith(".py"):
         check_python(p)
+    elif b == "Dockerfile.dockerignore":
+        ign = {l.strip() for l in read(p).splitlines() if l.strip() and not l.startswith("#")}
+        for want in ("build/", ".git/"):
+            if want not in ign:
+                bad(p, f"does not keep {want} out of the build context")
     elif not b.endswith(".md"):
         bad(p, "no check knows this kind of file: add one to test/check-examples.py")
 if not glob.glob(ex + "/Dockerfile") or seen < 5:
