@@ -10,7 +10,11 @@ those tools accept.
 --examples points at another copy (to see a broken example fail)."""
 import argparse, fnmatch, glob, os, re, shlex, subprocess, sys, tempfile
 
-import yaml
+try:
+    import yaml
+except ImportError:
+    sys.exit("check-examples: needs PyYAML to parse the Kubernetes examples: apt-get install"
+             " python3-yaml (scripts/install-deps installs it)")
 
 ap = argparse.ArgumentParser()
 ap.add_argument("src")
