@@ -51,10 +51,12 @@ static void test_switch_host(void)
 
   CHECK_EQ_INT(suggest("gpu8-switch", NULL, "PCI_BUS_ID", map, sizeof(map), err), 0);
   /* mlx5_4 is the front-end NIC on a root port: no GPU is nearer to it than to its rail NIC. */
-  CHECK_EQ_STR(map, "0=mlx5_0:1;1=mlx5_1:1;2=mlx5_2:1;3=mlx5_3:1;4=mlx5_5:1;5=mlx5_6:1;6=mlx5_7:1;7=mlx5_8:1");
+  CHECK_EQ_STR(map,
+               "0=mlx5_0:1;1=mlx5_1:1;2=mlx5_2:1;3=mlx5_3:1;4=mlx5_5:1;5=mlx5_6:1;6=mlx5_7:1;7=mlx5_8:1");
   check_parses(map);
-  CHECK(strstr(text, "  local rank 4: GPU 4 0000:92:00.0 (NUMA node 1) -> mlx5_5:1 0000:93:00.0 (NUMA node 1): "
-                     "same PCIe switch (both below 0000:90:00.0), 4 bridge hops\n") != NULL);
+  CHECK(strstr(text,
+               "  local rank 4: GPU 4 0000:92:00.0 (NUMA node 1) -> mlx5_5:1 0000:93:00.0 (NUMA node 1): "
+               "same PCIe switch (both below 0000:90:00.0), 4 bridge hops\n") != NULL);
   CHECK(strstr(text, "MCPNET_RANK_MAP='0=mlx5_0:1;1=mlx5_1:1;") != NULL);
   /* PCI_BUS_ID given: no note about CUDA's order. */
   CHECK(strstr(text, "CUDA_DEVICE_ORDER") == NULL);
@@ -70,8 +72,9 @@ static void test_dualport_host(void)
   CHECK_EQ_STR(map, "0=mlx5_0:1;1=mlx5_0:2;2=mlx5_1:1;3=mlx5_1:2;4=mlx5_2:1;5=mlx5_2:2;6-7=mlx5_3:1");
   check_parses(map);
   CHECK(strstr(text, "  not mlx5_3:2: the port is 1: DOWN, not ACTIVE\n") != NULL);
-  CHECK(strstr(text, "local rank 7: GPU 7 0000:a3:00.0 (NUMA node 1) -> mlx5_3:1 0000:a4:00.0 (NUMA node 1): "
-                     "same PCIe switch (both below 0000:a0:00.0), 4 bridge hops, shared with an earlier rank\n") !=
+  CHECK(strstr(text,
+               "local rank 7: GPU 7 0000:a3:00.0 (NUMA node 1) -> mlx5_3:1 0000:a4:00.0 (NUMA node 1): "
+               "same PCIe switch (both below 0000:a0:00.0), 4 bridge hops, shared with an earlier rank\n") !=
         NULL);
 }
 
@@ -91,8 +94,9 @@ static void test_cuda_visible_devices(void)
   /* Local rank 0 drives GPU 4 here: the map follows the GPUs, not the ranks' numbers. */
   CHECK_EQ_INT(suggest("gpu8-switch", "4,5,6,7", "PCI_BUS_ID", map, sizeof(map), err), 0);
   CHECK_EQ_STR(map, "0=mlx5_5:1;1=mlx5_6:1;2=mlx5_7:1;3=mlx5_8:1");
-  CHECK(strstr(text, "note: CUDA_VISIBLE_DEVICES='4,5,6,7': CUDA device r is the r-th GPU listed, so local rank 0 "
-                     "is GPU 4 (0000:92:00.0), not GPU 0") != NULL);
+  CHECK(strstr(text,
+               "note: CUDA_VISIBLE_DEVICES='4,5,6,7': CUDA device r is the r-th GPU listed, so local rank 0 "
+               "is GPU 4 (0000:92:00.0), not GPU 0") != NULL);
   CHECK_EQ_INT(suggest("gpu8-nic4", "3,2", "PCI_BUS_ID", map, sizeof(map), err), 0);
   CHECK_EQ_STR(map, "0-1=mlx5_1:1");
   /* CUDA stops at the first entry that is no GPU of this host. */
@@ -111,7 +115,8 @@ static void test_device_order_note(void)
   char map[1024], err[256];
 
   CHECK_EQ_INT(suggest("gpu8-nic4", NULL, NULL, map, sizeof(map), err), 0);
-  CHECK(strstr(text, "note: CUDA_DEVICE_ORDER is unset (FASTEST_FIRST): CUDA numbers GPUs fastest first") != NULL);
+  CHECK(strstr(text, "note: CUDA_DEVICE_ORDER is unset (FASTEST_FIRST): CUDA numbers GPUs fastest first") !=
+        NULL);
   CHECK_EQ_INT(suggest("gpu8-nic4", NULL, "FASTEST_FIRST", map, sizeof(map), err), 0);
   CHECK(strstr(text, "note: CUDA_DEVICE_ORDER is FASTEST_FIRST:") != NULL);
 }

@@ -186,8 +186,8 @@ int main(int argc, char **argv)
   if (suggest_rank_map) {
     char map[1024], err[512];
 
-    if (doctor_rankmap_suggest(sysfs_root, getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"), stdout,
-                               map, sizeof(map), err, sizeof(err)) != 0) {
+    if (doctor_rankmap_suggest(sysfs_root, getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"),
+                               stdout, map, sizeof(map), err, sizeof(err)) != 0) {
       fflush(stdout);
       fprintf(stderr, "mcpnet-doctor: no rank map to suggest: %s\n", err);
       return DOCTOR_EXIT_FAIL;

@@ -100,7 +100,8 @@ static void fn_distance(const struct rm_fn *fa, const struct rm_fn *fb, struct d
   d->tier = DOCTOR_PCI_OTHER;
   if (strcmp(fa->host, fb->host) == 0) {
     /* The functions themselves (the last components) differ; only bridges can be shared. */
-    while (common < fa->depth - 1 && common < fb->depth - 1 && strcmp(fa->comp[common], fb->comp[common]) == 0)
+    while (common < fa->depth - 1 && common < fb->depth - 1 &&
+           strcmp(fa->comp[common], fb->comp[common]) == 0)
       common++;
     d->hops = fa->depth + fb->depth - 2 * common;
   } else {
@@ -167,10 +168,7 @@ static int by_id(const void *a, const void *b)
   return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int by_name(const void *a, const void *b)
-{
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* NVIDIA display and 3D controllers under root/bus/pci/devices, in PCI order. */
 static int find_gpus(const char *root, struct rm_fn *gpu, int max)
@@ -226,7 +224,8 @@ static int find_ports(const char *root, struct rm_port *port, int max, FILE *out
 
     snprintf(path, sizeof(path), "%s/class/infiniband/%s/device", root, names[i]);
     if (load_fn(path, &fn) != 0) {
-      fprintf(out, "  not %s: no PCI device (software RDMA such as rxe or siw has no place in the PCI tree)\n",
+      fprintf(out,
+              "  not %s: no PCI device (software RDMA such as rxe or siw has no place in the PCI tree)\n",
               names[i]);
       continue;
     }
@@ -258,7 +257,9 @@ static const char *tier_text(const struct doctor_pci_distance *d, char *buf, siz
   case DOCTOR_PCI_SWITCH: snprintf(buf, len, "same PCIe switch (both below %s)", d->shared); break;
   case DOCTOR_PCI_ROOT: snprintf(buf, len, "same root port %s, no switch in common", d->shared); break;
   case DOCTOR_PCI_NUMA: snprintf(buf, len, "same NUMA node, different root ports"); break;
-  default: snprintf(buf, len, "different NUMA nodes (or the node unknown): traffic crosses the CPUs' interconnect"); break;
+  default:
+    snprintf(buf, len, "different NUMA nodes (or the node unknown): traffic crosses the CPUs' interconnect");
+    break;
   }
   return buf;
 }
@@ -290,8 +291,10 @@ static int visible_gpus(const char *cvd, int ngpu, int *rank_gpu, FILE *out, cha
     }
     v = strtol(c, &end, 10);
     if (end == c || v < 0 || v >= ngpu) {
-      fprintf(out, "  note: CUDA_VISIBLE_DEVICES='%s': CUDA stops at the first entry that is not a GPU index "
-                   "of this host (%d GPUs), so only %d GPU(s) are visible\n", cvd, ngpu, n);
+      fprintf(out,
+              "  note: CUDA_VISIBLE_DEVICES='%s': CUDA stops at the first entry that is not a GPU index "
+              "of this host (%d GPUs), so only %d GPU(s) are visible\n",
+              cvd, ngpu, n);
       break;
     }
     rank_gpu[n++] = (int)v;
@@ -299,8 +302,8 @@ static int visible_gpus(const char *cvd, int ngpu, int *rank_gpu, FILE *out, cha
     while (*c == ' ')
       c++;
     if (*c != ',' && *c != '\0') {
-      fprintf(out, "  note: CUDA_VISIBLE_DEVICES='%s': CUDA stops at '%s', so only %d GPU(s) are visible\n", cvd, c,
-              n);
+      fprintf(out, "  note: CUDA_VISIBLE_DEVICES='%s': CUDA stops at '%s', so only %d GPU(s) are visible\n",
+              cvd, c, n);
       break;
     }
     if (*c == ',')
@@ -324,8 +327,8 @@ static int append_entry(char *map, size_t maplen, size_t *used, int lo, int hi, 
   return 0;
 }
 
-int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, const char *cuda_order, FILE *out,
-                           char *map, size_t maplen, char *err, size_t errlen)
+int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, const char *cuda_order,
+                           FILE *out, char *map, size_t maplen, char *err, size_t errlen)
 {
   static struct rm_fn gpu[RM_MAX_GPUS];
   static struct rm_port port[RM_MAX_PORTS];
@@ -345,7 +348,8 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
     return -ENODEV;
   }
   if (nport == 0) {
-    set_err(err, errlen, "no ACTIVE port of an RDMA device with a PCI node under %s/class/infiniband", sysfs_root);
+    set_err(err, errlen, "no ACTIVE port of an RDMA device with a PCI node under %s/class/infiniband",
+            sysfs_root);
     return -ENODEV;
   }
   nrank = visible_gpus(cuda_visible, ngpu, rank_gpu, out, err, errlen);
@@ -364,16 +368,17 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
     for (i = 0; i < nport; i++) {
       fn_distance(g, &port[i].fn, &d);
       if (b < 0 || d.tier < best.tier ||
-          (d.tier == best.tier && (port[i].load < port[b].load ||
-                                   (port[i].load == port[b].load && d.hops < best.hops)))) {
+          (d.tier == best.tier &&
+           (port[i].load < port[b].load || (port[i].load == port[b].load && d.hops < best.hops)))) {
         b = i;
         best = d;
       }
     }
     choice[r] = b;
     port[b].load++;
-    fprintf(out, "  local rank %d: GPU %d %s (NUMA node %d) -> %s:%d %s (NUMA node %d): %s, %d bridge hop%s%s\n", r,
-            rank_gpu[r], g->bdf, g->numa, port[b].dev, port[b].port, port[b].fn.bdf, port[b].fn.numa,
+    fprintf(out,
+            "  local rank %d: GPU %d %s (NUMA node %d) -> %s:%d %s (NUMA node %d): %s, %d bridge hop%s%s\n",
+            r, rank_gpu[r], g->bdf, g->numa, port[b].dev, port[b].port, port[b].fn.bdf, port[b].fn.numa,
             tier_text(&best, why, sizeof(why)), best.hops, best.hops == 1 ? "" : "s",
             port[b].load > 1 ? ", shared with an earlier rank" : "");
   }
@@ -388,19 +393,23 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
   }
 
   /* What can make local rank r not drive the GPU the line above names. */
-  fprintf(out, "  assumes: local rank r drives CUDA device r (torch.cuda.set_device(LOCAL_RANK), as torchrun "
-               "and Slurm launchers are used)\n");
+  fprintf(out,
+          "  assumes: local rank r drives CUDA device r (torch.cuda.set_device(LOCAL_RANK), as torchrun "
+          "and Slurm launchers are used)\n");
   if (cuda_visible != NULL)
-    fprintf(out, "  note: CUDA_VISIBLE_DEVICES='%s': CUDA device r is the r-th GPU listed, so local rank 0 is GPU "
-                 "%d (%s), not GPU 0; run the doctor with the job's CUDA_VISIBLE_DEVICES\n",
+    fprintf(out,
+            "  note: CUDA_VISIBLE_DEVICES='%s': CUDA device r is the r-th GPU listed, so local rank 0 is GPU "
+            "%d (%s), not GPU 0; run the doctor with the job's CUDA_VISIBLE_DEVICES\n",
             cuda_visible, rank_gpu[0], gpu[rank_gpu[0]].bdf);
   if (cuda_order == NULL || strcmp(cuda_order, "PCI_BUS_ID") != 0)
-    fprintf(out, "  note: CUDA_DEVICE_ORDER is %s: CUDA numbers GPUs fastest first and only then by PCI bus, "
-                 "while this map numbers them in PCI order; identical GPUs come out the same, but to be sure "
-                 "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job\n",
+    fprintf(out,
+            "  note: CUDA_DEVICE_ORDER is %s: CUDA numbers GPUs fastest first and only then by PCI bus, "
+            "while this map numbers them in PCI order; identical GPUs come out the same, but to be sure "
+            "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job\n",
             cuda_order == NULL ? "unset (FASTEST_FIRST)" : cuda_order);
   if (cuda_visible == NULL && nrank < nport)
-    fprintf(out, "  note: %d GPU(s), %d NIC port(s): the ports no rank is nearest to are unused\n", nrank, nport);
+    fprintf(out, "  note: %d GPU(s), %d NIC port(s): the ports no rank is nearest to are unused\n", nrank,
+            nport);
   fprintf(out, "MCPNET_RANK_MAP='%s'\n", map);
   return 0;
 }

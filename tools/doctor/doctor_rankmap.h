@@ -23,8 +23,8 @@ enum doctor_pci_tier {
 
 struct doctor_pci_distance {
   enum doctor_pci_tier tier;
-  int hops;           /* bridges between the two along the tree; large across host bridges */
-  char shared[16];    /* the deepest bridge both are below ("" when none) */
+  int hops;        /* bridges between the two along the tree; large across host bridges */
+  char shared[16]; /* the deepest bridge both are below ("" when none) */
 };
 
 /* The distance between two functions given by their sysfs paths (realpath form, ending in
@@ -38,7 +38,7 @@ void doctor_pci_distance(const char *a, int numa_a, const char *b, int numa_b, s
  * value to map. 0, or a negative errno with the reason in err: -ENODEV when there is no
  * GPU or no NIC port, -EINVAL when CUDA_VISIBLE_DEVICES cannot be resolved from sysfs.
  */
-int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, const char *cuda_order, FILE *out,
-                           char *map, size_t maplen, char *err, size_t errlen);
+int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, const char *cuda_order,
+                           FILE *out, char *map, size_t maplen, char *err, size_t errlen);
 
 #endif
