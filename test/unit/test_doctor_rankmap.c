@@ -2,7 +2,8 @@
  * test_doctor_rankmap.c - mcpnet-doctor --suggest-rank-map on sysfs fixtures of GPU hosts
  * (test/unit/fixtures/make-fixtures.sh, gpu8-*): the exact MCPNET_RANK_MAP printed for an
  * 8-GPU/8-NIC host behind PCIe switches with a front-end NIC named between the rail NICs,
- * for dual-port NICs with one port down, and for four NICs shared by eight GPUs; how
+ * for dual-port NICs with one port down, for four NICs shared by eight GPUs, and for
+ * two NICs per GPU (fused with '*'); how
  * CUDA_VISIBLE_DEVICES shifts local ranks onto other GPUs; the notes about CUDA's device
  * order; and the PCI distance tiers on paths of each kind. Every suggested map must also
  * parse with the plugin's own rank-map parser.
@@ -60,6 +61,10 @@ static void test_switch_host(void)
   CHECK(strstr(text, "MCPNET_RANK_MAP='0=mlx5_0:1;1=mlx5_1:1;") != NULL);
   /* PCI_BUS_ID given: no note about CUDA's order. */
   CHECK(strstr(text, "CUDA_DEVICE_ORDER") == NULL);
+  /* The front-end NIC is not fused into a rank: it shares no switch with a GPU. */
+  CHECK(strstr(text,
+               "  unused: mlx5_4:1 0000:50:00.0 (NUMA node 0): no GPU of a rank with a port of its own "
+               "shares its PCIe switch\n") != NULL);
 }
 
 static void test_dualport_host(void)
@@ -85,6 +90,23 @@ static void test_fewer_nics(void)
   CHECK_EQ_INT(suggest("gpu8-nic4", NULL, "PCI_BUS_ID", map, sizeof(map), err), 0);
   CHECK_EQ_STR(map, "0-1=mlx5_0:1;2-3=mlx5_1:1;4-5=mlx5_2:1;6-7=mlx5_3:1");
   check_parses(map);
+}
+
+static void test_more_nics(void)
+{
+  char map[1024], err[256];
+
+  /* Two NICs behind each GPU's switch: the second is fused into the rank's device. */
+  CHECK_EQ_INT(suggest("gpu4-nic8", NULL, "PCI_BUS_ID", map, sizeof(map), err), 0);
+  CHECK_EQ_STR(map, "0=mlx5_0:1*mlx5_1:1;1=mlx5_2:1*mlx5_3:1;2=mlx5_4:1*mlx5_5:1;3=mlx5_6:1*mlx5_7:1");
+  check_parses(map);
+  CHECK(strstr(text,
+               "  local rank 2 also: mlx5_5:1 0000:94:00.0, same PCIe switch as its GPU, 4 bridge hops: "
+               "fused ('*') with its port into one device\n") != NULL);
+  /* Ranks limited to GPUs 0 and 1: the other switches' NICs are neither fused nor used. */
+  CHECK_EQ_INT(suggest("gpu4-nic8", "0,1", "PCI_BUS_ID", map, sizeof(map), err), 0);
+  CHECK_EQ_STR(map, "0=mlx5_0:1*mlx5_1:1;1=mlx5_2:1*mlx5_3:1");
+  CHECK(strstr(text, "  unused: mlx5_7:1 0000:a4:00.0 (NUMA node 1):") != NULL);
 }
 
 static void test_cuda_visible_devices(void)
@@ -164,6 +186,7 @@ int main(void)
   RUN_TEST(test_switch_host);
   RUN_TEST(test_dualport_host);
   RUN_TEST(test_fewer_nics);
+  RUN_TEST(test_more_nics);
   RUN_TEST(test_cuda_visible_devices);
   RUN_TEST(test_device_order_note);
   RUN_TEST(test_no_gpu);

@@ -20,6 +20,7 @@
 
 #include "doctor_rankmap.h"
 #include "mcpnet/fabric_topo.h"
+#include "mcpnet/rankmap.h"
 
 #define RM_MAX_GPUS 64
 #define RM_MAX_PORTS 64
@@ -39,7 +40,8 @@ struct rm_port {
   char dev[RM_NAME_MAX];
   int port;
   struct rm_fn fn;
-  int load;
+  char link[16]; /* link_layer: a fused device must have one */
+  int load;      /* ranks placed on it */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -243,6 +245,8 @@ static int find_ports(const char *root, struct rm_port *port, int max, FILE *out
       port[n].port = p;
       port[n].fn = fn;
       port[n].load = 0;
+      snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/%d/link_layer", root, names[i], p);
+      read_line(path, port[n].link, sizeof(port[n].link));
       n++;
     }
   }
@@ -312,19 +316,65 @@ static int visible_gpus(const char *cvd, int ngpu, int *rank_gpu, FILE *out, cha
   return n;
 }
 
-/* Appends "lo[-hi]=DEV:PORT" for one run of ranks. */
-static int append_entry(char *map, size_t maplen, size_t *used, int lo, int hi, const struct rm_port *p)
+/* Appends "lo[-hi]=TARGET" for one run of ranks. */
+static int append_entry(char *map, size_t maplen, size_t *used, int lo, int hi, const char *target)
 {
   int n;
 
   if (lo == hi)
-    n = snprintf(map + *used, maplen - *used, "%s%d=%s:%d", *used ? ";" : "", lo, p->dev, p->port);
+    n = snprintf(map + *used, maplen - *used, "%s%d=%s", *used ? ";" : "", lo, target);
   else
-    n = snprintf(map + *used, maplen - *used, "%s%d-%d=%s:%d", *used ? ";" : "", lo, hi, p->dev, p->port);
+    n = snprintf(map + *used, maplen - *used, "%s%d-%d=%s", *used ? ";" : "", lo, hi, target);
   if (n < 0 || (size_t)n >= maplen - *used)
     return -ENOSPC;
   *used += (size_t)n;
   return 0;
+}
+
+/* A port no rank got that sits behind one PCIe switch with a rank's GPU is fused ('*')
+ * into that rank's device: NCCL then sees one device with both NICs' bandwidth for that
+ * GPU. Only for a rank that has its port to itself, at most MCP_RANKMAP_FUSE_MAX ports,
+ * one link layer; the rank with the fewest ports so far, then the fewest hops, wins.
+ * Ports left after that are reported unused. */
+static void fuse_spare(const struct rm_fn *gpu, const int *rank_gpu, int nrank, struct rm_port *port,
+                       int nport, const int *choice, char (*target)[256], FILE *out)
+{
+  int nfused[RM_MAX_GPUS] = {0};
+  struct doctor_pci_distance d;
+  int i, r, best, best_hops = 0;
+  size_t len;
+
+  for (i = 0; i < nport; i++) {
+    if (port[i].load > 0)
+      continue;
+    for (best = -1, r = 0; r < nrank; r++) {
+      if (nfused[r] + 1 >= MCP_RANKMAP_FUSE_MAX || port[choice[r]].load > 1 ||
+          strcmp(port[choice[r]].link, port[i].link) != 0)
+        continue;
+      fn_distance(&gpu[rank_gpu[r]], &port[i].fn, &d);
+      if (d.tier != DOCTOR_PCI_SWITCH)
+        continue;
+      if (best < 0 || nfused[r] < nfused[best] || (nfused[r] == nfused[best] && d.hops < best_hops)) {
+        best = r;
+        best_hops = d.hops;
+      }
+    }
+    if (best < 0) {
+      fprintf(out,
+              "  unused: %s:%d %s (NUMA node %d): no GPU of a rank with a port of its own shares its "
+              "PCIe switch\n",
+              port[i].dev, port[i].port, port[i].fn.bdf, port[i].fn.numa);
+      continue;
+    }
+    len = strlen(target[best]);
+    snprintf(target[best] + len, 256 - len, "*%s:%d", port[i].dev, port[i].port);
+    nfused[best]++;
+    port[i].load++;
+    fprintf(out,
+            "  local rank %d also: %s:%d %s, same PCIe switch as its GPU, %d bridge hops: fused ('*') with "
+            "its port into one device\n",
+            best, port[i].dev, port[i].port, port[i].fn.bdf, best_hops);
+  }
 }
 
 int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, const char *cuda_order,
@@ -332,6 +382,7 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
 {
   static struct rm_fn gpu[RM_MAX_GPUS];
   static struct rm_port port[RM_MAX_PORTS];
+  static char target[RM_MAX_GPUS][256];
   int rank_gpu[RM_MAX_GPUS], choice[RM_MAX_GPUS];
   int ngpu, nport, nrank, r, i, lo, rc;
   size_t used = 0;
@@ -376,16 +427,18 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
     }
     choice[r] = b;
     port[b].load++;
+    snprintf(target[r], sizeof(target[r]), "%s:%d", port[b].dev, port[b].port);
     fprintf(out,
             "  local rank %d: GPU %d %s (NUMA node %d) -> %s:%d %s (NUMA node %d): %s, %d bridge hop%s%s\n",
             r, rank_gpu[r], g->bdf, g->numa, port[b].dev, port[b].port, port[b].fn.bdf, port[b].fn.numa,
             tier_text(&best, why, sizeof(why)), best.hops, best.hops == 1 ? "" : "s",
             port[b].load > 1 ? ", shared with an earlier rank" : "");
   }
+  fuse_spare(gpu, rank_gpu, nrank, port, nport, choice, target, out);
   for (lo = 0, r = 1; r <= nrank; r++) {
-    if (r < nrank && choice[r] == choice[lo])
+    if (r < nrank && strcmp(target[r], target[lo]) == 0)
       continue;
-    if ((rc = append_entry(map, maplen, &used, lo, r - 1, &port[choice[lo]])) != 0) {
+    if ((rc = append_entry(map, maplen, &used, lo, r - 1, target[lo])) != 0) {
       set_err(err, errlen, "the map does not fit in %zu bytes", maplen);
       return rc;
     }
@@ -407,9 +460,6 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
             "while this map numbers them in PCI order; identical GPUs come out the same, but to be sure "
             "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job\n",
             cuda_order == NULL ? "unset (FASTEST_FIRST)" : cuda_order);
-  if (cuda_visible == NULL && nrank < nport)
-    fprintf(out, "  note: %d GPU(s), %d NIC port(s): the ports no rank is nearest to are unused\n", nrank,
-            nport);
   fprintf(out, "MCPNET_RANK_MAP='%s'\n", map);
   return 0;
 }
