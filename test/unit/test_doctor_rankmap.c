@@ -141,6 +141,16 @@ static void test_device_order_note(void)
         NULL);
   CHECK_EQ_INT(suggest("gpu8-nic4", NULL, "FASTEST_FIRST", map, sizeof(map), err), 0);
   CHECK(strstr(text, "note: CUDA_DEVICE_ORDER is FASTEST_FIRST:") != NULL);
+  CHECK(strstr(text, "different models") == NULL);
+  /* Two GPU models: the default order is not a remark any more but a warning. */
+  CHECK_EQ_INT(suggest("gpu2-mixed", NULL, NULL, map, sizeof(map), err), 0);
+  CHECK_EQ_STR(map, "0-1=mlx5_0:1");
+  CHECK(strstr(text,
+               "  warning: the GPUs are of different models (PCI device 0x20b0 for GPU 0, 0x27b8 for GPU 1): "
+               "with CUDA_DEVICE_ORDER unset (FASTEST_FIRST)") != NULL);
+  CHECK_EQ_INT(suggest("gpu2-mixed", NULL, "PCI_BUS_ID", map, sizeof(map), err), 0);
+  CHECK(strstr(text, "different models") == NULL);
+  CHECK(strstr(text, "CUDA_DEVICE_ORDER") == NULL);
 }
 
 static void test_no_gpu(void)

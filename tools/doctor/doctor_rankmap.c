@@ -34,6 +34,7 @@ struct rm_fn {
   int depth; /* components from the root port down to the function itself */
   int numa;
   int64_t id;
+  char model[16]; /* PCI device id, GPUs only: "0x2330" */
 };
 
 struct rm_port {
@@ -195,8 +196,11 @@ static int find_gpus(const char *root, struct rm_fn *gpu, int max)
     if (strncmp(line, "0x0302", 6) != 0 && strncmp(line, "0x0300", 6) != 0)
       continue; /* NVSwitches (0x0680) and the GPUs' audio functions are not GPUs */
     snprintf(path, sizeof(path), "%s/bus/pci/devices/%s", root, e->d_name);
-    if (load_fn(path, &gpu[n]) == 0)
+    if (load_fn(path, &gpu[n]) == 0) {
+      snprintf(path, sizeof(path), "%s/bus/pci/devices/%s/device", root, e->d_name);
+      read_line(path, gpu[n].model, sizeof(gpu[n].model));
       n++;
+    }
   }
   closedir(d);
   qsort(gpu, (size_t)n, sizeof(*gpu), by_id);
@@ -454,7 +458,16 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
             "  note: CUDA_VISIBLE_DEVICES='%s': CUDA device r is the r-th GPU listed, so local rank 0 is GPU "
             "%d (%s), not GPU 0; run the doctor with the job's CUDA_VISIBLE_DEVICES\n",
             cuda_visible, rank_gpu[0], gpu[rank_gpu[0]].bdf);
-  if (cuda_order == NULL || strcmp(cuda_order, "PCI_BUS_ID") != 0)
+  for (i = 1; i < nrank && strcmp(gpu[rank_gpu[i]].model, gpu[rank_gpu[0]].model) == 0; i++)
+    ;
+  if (i < nrank && (cuda_order == NULL || strcmp(cuda_order, "PCI_BUS_ID") != 0))
+    fprintf(out,
+            "  warning: the GPUs are of different models (PCI device %s for GPU 0, %s for GPU %d): with "
+            "CUDA_DEVICE_ORDER %s CUDA puts the fastest first, so local rank r may not drive the GPU named "
+            "above: export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job, or the map is wrong\n",
+            gpu[rank_gpu[0]].model, gpu[rank_gpu[i]].model, rank_gpu[i],
+            cuda_order == NULL ? "unset (FASTEST_FIRST)" : cuda_order);
+  else if (cuda_order == NULL || strcmp(cuda_order, "PCI_BUS_ID") != 0)
     fprintf(out,
             "  note: CUDA_DEVICE_ORDER is %s: CUDA numbers GPUs fastest first and only then by PCI bus, "
             "while this map numbers them in PCI order; identical GPUs come out the same, but to be sure "
