@@ -9,6 +9,7 @@
  * the nearest ACTIVE port, ties going to the port with fewest ranks so far, then to fewer
  * bridges between, then to the first port in name order: two GPUs behind one switch with
  * a dual-port NIC get one port each, and four NICs for eight GPUs get two ranks each.
+ * Ports left over that share a switch with a rank's GPU are fused into its device.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -290,7 +291,7 @@ static int visible_gpus(const char *cvd, int ngpu, int *rank_gpu, FILE *out, cha
 
     while (*c == ' ')
       c++;
-    if ((*c == 'G' || *c == 'M') && (strncmp(c, "GPU-", 4) == 0 || strncmp(c, "MIG-", 4) == 0)) {
+    if (strncmp(c, "GPU-", 4) == 0 || strncmp(c, "MIG-", 4) == 0) {
       set_err(err, errlen,
               "CUDA_VISIBLE_DEVICES='%s' names GPUs by UUID, which sysfs does not show: give the map for "
               "indexes (run without CUDA_VISIBLE_DEVICES, or with the indexes nvidia-smi -L prints)",
