@@ -185,7 +185,11 @@ static void test_distance_tiers(void)
   doctor_pci_distance("/s/devices/pci0000:00/0000:00:01.0/0000:10:00.0", 1,
                       "/s/devices/pci0000:40/0000:40:01.0/0000:50:00.0", 1, &d);
   CHECK_EQ_INT(d.tier, DOCTOR_PCI_NUMA);
-  /* An unknown node (-1, as on one-node machines) is never "the same". */
+  /* Nodes unknown (-1, kernels without NUMA): one host bridge counts as one node... */
+  doctor_pci_distance("/s/devices/pci0000:00/0000:00:01.0/0000:10:00.0", -1,
+                      "/s/devices/pci0000:00/0000:00:02.0/0000:20:00.0", -1, &d);
+  CHECK_EQ_INT(d.tier, DOCTOR_PCI_NUMA);
+  /* ...and two host bridges are not assumed to be one node. */
   doctor_pci_distance("/s/devices/pci0000:00/0000:00:01.0/0000:10:00.0", -1,
                       "/s/devices/pci0000:80/0000:80:01.0/0000:90:00.0", -1, &d);
   CHECK_EQ_INT(d.tier, DOCTOR_PCI_OTHER);

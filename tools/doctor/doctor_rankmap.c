@@ -119,6 +119,8 @@ static void fn_distance(const struct rm_fn *fa, const struct rm_fn *fb, struct d
     d->tier = DOCTOR_PCI_ROOT;
   else if (fa->numa >= 0 && fa->numa == fb->numa)
     d->tier = DOCTOR_PCI_NUMA;
+  else if (fa->numa < 0 && fb->numa < 0 && strcmp(fa->host, fb->host) == 0)
+    d->tier = DOCTOR_PCI_NUMA; /* no NUMA information (one-node kernels): one host bridge is one CPU */
 }
 
 void doctor_pci_distance(const char *a, int numa_a, const char *b, int numa_b, struct doctor_pci_distance *d)
@@ -265,7 +267,7 @@ static const char *tier_text(const struct doctor_pci_distance *d, char *buf, siz
   switch (d->tier) {
   case DOCTOR_PCI_SWITCH: snprintf(buf, len, "same PCIe switch (both below %s)", d->shared); break;
   case DOCTOR_PCI_ROOT: snprintf(buf, len, "same root port %s, no switch in common", d->shared); break;
-  case DOCTOR_PCI_NUMA: snprintf(buf, len, "same NUMA node, different root ports"); break;
+  case DOCTOR_PCI_NUMA: snprintf(buf, len, "same NUMA node (or host bridge), different root ports"); break;
   default:
     snprintf(buf, len, "different NUMA nodes (or the node unknown): traffic crosses the CPUs' interconnect");
     break;

@@ -17,7 +17,7 @@
 enum doctor_pci_tier {
   DOCTOR_PCI_SWITCH = 0, /* behind one PCIe switch (share a bridge below the root port) */
   DOCTOR_PCI_ROOT = 1,   /* share a root port, no switch in common */
-  DOCTOR_PCI_NUMA = 2,   /* different root ports of one NUMA node */
+  DOCTOR_PCI_NUMA = 2,   /* different root ports of one NUMA node (or of one host bridge, nodes unknown) */
   DOCTOR_PCI_OTHER = 3,  /* across NUMA nodes, or a node unknown */
 };
 
