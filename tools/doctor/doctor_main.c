@@ -11,7 +11,12 @@
 #include <string.h>
 
 #include "doctor.h"
+#include "doctor_rankmap.h"
 #include "mcpnet/log.h"
+
+/* --suggest-rank-map is a mode of its own (no report, no plugin): kept out of doctor_opts. */
+static int suggest_rank_map;
+static const char *sysfs_root = "/sys";
 
 static void usage(FILE *f)
 {
@@ -35,7 +40,11 @@ static void usage(FILE *f)
     "  --seconds S        time spent measuring bandwidth and latency (default 3)\n"
     "  --size BYTES       bandwidth message size (default 1048576)\n"
     "  --dev N            the plugin device to check (default 0)\n"
-    "  --plugin PATH      the plugin to load (default libnccl-net-mcp.so, as NCCL finds it)\n",
+    "  --plugin PATH      the plugin to load (default libnccl-net-mcp.so, as NCCL finds it)\n"
+    "Rank map:\n"
+    "  --suggest-rank-map print the MCPNET_RANK_MAP that puts each local rank on its nearest NIC port\n"
+    "                     by PCI distance, with the reasoning (reads CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER)\n"
+    "  --sysfs-root DIR   read DIR instead of /sys (a copy of another host's tree)\n",
     f);
 }
 
@@ -54,7 +63,9 @@ enum {
   OPT_PLUGIN,
   OPT_MEMLOCK,
   OPT_HELP,
-  OPT_VERSION
+  OPT_VERSION,
+  OPT_SUGGEST_RANK_MAP,
+  OPT_SYSFS_ROOT
 };
 
 static const struct option long_opts[] = {
@@ -73,6 +84,8 @@ static const struct option long_opts[] = {
   {"min-memlock", required_argument, NULL, OPT_MEMLOCK},
   {"help", no_argument, NULL, OPT_HELP},
   {"version", no_argument, NULL, OPT_VERSION},
+  {"suggest-rank-map", no_argument, NULL, OPT_SUGGEST_RANK_MAP},
+  {"sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT},
   {NULL, 0, NULL, 0},
 };
 
@@ -147,6 +160,8 @@ static int parse(int argc, char **argv, struct doctor_opts *o)
     case OPT_VERSION: printf("mcpnet-doctor: %s\n", mcp_version_text()); exit(DOCTOR_EXIT_OK);
     case OPT_HELP:
     case 'h': usage(stdout); exit(DOCTOR_EXIT_OK);
+    case OPT_SUGGEST_RANK_MAP: suggest_rank_map = 1; break;
+    case OPT_SYSFS_ROOT: sysfs_root = optarg; break;
     default: usage(stderr); return -1;
     }
   }
@@ -173,6 +188,17 @@ int main(int argc, char **argv)
 
   if (parse(argc, argv, &o) != 0)
     return DOCTOR_EXIT_USAGE;
+  if (suggest_rank_map) {
+    char map[1024], err[512];
+
+    if (doctor_rankmap_suggest(sysfs_root, getenv("CUDA_VISIBLE_DEVICES"), getenv("CUDA_DEVICE_ORDER"),
+                               stdout, map, sizeof(map), err, sizeof(err)) != 0) {
+      fflush(stdout);
+      fprintf(stderr, "mcpnet-doctor: no rank map to suggest: %s\n", err);
+      return DOCTOR_EXIT_FAIL;
+    }
+    return DOCTOR_EXIT_OK;
+  }
   r = calloc(1, sizeof(*r));
   if (r == NULL) {
     fputs("mcpnet-doctor: out of memory\n", stderr);
