@@ -143,6 +143,7 @@ struct bench_ctl_msg {
   uint64_t checked; /* STATUS: messages verified on the sending side of this message */
   uint64_t wrong;   /* STATUS: of which wrong */
   int32_t status;   /* STATUS: 0 ok, else failed */
+  int32_t check;    /* PLAN: 1 = an untimed pass that verifies every byte, 0 = the timed pass */
   char host[60];    /* READY for perftest: where the server listens */
   char text[168];   /* READY for perftest: the server's command line; errors */
 };

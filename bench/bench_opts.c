@@ -61,8 +61,9 @@ static const char usage_text[] =
   "                       receives ahead), each call made only once its work is done,\n"
   "                       so that a profiler sees the success path without polling;\n"
   "                       mcpnet-cpu-cost runs it under callgrind\n"
-  "  -c, --check          verify every received byte and size (slower; timings\n"
-  "                       then include the verification)\n"
+  "  -c, --check          verify every received byte and size, in an untimed pass of\n"
+  "                       each mcpnet point before its timed one (the timings touch\n"
+  "                       no byte, as perftest's do; the sweep takes longer)\n"
   "  --timeout SEC        fail when nothing progresses for SEC seconds (default 120)\n"
   "\n"
   "Comparison with perftest (same device, same run, interleaved with mcpnet):\n"
@@ -414,7 +415,7 @@ int bench_opts_sweep(const struct bench_opts *o, size_t *sizes, int max)
 void bench_opts_describe(const struct bench_opts *o, char *buf, size_t len)
 {
   snprintf(buf, len,
-           "mcpnet-bench/1 sizes=%zu..%zu*%g conns=%d group=%d depth=%d steps=%d/%zu mem=%zu check=%d "
+           "mcpnet-bench/2 sizes=%zu..%zu*%g conns=%d group=%d depth=%d steps=%d/%zu mem=%zu check=%d "
            "compare=%d perftest-port=%d",
            o->min_size, o->max_size, o->factor, o->conns, o->group, o->depth, o->nccl_steps, o->step_size,
            o->mem_max, o->check, o->compare, o->perftest_port);

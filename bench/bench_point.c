@@ -10,7 +10,9 @@
  *   b: <- STATUS(checked, wrong)      a: reports what it verified
  *
  * so the clock starts only once the other side is ready, and a's verification results
- * reach the report. Bandwidth counts every byte of every connection over the time from
+ * reach the report. With --check an mcpnet point is two passes of the same plan: one
+ * that fills and verifies every byte, untimed, then the timed one that touches no byte,
+ * so mcpnet's figures are taken as perftest's are (perftest verifies nothing). Bandwidth counts every byte of every connection over the time from
  * the first isend to the last send completion (a write completes once the peer has
  * it); latency is the median over round trips of half a round trip.
  */
@@ -46,8 +48,8 @@ static void remember_cmd(struct bench_results *r, const char *line)
 }
 
 /* Shapes the flow for this side of the point; returns the steps to send and receive. */
-static void flow_setup(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters, uint64_t *s_steps,
-                       uint64_t *r_steps)
+static void flow_setup(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters, int check,
+                       uint64_t *s_steps, uint64_t *r_steps)
 {
   const struct bench_opts *o = c->o;
   struct bench_flow *f = &c->flow;
@@ -56,7 +58,7 @@ static void flow_setup(struct bench_ctx *c, enum bench_kind k, size_t size, uint
 
   f->d = &c->drv;
   f->conns = c->link.conns;
-  f->check = o->check;
+  f->check = check;
   f->timeout_s = o->timeout_s;
   f->yield = !o->spin;
   f->my_id = role == BENCH_ROLE_B ? 2 : 1;
@@ -115,7 +117,7 @@ static int ctl_expect(struct bench_ctx *c, struct bench_ctl_msg *m, uint32_t kin
 
 /* Role b tells role a what to run next: the series, size and iteration count. */
 static int send_plan(struct bench_ctx *c, struct bench_ctl_msg *m, enum bench_kind k, size_t size,
-                     uint64_t iters)
+                     uint64_t iters, int check)
 {
   memset(m, 0, sizeof(*m));
   m->kind = BENCH_CTL_PLAN;
@@ -123,20 +125,24 @@ static int send_plan(struct bench_ctx *c, struct bench_ctl_msg *m, enum bench_ki
   m->series = (uint32_t)k;
   m->size = size;
   m->iters = iters;
+  m->check = check;
   return bench_ctl_send(&c->link, m, c->o->timeout_s);
 }
 
-static int mcp_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters, double *value,
-                       double *mean, struct bench_cell *cell)
+/* One pass of an mcpnet point on role b's side (or both, in one process). The timed
+ * pass still compares every size test reports, so its wrong count joins the cell's;
+ * its messages count as checked only when no verifying pass ran. */
+static int mcp_pass(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters, int check,
+                    double *elapsed, struct bench_cell *cell)
 {
   const struct bench_opts *o = c->o;
   struct bench_flow *f = &c->flow;
   struct bench_ctl_msg m;
   uint64_t s_steps, r_steps;
-  double elapsed;
+  int counted = check || !o->check;
 
-  flow_setup(c, k, size, iters, &s_steps, &r_steps);
-  if (o->role == BENCH_ROLE_B && send_plan(c, &m, k, size, iters) != 0)
+  flow_setup(c, k, size, iters, check, &s_steps, &r_steps);
+  if (o->role == BENCH_ROLE_B && send_plan(c, &m, k, size, iters, check) != 0)
     return -1;
   if (bench_flow_begin(f, s_steps, r_steps) != 0)
     return flow_fail(c, k, size);
@@ -148,20 +154,33 @@ static int mcp_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint
       return -1;
     }
   }
-  if (bench_flow_run(f, &elapsed) != 0)
+  if (bench_flow_run(f, elapsed) != 0)
     return flow_fail(c, k, size);
-  cell->checked += f->checked;
+  cell->checked += counted ? f->checked : 0;
   cell->wrong += f->wrong;
   if (o->role == BENCH_ROLE_B) {
     if (ctl_expect(c, &m, BENCH_CTL_STATUS) != 0)
       return -1;
-    cell->checked += m.checked;
+    cell->checked += counted ? m.checked : 0;
     cell->wrong += m.wrong;
     if (m.status != 0) {
       fprintf(stderr, "mcpnet-bench: role a failed at %zu bytes: %s\n", size, m.text);
       return -1;
     }
   }
+  return 0;
+}
+
+static int mcp_measure(struct bench_ctx *c, enum bench_kind k, size_t size, uint64_t iters, double *value,
+                       double *mean, struct bench_cell *cell)
+{
+  const struct bench_opts *o = c->o;
+  double elapsed;
+
+  if (o->check && mcp_pass(c, k, size, iters, 1, &elapsed, cell) != 0)
+    return -1;
+  if (mcp_pass(c, k, size, iters, 0, &elapsed, cell) != 0)
+    return -1;
   if (k == BENCH_MCP_BW) {
     double bytes = (double)o->conns * (double)iters * (double)size * (double)o->group;
     *value = elapsed > 0 ? bytes / elapsed / 1e6 : 0.0;
@@ -240,7 +259,7 @@ static int pt_measure_b(struct bench_ctx *c, enum bench_kind k, size_t size, uin
   const char *host;
   int rc;
 
-  if (send_plan(c, &m, k, size, iters) != 0 || ctl_expect(c, &m, BENCH_CTL_READY) != 0)
+  if (send_plan(c, &m, k, size, iters, 0) != 0 || ctl_expect(c, &m, BENCH_CTL_READY) != 0)
     return -1;
   if (m.kind == BENCH_CTL_STATUS)
     return pt_failed(cell, m.text[0] ? m.text : "role a's server failed", NULL);
@@ -324,7 +343,7 @@ static int mcp_serve(struct bench_ctx *c, const struct bench_ctl_msg *plan, stru
 
   memset(&m, 0, sizeof(m));
   m.seq = plan->seq;
-  flow_setup(c, k, plan->size, plan->iters, &s_steps, &r_steps);
+  flow_setup(c, k, plan->size, plan->iters, plan->check, &s_steps, &r_steps);
   if (bench_flow_begin(f, s_steps, r_steps) != 0) {
     flow_fail(c, k, plan->size);
     m.kind = BENCH_CTL_STATUS;
@@ -339,7 +358,7 @@ static int mcp_serve(struct bench_ctx *c, const struct bench_ctl_msg *plan, stru
   rc = bench_flow_run(f, &elapsed);
   if (rc != 0)
     flow_fail(c, k, plan->size);
-  cell->checked += f->checked;
+  cell->checked += plan->check || !c->o->check ? f->checked : 0;
   cell->wrong += f->wrong;
   m.kind = BENCH_CTL_STATUS;
   m.checked = f->checked;

@@ -65,7 +65,7 @@ void bench_header_print(const struct bench_ctx *c, FILE *f)
   else
     fprintf(f, "iterations calibrated to %.2g s per point\n", o->point_time);
   fprintf(f, "#  check    : %s\n",
-          o->check ? "every byte and size verified (timings include it)" : "off (-c)");
+          o->check ? "every byte and size verified in an untimed pass before each timed one" : "off (-c)");
   if (o->compare)
     fprintf(f, "#  perftest : %s on %s, GID index %d (%s), TCP port %d\n",
             o->compare >= 2 ? "ib_write_bw ib_write_lat ib_send_bw ib_send_lat" : "ib_write_bw ib_write_lat",
