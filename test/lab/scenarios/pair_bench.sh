@@ -1,4 +1,4 @@
-# lab: topology=pair deadline=300
+# lab: topology=pair deadline=500
 # mcpnet-bench across two hosts, handles swapped over TCP (--server on a, --client on
 # b), with --compare: perftest's ib_write_bw and ib_write_lat run between the same two
 # devices, interleaved with mcpnet, role a holding the perftest servers. Role b's table

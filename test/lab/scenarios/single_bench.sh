@@ -1,4 +1,4 @@
-# lab: topology=single deadline=300
+# lab: topology=single deadline=500
 # mcpnet-bench runs briefly in one guest (rxe0 on lo): as one process connected to
 # itself, as two processes pinned to the two CPUs swapping handles through a folder,
 # once more with NCCL-sized steps, grouped receives and two connections, then with
