@@ -33,10 +33,12 @@ def frame(dst, src, payload):
     return struct.pack(">I", len(body)) + body
 
 
-def recv_frames(sock, wait=1.0):
-    """Every framed record that arrives within `wait` seconds, as frame bodies."""
-    data, end = b"", time.time() + wait
-    while True:
+def recv_frames(sock, count=0, wait=0.5):
+    """The framed records (as frame bodies) that arrive within `wait` seconds, or
+    within 10 s once `count` are expected (returning as soon as they are there)."""
+    data, out = b"", []
+    end = time.time() + (10 if count else wait)
+    while not (count and len(out) >= count):
         left = end - time.time()
         if left <= 0 or not select.select([sock], [], [], left)[0]:
             break
@@ -44,11 +46,10 @@ def recv_frames(sock, wait=1.0):
         if not chunk:
             break
         data += chunk
-    out = []
-    while len(data) >= 4:
-        (n,) = struct.unpack(">I", data[:4])
-        out.append(data[4:4 + n])
-        data = data[4 + n:]
+        while len(data) >= 4 and len(data) >= 4 + struct.unpack(">I", data[:4])[0]:
+            (n,) = struct.unpack(">I", data[:4])
+            out.append(data[4:4 + n])
+            data = data[4 + n:]
     return out
 
 
@@ -77,7 +78,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # A broadcast from a (large, to cross several reads) reaches b and c, not a.
     big = bytes(range(256)) * 256
     socks[0].sendall(frame(BCAST, MAC[0], big))
-    got = [recv_frames(s) for s in socks]
+    got = [recv_frames(socks[0]), recv_frames(socks[1], 1), recv_frames(socks[2], 1)]
     want = frame(BCAST, MAC[0], big)[4:]
     check("a broadcast from a reaches b intact", got[1] == [want])
     check("a broadcast from a reaches c intact", got[2] == [want])
@@ -86,10 +87,11 @@ with tempfile.TemporaryDirectory() as tmp:
     # b's and c's MACs are learnt from their frames; then a unicast goes to one port.
     socks[1].sendall(frame(BCAST, MAC[1], b"hello from b"))
     socks[2].sendall(frame(BCAST, MAC[2], b"hello from c"))
-    for s in socks:
-        recv_frames(s, 0.5)
+    recv_frames(socks[0], 2)
+    recv_frames(socks[1], 1)
+    recv_frames(socks[2], 1)
     socks[0].sendall(frame(MAC[2], MAC[0], b"to c only") * 3)
-    got = [recv_frames(s) for s in socks]
+    got = [recv_frames(socks[0]), recv_frames(socks[1]), recv_frames(socks[2], 3)]
     check("three frames to c's learnt MAC reach c, in order", len(got[2]) == 3 and got[2][0].endswith(b"to c only"))
     check("a frame to c's learnt MAC does not reach b", got[1] == [])
 
@@ -99,7 +101,7 @@ with tempfile.TemporaryDirectory() as tmp:
     socks[2] = connect(paths[2])
     time.sleep(0.3)
     socks[0].sendall(frame(BCAST, MAC[0], b"after reconnect"))
-    got = recv_frames(socks[2])
+    got = recv_frames(socks[2], 1)
     check("a guest that reconnects to a freed port gets frames", len(got) == 1 and got[0].endswith(b"after reconnect"))
     check("the hub is still running", hub.poll() is None)
 
