@@ -1,4 +1,4 @@
-# lab: topology=hub hosts=3 deadline=1800
+# lab: topology=hub hosts=3 deadline=1500
 # The hub topology works end to end (three guests a, b, c on one virtual segment,
 # bin/lab-hub switching between them), and so do the helpers a fleet test needs:
 #   wire     every guest pings every other over IPv4 and IPv6, and its rxe0 is ACTIVE
