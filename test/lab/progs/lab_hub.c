@@ -182,8 +182,10 @@ static int port_read(int idx)
     const unsigned char *h = p->in + off;
     uint32_t flen = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
     if (flen > MAX_FRAME) {
-      fprintf(stderr, "lab-hub: port %d (%s) sent a frame length of %u bytes (at most %d): not QEMU's stream framing\n",
-              idx, p->path, flen, MAX_FRAME);
+      fprintf(
+        stderr,
+        "lab-hub: port %d (%s) sent a frame length of %u bytes (at most %d): not QEMU's stream framing\n",
+        idx, p->path, flen, MAX_FRAME);
       exit(1);
     }
     if (p->in_len - off < 4 + flen)
@@ -266,13 +268,15 @@ int main(int argc, char **argv)
         continue;
       }
       if ((pfd[i].revents & POLLERR) || ((pfd[i].revents & POLLOUT) && port_flush(p) != 0)) {
-        printf("lab-hub: port %d (%s) closed after %lu frames in, %lu dropped\n", i, p->path, p->frames_in, p->dropped);
+        printf("lab-hub: port %d (%s) closed after %lu frames in, %lu dropped\n", i, p->path, p->frames_in,
+               p->dropped);
         fflush(stdout);
         port_close(p);
         continue;
       }
       if ((pfd[i].revents & (POLLIN | POLLHUP)) && port_read(i) != 0) {
-        printf("lab-hub: port %d (%s) closed after %lu frames in, %lu dropped\n", i, p->path, p->frames_in, p->dropped);
+        printf("lab-hub: port %d (%s) closed after %lu frames in, %lu dropped\n", i, p->path, p->frames_in,
+               p->dropped);
         fflush(stdout);
         port_close(p);
       }
