@@ -1,7 +1,7 @@
 # lab-lib.sh - helpers for lab scenarios, sourced inside a guest: ". "$LAB_LIB"".
 #
 # Scenarios are plain bash run as root in every guest of a topology; LAB_HOST says which
-# one ("single", or "a"/"b" in a pair). These helpers cover what scenarios repeat:
+# one ("single", "a"/"b" in a pair, "a", "b", "c"... in a hub). These helpers cover what scenarios repeat:
 # failing with a reason, rendezvous between the two guests, asserting on output, and the
 # fault injections later scenarios need (link down/up, netem loss and delay, killing a
 # process, powering a guest off).
@@ -48,7 +48,7 @@ lab_refute() {
   fi
 }
 
-# Rendezvous between the guests of a pair through the shared /run/xchg folder.
+# Rendezvous between the guests of a pair or hub through the shared /run/xchg folder.
 lab_signal() { printf '%s\n' "${2:-}" > "$LAB_XCHG/.$1.tmp" && mv "$LAB_XCHG/.$1.tmp" "$LAB_XCHG/$1"; }
 lab_wait() {
   local name=$1 limit=${2:-60} i
@@ -56,7 +56,27 @@ lab_wait() {
     [ -f "$LAB_XCHG/$name" ] && { cat "$LAB_XCHG/$name"; return 0; }
     sleep 0.1
   done
-  lab_fail "waited ${limit}s for '$name' from the other guest"
+  lab_fail "waited ${limit}s for '$name' from another guest"
+}
+
+# lab_barrier NAME [SECONDS]: wait until every guest of the run has reached the barrier
+# NAME (each signals NAME.<host>), e.g. so that none powers off while others still
+# talk to it.
+lab_barrier() {
+  local name=$1 limit=${2:-120} h
+  lab_signal "$name.$LAB_HOST"
+  for h in ${LAB_HOSTS:-a b}; do lab_wait "$name.$h" "$limit" > /dev/null; done
+}
+
+# lab_host_ip HOST: a hub guest's IPv4 address (HOST is a, b, c...).
+lab_host_ip() {
+  local host=$1 l=abcdef
+  l=${l%%"$host"*}
+  # shellcheck disable=SC2086
+  set -- ${LAB_HOST_IPS:-}
+  [ ${#l} -lt $# ] || lab_fail "lab_host_ip: no host '$host' in this run (LAB_HOST_IPS: ${LAB_HOST_IPS:-none})"
+  shift ${#l}
+  echo "$1"
 }
 
 # lab_wait_port PORT [SECONDS]: wait until a local TCP port listens.
@@ -73,6 +93,19 @@ lab_wait_port() {
 # wires=2, eth1 alone, which leaves the other wire (and its rxe) up.
 lab_link_down() { ip link set "${1:-eth0}" down; }
 lab_link_up() { ip link set "${1:-eth0}" up; }
+# lab_block_ports FROM-TO [reject]: this guest's firewall drops incoming TCP to the ports
+# FROM..TO (a peer's connect times out), or with "reject" answers with a reset (the
+# peer's connect is refused). lab_unblock_ports lifts every such block. Other ports,
+# ICMP and RoCE (UDP 4791) pass.
+lab_block_ports() {
+  local range=$1 verdict=drop
+  [ "${2:-}" = reject ] && verdict="reject with tcp reset"
+  nft add table inet lab_block &&
+    nft add chain inet lab_block input '{ type filter hook input priority 0; }' &&
+    nft add rule inet lab_block input tcp dport "$range" $verdict ||
+    lab_fail "lab_block_ports $range: nft refused the rule"
+}
+lab_unblock_ports() { nft delete table inet lab_block 2>/dev/null || true; }
 lab_netem() { tc qdisc replace dev "${LAB_NETEM_DEV:-eth0}" root netem "$@"; }
 lab_netem_clear() { tc qdisc del dev "${LAB_NETEM_DEV:-eth0}" root 2>/dev/null || true; }
 lab_kill() { pkill -KILL -f "$1"; }
