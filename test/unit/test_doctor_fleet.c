@@ -73,7 +73,8 @@ static void test_resolve(void)
   static const char *const nodes_only[] = {"MCPNET_FLEET_NODES=3", NULL};
   static const char *const rank1[] = {"MCPNET_FLEET_NODES=3", "MCPNET_FLEET_RANK=1", NULL};
   static const char *const bad_count[] = {"SLURM_NNODES=four", NULL};
-  static const char *const bad_list[] = {"SLURM_JOB_NODELIST=gpu[03", "SLURM_NNODES=2", "SLURM_NODEID=1", NULL};
+  static const char *const bad_list[] = {"SLURM_JOB_NODELIST=gpu[03", "SLURM_NNODES=2", "SLURM_NODEID=1",
+                                         NULL};
   struct fleet_conf c;
   char err[600];
 
@@ -306,8 +307,9 @@ static void test_table(void)
   fleet_make(&f, 3, 1);
   CHECK_EQ_INT(doctor_fleet_attribute(&f), 0);
   t = table(&f, 0);
-  CHECK(strstr(t, "Fleet: 3 of 3 nodes reported to node 0; 3 pairs checked through the plugin on 1 rail, "
-                  "0 failed\n") != NULL);
+  CHECK(strstr(t,
+               "Fleet: 3 of 3 nodes reported to node 0; 3 pairs checked through the plugin on 1 rail, "
+               "0 failed\n") != NULL);
   CHECK(strstr(t, "\n0     host0                192.0.2.1                healthy   -\n") != NULL);
   CHECK(strstr(t, "\nfleet: 3 nodes, 0 with problems\n") != NULL);
 
@@ -328,10 +330,13 @@ static void test_table(void)
   }
   CHECK_EQ_INT(doctor_fleet_attribute(&f), 3);
   t = table(&f, 0);
-  CHECK(strstr(t, "\n1     host1                192.0.2.2                PROBLEMS  no report reached node 0: it did "
-                  "not connect within --wait 60 s\n") != NULL);
-  CHECK(strstr(t, "to node 0 (rail 0): connect: timed out (seen on node 0); cannot tell which end: both are "
-                  "named") != NULL);
+  CHECK(
+    strstr(t,
+           "\n1     host1                192.0.2.2                PROBLEMS  no report reached node 0: it did "
+           "not connect within --wait 60 s\n") != NULL);
+  CHECK(strstr(t,
+               "to node 0 (rail 0): connect: timed out (seen on node 0); cannot tell which end: both are "
+               "named") != NULL);
   CHECK(strstr(t, "could not be pinned on one end") != NULL);
   CHECK(strstr(t, "\nfleet: 3 nodes, 3 with problems\n") != NULL);
 
@@ -341,13 +346,16 @@ static void test_table(void)
   doctor_fleet_attribute(&f);
   t = table(&f, 0);
   CHECK(strstr(t, "\n2     host2                192.0.2.3                PROBLEMS  to node ") != NULL);
-  CHECK(strstr(t, "to node 0 (rail 0): connect: connect did not finish within 5 s (seen on node 0)\n") != NULL);
-  CHECK(strstr(t, "to node 1 (rail 0): connect: connect did not finish within 5 s (seen on node 1)\n") != NULL);
+  CHECK(strstr(t, "to node 0 (rail 0): connect: connect did not finish within 5 s (seen on node 0)\n") !=
+        NULL);
+  CHECK(strstr(t, "to node 1 (rail 0): connect: connect did not finish within 5 s (seen on node 1)\n") !=
+        NULL);
   CHECK(strstr(t, "\nfleet: 3 nodes, 1 with problems\n") != NULL);
   t = table(&f, 1);
   CHECK(strstr(t, "\"with_problems\":1,\"exit\":1}") != NULL);
-  CHECK(strstr(t, "{\"rank\":2,\"host\":\"host2\",\"address\":\"192.0.2.3\",\"reported\":true,\"rails\":1,"
-                  "\"healthy\":false") != NULL);
+  CHECK(strstr(t,
+               "{\"rank\":2,\"host\":\"host2\",\"address\":\"192.0.2.3\",\"reported\":true,\"rails\":1,"
+               "\"healthy\":false") != NULL);
   CHECK(strstr(t, "\"blamed\":[2],\"unsure\":false") != NULL);
 }
 

@@ -314,11 +314,11 @@ int doctor_fleet_node_lines(const struct fleet *f, int rank, char (*out)[FLEET_L
       continue;
     if (p->said_by >= 0)
       snprintf(seen, sizeof(seen), " (seen on node %d)", p->said_by);
-    snprintf(out[k++], FLEET_LINE * 2, "to node %d (rail %d): %s: %s%s%s", p->a == rank ? p->b : p->a, p->rail,
-             p->step, p->err, seen,
-             p->unsure   ? "; cannot tell which end: both are named"
-             : p->by_own ? "; named here because this node's own check FAILs"
-                         : "");
+    snprintf(out[k++], FLEET_LINE * 2, "to node %d (rail %d): %s: %s%s%s", p->a == rank ? p->b : p->a,
+             p->rail, p->step, p->err, seen,
+             p->unsure     ? "; cannot tell which end: both are named"
+               : p->by_own ? "; named here because this node's own check FAILs"
+                           : "");
   }
   return k;
 }
@@ -350,8 +350,10 @@ void doctor_fleet_table_text(const struct fleet *f, FILE *out)
     if (f->pair[i].rail + 1 > rails)
       rails = f->pair[i].rail + 1;
   }
-  fprintf(out, "Fleet: %d of %d nodes reported to node 0; %d pairs checked through the plugin on %d rail%s, %d failed\n",
-          present, f->n, f->npair, rails, rails == 1 ? "" : "s", failed);
+  fprintf(
+    out,
+    "Fleet: %d of %d nodes reported to node 0; %d pair%s checked through the plugin on %d rail%s, %d failed\n",
+    present, f->n, f->npair, f->npair == 1 ? "" : "s", rails, rails == 1 ? "" : "s", failed);
   fprintf(out, "%-5s %-20s %-24s %-9s %s\n", "NODE", "HOST", "ADDRESS", "VERDICT", "PROBLEMS");
   for (int r = 0; r < f->n; r++) {
     const struct fleet_node *nd = &f->node[r];

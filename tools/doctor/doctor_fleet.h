@@ -60,8 +60,8 @@ enum { FLEET_BLAME_A = 1, FLEET_BLAME_B = 2 };
 struct fleet_pair {
   int a, b, rail; /* a < b */
   int ran, ok;
-  char step[16];       /* the step that failed: "listen", "connect", "message", "control" */
-  int said_by;         /* the node whose words err holds, -1 none */
+  char step[16]; /* the step that failed: "listen", "connect", "message", "control" */
+  int said_by;   /* the node whose words err holds, -1 none */
   char err[FLEET_LINE];
   int blame;  /* FLEET_BLAME_* bits (doctor_fleet_attribute) */
   int unsure; /* both ends blamed because the pairs cannot tell which */

@@ -230,8 +230,8 @@ static int hello(struct member *m)
   char buf[DOCTOR_CTL_MAX], line[FLEET_LINE];
   int len, nown = doctor_count(r, DOCTOR_FAIL), k = 0;
 
-  len = snprintf(buf, sizeof(buf), "rank=%d\nnodes=%d\nhost=%s\naddr=%s\nndev=%d\nnown=%d\n", m->rank, m->nodes,
-                 r->host, r->oob_addr, m->plugin_ok ? m->pl.ndev : 0, nown);
+  len = snprintf(buf, sizeof(buf), "rank=%d\nnodes=%d\nhost=%s\naddr=%s\nndev=%d\nnown=%d\n", m->rank,
+                 m->nodes, r->host, r->oob_addr, m->plugin_ok ? m->pl.ndev : 0, nown);
   for (int i = 0; i < r->nfind && k < FLEET_OWN_MAX; i++) {
     const struct doctor_finding *f = &r->find[i];
 
@@ -297,7 +297,8 @@ static int member_run(const struct doctor_opts *o, const struct fleet_conf *fc, 
                "run mcpnet-doctor without --fleet here and fix what it reports", "%s", err);
   if (member_connect(m, spec) != 0) {
     if (!quiet) {
-      printf("fleet: node %d (%s): could not reach node 0 at %s: %s\n", m->rank, m->r->host, spec, m->ctl.msg);
+      printf("fleet: node %d (%s): could not reach node 0 at %s: %s\n", m->rank, m->r->host, spec,
+             m->ctl.msg);
       print_own_fails(m->r);
     }
     goto out;
@@ -438,10 +439,11 @@ static void coord_collect(struct coord *k, int lfd)
   }
   for (int r = 0; r < k->f.n; r++)
     if (!k->f.node[r].present)
-      snprintf(k->f.node[r].missing, FLEET_LINE,
-               "it did not connect within --wait %d s: is mcpnet-doctor --fleet running there with --nodes %d, "
-               "and does it reach node 0 on TCP port %d?",
-               o->wait_s, k->f.n, o->port);
+      snprintf(
+        k->f.node[r].missing, FLEET_LINE,
+        "it did not connect within --wait %d s: is mcpnet-doctor --fleet running there with --nodes %d, "
+        "and does it reach node 0 on TCP port %d?",
+        o->wait_s, k->f.n, o->port);
 }
 
 static void lost(struct coord *k, int rank, const char *what, int rc)
@@ -523,8 +525,8 @@ static void coord_pair(struct coord *k, struct fleet_pair *p)
     if (s == 1)
       break;
     for (int i = 0; i < 2; i++)
-      if (k->ctl[end[i]].fd >= 0 && send_text(&k->ctl[end[i]], DOCTOR_MSG_STEP, all_ok ? "go" : "stop",
-                                               o->timeout_s) != 0)
+      if (k->ctl[end[i]].fd >= 0 &&
+          send_text(&k->ctl[end[i]], DOCTOR_MSG_STEP, all_ok ? "go" : "stop", o->timeout_s) != 0)
         lost(k, end[i], "go or stop", -EPIPE);
     if (!all_ok) {
       if (p->ok) /* both said "skip" without a reason: cannot happen, but never report a bare ok */
@@ -619,8 +621,8 @@ static int coordinator(const struct doctor_opts *o, const struct fleet_conf *fc,
   }
   for (int i = 0; i < k.f.npair; i++) {
     if (o->verbose)
-      fprintf(stderr, "mcpnet-doctor: fleet: pair %d of %d: node %d and node %d on rail %d\n", i + 1, k.f.npair,
-              k.f.pair[i].a, k.f.pair[i].b, k.f.pair[i].rail);
+      fprintf(stderr, "mcpnet-doctor: fleet: pair %d of %d: node %d and node %d on rail %d\n", i + 1,
+              k.f.npair, k.f.pair[i].a, k.f.pair[i].b, k.f.pair[i].rail);
     coord_pair(&k, &k.f.pair[i]);
   }
   named = doctor_fleet_attribute(&k.f);
