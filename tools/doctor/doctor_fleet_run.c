@@ -308,9 +308,11 @@ static int member_run(const struct doctor_opts *o, const struct fleet_conf *fc, 
   for (;;) {
     int rail, peer, accept_first;
 
-    /* Node 0 may spend a whole step per pair before it gets to this node again. */
-    rc = recv_text(&m->ctl, DOCTOR_MSG_FLEET_CMD, cmd, sizeof(cmd),
-                   o->wait_s + 2 * m->nodes * (m->plugin_ok ? m->pl.ndev : 1) * 3 * step_wait(o));
+    /* Node 0 may spend three steps on every pair (at most 2 per node and rail) before it
+     * gets to this node again; capped at a week so the sum stays an int. */
+    long long idle = o->wait_s + 6LL * m->nodes * (m->plugin_ok ? m->pl.ndev : 1) * step_wait(o);
+
+    rc = recv_text(&m->ctl, DOCTOR_MSG_FLEET_CMD, cmd, sizeof(cmd), idle < 604800 ? (int)idle : 604800);
     if (rc != 0) {
       if (!quiet)
         printf("fleet: node %d (%s): node 0 stopped answering (%s)\n", m->rank, m->r->host, strerror(-rc));

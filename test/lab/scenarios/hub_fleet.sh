@@ -83,7 +83,9 @@ export MCPNET_OOB_PORT_RANGE=41000-41015
 if [ "$LAB_HOST" = c ]; then
   nft add table inet fleet
   nft add chain inet fleet input '{ type filter hook input priority 0; }'
-  nft add rule inet fleet input tcp dport 41000-41015 drop
+  # Only connection attempts (SYN without ACK): an outgoing connection's ephemeral
+  # source port may fall in the range, and its replies must still pass.
+  nft add rule inet fleet input tcp dport 41000-41015 'tcp flags & (syn | ack) == syn' drop
 fi
 open_round blocked
 run blocked 180

@@ -93,7 +93,9 @@ expect /tmp/plugin.2.out '^  its own check: plugin /nonexistent/libnccl-net-mcp\
 # Round 3: node 2's out-of-band ports dropped (nodes 0 and 1 use another range).
 nft add table inet fleet
 nft add chain inet fleet input '{ type filter hook input priority 0; }'
-nft add rule inet fleet input tcp dport 41000-41015 drop
+# Only connection attempts (SYN without ACK): an outgoing connection's ephemeral
+# source port may fall in the range, and its replies must still pass.
+nft add rule inet fleet input tcp dport 41000-41015 'tcp flags & (syn | ack) == syn' drop
 export MCPNET_OOB_PORT_RANGE=42000-42031
 fleet blocked "--json" "" "" MCPNET_OOB_PORT_RANGE=41000-41015
 nft delete table inet fleet
