@@ -21,6 +21,11 @@ env -i NCCL_IB_AR_THRESHOLD=0 NCCL_IB_HCA=mlx5_0 MCPNET_STRICT=0 "$tool" --check
 grep -q "0 unknown MCPNET_\* names, 1 NCCL_IB_\* variable mcpnet does not act on, configuration valid" "$out" ||
   fail "the verdict line must count what it found"
 
+# mcpnet-doctor --fleet's variables live in the same pods and jobs: known, not typos.
+env -i MCPNET_FLEET_COORDINATOR=job-0.svc MCPNET_FLEET_NODES=4 MCPNET_FLEET_RANK=1 "$tool" --check > "$out" 2>&1 ||
+  fail "MCPNET_FLEET_* (the doctor's --fleet) must not count as unknown"
+grep -q "0 unknown MCPNET_\* names" "$out" || fail "MCPNET_FLEET_* must not be counted as unknown"
+
 if env -i NCCL_IB_RETRY_CNT=9 "$tool" --check > "$out" 2>&1; then
   fail "an invalid value must exit non-zero"
 fi

@@ -146,25 +146,25 @@ static int looks_like_doctor(int fd, double deadline)
   return 0;
 }
 
-int doctor_ctl_accept(struct doctor_ctl *c, const char *bind_addr, int port, int wait_s,
-                      void (*on_listening)(const char *addr, void *arg), void *arg)
+int doctor_ctl_listen(const char *bind_addr, int port, int *lfd, char *bound, size_t blen, int *bound_port,
+                      char *msg, size_t mlen)
 {
-  union mcp_sockaddr bound, peer;
-  double deadline;
-  int lfd = -1;
+  union mcp_sockaddr a;
+
+  *lfd = -1;
+  if (listen_on(bind_addr, port, lfd, &a, msg, mlen) != 0)
+    return -1;
+  mcp_sockaddr_format(&a, bound, blen);
+  *bound_port = mcp_sockaddr_port(&a);
+  return 0;
+}
+
+int doctor_ctl_accept_on(struct doctor_ctl *c, int lfd, double deadline)
+{
+  union mcp_sockaddr peer;
 
   memset(c, 0, sizeof(*c));
   c->fd = -1;
-  if (listen_on(bind_addr, port, &lfd, &bound, c->msg, sizeof(c->msg)) != 0) {
-    c->fail = DOCTOR_CTL_OTHER;
-    return -1;
-  }
-  mcp_sockaddr_format(&bound, c->peer, sizeof(c->peer));
-  c->port = mcp_sockaddr_port(&bound);
-  if (on_listening != NULL)
-    on_listening(c->peer, arg);
-  c->start = now_s();
-  deadline = c->start + wait_s;
   while (now_s() < deadline) {
     struct pollfd p = {.fd = lfd, .events = POLLIN};
     int fd;
@@ -187,13 +187,39 @@ int doctor_ctl_accept(struct doctor_ctl *c, const char *bind_addr, int port, int
       c->fd = fd;
       c->addr = peer;
       mcp_sockaddr_format(&peer, c->peer, sizeof(c->peer));
-      close(lfd);
       return 0;
     }
     close(fd); /* not ours: keep waiting for the real peer */
   }
-  close(lfd);
   c->fail = DOCTOR_CTL_NO_ANSWER;
+  return -1;
+}
+
+double doctor_ctl_now(void) { return now_s(); }
+
+int doctor_ctl_accept(struct doctor_ctl *c, const char *bind_addr, int port, int wait_s,
+                      void (*on_listening)(const char *addr, void *arg), void *arg)
+{
+  char bound[MCP_SOCKADDR_STRLEN], msg[MCP_SOCK_MSGLEN];
+  int lfd = -1, bport = 0;
+
+  memset(c, 0, sizeof(*c));
+  c->fd = -1;
+  if (doctor_ctl_listen(bind_addr, port, &lfd, bound, sizeof(bound), &bport, msg, sizeof(msg)) != 0) {
+    c->fail = DOCTOR_CTL_OTHER;
+    snprintf(c->msg, sizeof(c->msg), "%s", msg);
+    return -1;
+  }
+  if (on_listening != NULL)
+    on_listening(bound, arg);
+  if (doctor_ctl_accept_on(c, lfd, now_s() + wait_s) == 0) {
+    c->port = bport;
+    close(lfd);
+    return 0;
+  }
+  close(lfd);
+  c->port = bport;
+  snprintf(c->peer, sizeof(c->peer), "%s", bound);
   snprintf(c->msg, sizeof(c->msg), "no mcpnet-doctor --peer connected to port %d within %d s", c->port,
            wait_s);
   return -1;

@@ -46,6 +46,13 @@ int doctor_ctl_connect(struct doctor_ctl *c, const char *spec, int default_port,
  * bound address, and accepts the first doctor that connects within wait_s. */
 int doctor_ctl_accept(struct doctor_ctl *c, const char *bind_addr, int port, int wait_s,
                       void (*on_listening)(const char *addr, void *arg), void *arg);
+/* The same in two parts, for a listener that accepts many (the fleet's node 0):
+ * listen (bound gets the address, bound_port the port), then accept one doctor at a
+ * time until deadline (doctor_ctl_now's clock); -1 at the deadline. */
+int doctor_ctl_listen(const char *bind_addr, int port, int *lfd, char *bound, size_t blen, int *bound_port,
+                      char *msg, size_t mlen);
+int doctor_ctl_accept_on(struct doctor_ctl *c, int lfd, double deadline);
+double doctor_ctl_now(void);
 void doctor_ctl_close(struct doctor_ctl *c);
 /* 0, or a negative errno: -ETIMEDOUT, -ECONNRESET (the peer closed), -EBADMSG (not a
  * doctor frame), -EPROTO (a frame of another type; data holds it). */

@@ -11,12 +11,16 @@
 #include <string.h>
 
 #include "doctor.h"
+#include "doctor_fleet.h"
 #include "doctor_rankmap.h"
 #include "mcpnet/log.h"
 
 /* --suggest-rank-map is a mode of its own (no report, no plugin): kept out of doctor_opts. */
 static int suggest_rank_map;
 static const char *sysfs_root = "/sys";
+/* --fleet is a mode of its own too (doctor_fleet_run.c); its three values live here. */
+static int fleet;
+static struct fleet_opts fleet_o = {NULL, -1, -1};
 
 static void usage(FILE *f)
 {
@@ -35,7 +39,8 @@ static void usage(FILE *f)
     "  --peer HOST[:PORT] connect to a mcpnet-doctor --listen on HOST\n"
     "  --port P           the control connection's TCP port (default 18650)\n"
     "  --bind ADDR        --listen: the local address to listen on (default: all)\n"
-    "  --wait S           --listen: how long to wait for the peer (default 300)\n"
+    "  --wait S           --listen: how long to wait for the peer (default 300); --fleet: on\n"
+    "                     node 0, for every node, elsewhere, to keep trying node 0\n"
     "  --timeout S        deadline of each network step: connect, handshake, answers (default 15)\n"
     "  --seconds S        time spent measuring bandwidth and latency (default 3)\n"
     "  --size BYTES       bandwidth message size (default 1048576)\n"
@@ -44,7 +49,14 @@ static void usage(FILE *f)
     "Rank map:\n"
     "  --suggest-rank-map print the MCPNET_RANK_MAP that puts each local rank on its nearest NIC port\n"
     "                     by PCI distance, with the reasoning (reads CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER)\n"
-    "  --sysfs-root DIR   read DIR instead of /sys (a copy of another host's tree)\n",
+    "  --sysfs-root DIR   read DIR instead of /sys (a copy of another host's tree)\n"
+    "Fleet (run once per node; node 0 prints one table, every node exits 0 healthy, 1 named):\n"
+    "  --fleet            check this node, and with node 0 the pairs that matter, as one fleet\n"
+    "  --coordinator HOST[:PORT]  node 0's address (default MCPNET_FLEET_COORDINATOR, else the\n"
+    "                     first host of SLURM_JOB_NODELIST); --port is the default port\n"
+    "  --nodes N          the number of nodes (default SLURM_NNODES, else MCPNET_FLEET_NODES)\n"
+    "  --node-rank R      this node's rank (default SLURM_NODEID, else JOB_COMPLETION_INDEX,\n"
+    "                     else MCPNET_FLEET_RANK); --wait bounds the wait for all nodes\n",
     f);
 }
 
@@ -65,7 +77,11 @@ enum {
   OPT_HELP,
   OPT_VERSION,
   OPT_SUGGEST_RANK_MAP,
-  OPT_SYSFS_ROOT
+  OPT_SYSFS_ROOT,
+  OPT_FLEET,
+  OPT_COORDINATOR,
+  OPT_NODES,
+  OPT_NODE_RANK
 };
 
 static const struct option long_opts[] = {
@@ -86,6 +102,10 @@ static const struct option long_opts[] = {
   {"version", no_argument, NULL, OPT_VERSION},
   {"suggest-rank-map", no_argument, NULL, OPT_SUGGEST_RANK_MAP},
   {"sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT},
+  {"fleet", no_argument, NULL, OPT_FLEET},
+  {"coordinator", required_argument, NULL, OPT_COORDINATOR},
+  {"nodes", required_argument, NULL, OPT_NODES},
+  {"node-rank", required_argument, NULL, OPT_NODE_RANK},
   {NULL, 0, NULL, 0},
 };
 
@@ -162,6 +182,18 @@ static int parse(int argc, char **argv, struct doctor_opts *o)
     case 'h': usage(stdout); exit(DOCTOR_EXIT_OK);
     case OPT_SUGGEST_RANK_MAP: suggest_rank_map = 1; break;
     case OPT_SYSFS_ROOT: sysfs_root = optarg; break;
+    case OPT_FLEET: fleet = 1; break;
+    case OPT_COORDINATOR: fleet_o.coordinator = optarg; break;
+    case OPT_NODES:
+      if ((v = number(optarg, 1, FLEET_MAX_NODES)) < 0)
+        goto bad;
+      fleet_o.nodes = (int)v;
+      break;
+    case OPT_NODE_RANK:
+      if ((v = number(optarg, 0, FLEET_MAX_NODES - 1)) < 0)
+        goto bad;
+      fleet_o.rank = (int)v;
+      break;
     default: usage(stderr); return -1;
     }
   }
@@ -171,6 +203,10 @@ static int parse(int argc, char **argv, struct doctor_opts *o)
   }
   if (o->listen && o->peer != NULL) {
     fputs("mcpnet-doctor: --listen and --peer are the two ends: give one\n", stderr);
+    return -1;
+  }
+  if (fleet && (o->listen || o->peer != NULL)) {
+    fputs("mcpnet-doctor: --fleet checks its own pairs: leave out --listen and --peer\n", stderr);
     return -1;
   }
   return 0;
@@ -199,6 +235,8 @@ int main(int argc, char **argv)
     }
     return DOCTOR_EXIT_OK;
   }
+  if (fleet)
+    return doctor_fleet_main(&o, &fleet_o);
   r = calloc(1, sizeof(*r));
   if (r == NULL) {
     fputs("mcpnet-doctor: out of memory\n", stderr);
