@@ -13,7 +13,7 @@
 #            (the port). On a cluster whose control network is another interface, the
 #            same fault shows as b's own port FAIL in the table and b-* pairs blamed
 #            on b: the attribution unit tests cover that case. a and c are healthy.
-# Not registered in CMake until the hub topology is in test/lab/lab.
+
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
