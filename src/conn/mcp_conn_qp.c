@@ -86,9 +86,13 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 /* The comm's QPs on its CQ, at INIT, with fresh PSNs: at setup and again in recovery. */
 int mcp_qp_create_qps(struct mcp_link *c)
 {
-  static const int inline_try[] = {256, 64, 0};
+  int inline_try[3] = {256, 64, 0};
   int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
 
+  if (c->inline_want > 0) {
+    inline_try[0] = c->inline_want;
+    inline_try[1] = c->inline_want < 64 ? 0 : 64;
+  }
   for (i = 0; i < nqps; i++) {
     const struct mcp_link_dev *m = mcp_link_dev_of(c, i);
     struct ibv_qp_init_attr init;

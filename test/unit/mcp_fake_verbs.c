@@ -634,8 +634,13 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   for (k = 0; k < p->ndevs[0]; k++)
     r->remote_rkeys[k] = s->ring_mrs[k]->rkey;
   s->cts_batch = r->cts_batch = o != NULL && o->cts_batch > 0 ? o->cts_batch : 4;
-  if (o != NULL && o->max_inline > 0)
-    s->link.max_inline = r->link.max_inline = o->max_inline;
+  /* The provider's inline capacity: the send side's QPs ask for 256; the receive side's
+   * ask for one clear-to-send element only (inline_want), and keep what they got. */
+  if (o != NULL && o->max_inline > 0) {
+    s->link.max_inline = o->max_inline;
+    if (o->max_inline < r->link.max_inline)
+      r->link.max_inline = o->max_inline;
+  }
   s->data_inline = r->data_inline = o != NULL && o->data_inline > 0 ? o->data_inline : 64;
   if (s->data_inline > s->link.max_inline)
     s->data_inline = r->data_inline = s->link.max_inline;
