@@ -75,6 +75,11 @@ static int link_alloc(struct mcp_link *l)
      * at most one WR on a QP (a stripe each, or a group's part), and a group of n >= 2
      * requests one record more: MCP_SEND_REQS * 3 / 2 WRs outstanding per QP at most. */
     c->link.sq_depth = MCP_SEND_REQS + MCP_SEND_REQS / 2;
+    /* Inline: small messages (MCPNET_INLINE_BYTES, at most this) and nothing else; a
+     * record (64 bytes) goes from its registered copy. 48 keeps rxe's send-queue entry
+     * at 256 bytes (208 plus inline, rounded up to a power of two): 256 bytes of
+     * inline doubled it, and the send queue with it (issue 16). */
+    c->link.inline_want = 48;
     c->link.rq_depth = 1;
     return mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
   }
