@@ -32,9 +32,17 @@
 #include "mcpnet/wire.h"
 #include "nccl/net_common.h"
 
-#define MCP_SEND_REQS (NCCL_NET_MAX_REQUESTS * MCP_MAX_RECVS)
-#define MCP_RECV_REQS (MCP_SLOTS + NCCL_NET_MAX_REQUESTS) /* slots plus flushes */
-#define MCP_STRIPE_MIN (64 * 1024)                        /* smallest chunk worth a QP of its own */
+/* Send requests: NCCL keeps at most NCCL_STEPS (8) sends outstanding per rank and
+ * connection, and a comm carries NCCL_NET_MAX_REQUESTS receives, so 32 cover every
+ * receive in flight with one buffer. Beyond, isend returns a NULL request and NCCL calls
+ * again (legal; 32 x maxRecvs is what a sender must accept, not hold at once): a pool
+ * of at least MCP_MAX_RECVS always lets the head group complete. The send queue is
+ * sized by it (mcp_xfer_link.c), so this is most of a send comm's memory. */
+#define MCP_SEND_REQS NCCL_NET_MAX_REQUESTS
+#define MCP_RECV_REQS (MCP_RECV_INFLIGHT + NCCL_NET_MAX_REQUESTS) /* receives in flight plus flushes */
+_Static_assert(MCP_SEND_REQS >= MCP_MAX_RECVS, "a group's sends always find requests");
+_Static_assert(MCP_RECV_INFLIGHT <= MCP_SLOTS, "receives in flight fit the ring");
+#define MCP_STRIPE_MIN (64 * 1024) /* smallest chunk worth a QP of its own */
 
 /* One element of a CTS entry: 32 bytes, written by the receiver's NIC. */
 struct mcp_cts_elem {
@@ -181,7 +189,7 @@ struct mcp_comm {
   uint32_t seq; /* send: next CTS to consume; recv: next irecv */
   int inflight; /* recv: slots in use */
   int free_top;
-  uint16_t free_list[MCP_SEND_REQS];
+  uint16_t free_list[MCP_SEND_REQS > MCP_RECV_REQS ? MCP_SEND_REQS : MCP_RECV_REQS];
   struct mcp_request *reqs; /* pool: MCP_SEND_REQS or MCP_RECV_REQS */
   int nreqs;
 

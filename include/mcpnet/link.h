@@ -27,10 +27,15 @@
  * NCCL runs runs here too. The arrays below cost 24 bytes per QP in every link. */
 #define MCP_MAX_QPS 128
 #define MCP_SLOTS 64 /* ring entries (the handshake checks both ends agree); >= NCCL_NET_MAX_REQUESTS */
+/* Receives a receive comm keeps in flight: what NCCL can have outstanding on a comm
+ * (NCCL_NET_MAX_REQUESTS); irecv returns a NULL request beyond it. The ring keeps its 64
+ * slots (the wire's layout); only half of them are in use at once, so the queues below
+ * and the pools are sized by this, not by the ring (issue 16: memory per comm). */
+#define MCP_RECV_INFLIGHT 32
 #define MCP_CQ_BATCH 16
-/* Receive WRs per QP: every slot can have its immediate in flight while up to a batch of
- * consumed WRs waits to be reposted. */
-#define MCP_RQ_DEPTH (MCP_SLOTS + MCP_CQ_BATCH)
+/* Receive WRs per QP: every receive in flight can have its immediate on the way while up
+ * to a batch of consumed WRs waits to be reposted. */
+#define MCP_RQ_DEPTH (MCP_RECV_INFLIGHT + MCP_CQ_BATCH)
 
 /* wr_id: kind in the top byte, the generation of the QP that posted it in the next (the
  * comm's epoch; the flush QP's own generation), the comm's per-process id in the next
@@ -161,6 +166,10 @@ struct mcp_link {
   int recv_posted[MCP_MAX_QPS]; /* receive WRs (the immediates) posted and consumed per QP */
   int recv_consumed[MCP_MAX_QPS];
   int max_inline;
+  /* Inline data the upper layer asks its QPs for (0: 256, then 64, then none). A
+   * provider's send-queue entry grows with it (rxe: 208 bytes plus this, rounded up to
+   * a power of two), so a side that only writes small entries asks for little. */
+  int inline_want;
   uint64_t ring_addr; /* the ring the peer writes, named by the upper layer's alloc */
   uint32_t ring_rkey;
   uint32_t ring_rkeys[MCP_LINK_MAX_DEVS]; /* the same ring on each member ([0] = ring_rkey) */

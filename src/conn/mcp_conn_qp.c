@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,12 +66,17 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 {
   int k;
 
-  /* Each member's CQ holds the completions of its own QPs (QP i is on member i % ndevs). */
+  /* Each member's CQ holds the completions of its own QPs (QP i is on member i % ndevs):
+   * at most a queue's depth each. A receive comm's flush QP shares it (its reads are
+   * few: one per GPU receive, and the clear-to-send writes are signalled one in 16), so
+   * the receive side keeps 16 spare; a send comm needs none, and an entry past a power
+   * of two would double rxe's CQ (issue 16). */
   for (k = 0; k < c->ndevs; k++) {
     struct mcp_link_dev *m = &c->devs[k];
     int mine = nqps / c->ndevs + (k < nqps % c->ndevs);
+    int spare = c->kind == MCP_COMM_RECV ? 16 : 0;
 
-    m->cq = mcp_ibv.create_cq(m->dc->ctx, mine * (sq_depth + rq_depth) + 16, c, NULL, 0);
+    m->cq = mcp_ibv.create_cq(m->dc->ctx, mine * (sq_depth + rq_depth) + spare, c, NULL, 0);
     if (m->cq == NULL) {
       MCP_WARN("%s: ibv_create_cq failed: %s", m->dc->info->name, strerror(errno));
       return -1;
@@ -86,9 +92,13 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 /* The comm's QPs on its CQ, at INIT, with fresh PSNs: at setup and again in recovery. */
 int mcp_qp_create_qps(struct mcp_link *c)
 {
-  static const int inline_try[] = {256, 64, 0};
+  int inline_try[3] = {256, 64, 0};
   int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
 
+  if (c->inline_want > 0) {
+    inline_try[0] = c->inline_want;
+    inline_try[1] = c->inline_want < 64 ? 0 : 64;
+  }
   for (i = 0; i < nqps; i++) {
     const struct mcp_link_dev *m = mcp_link_dev_of(c, i);
     struct ibv_qp_init_attr init;
@@ -281,10 +291,20 @@ static void counters_base(struct mcp_link *c)
     struct mcp_link_dev *m = &c->devs[k];
     const struct mcp_net_dev *d = m->dc->info;
 
-    if (m->cnt_base == NULL)
-      m->cnt_base = malloc(sizeof(*m->cnt_base));
-    m->cnt_base_ok =
-      m->cnt_base != NULL && mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, m->cnt_base) == 0;
+    /* Read whole, kept trimmed to the counters the port has (a few dozen of the 64 a
+     * snapshot holds: ~1.5 KB, not 4.7, per member and comm; mcp_cnt_diff reads only
+     * the first n). Read once, by the first walk, before the comm can be diagnosed. */
+    struct mcp_cnt_snapshot *full = malloc(sizeof(*full)), *kept = NULL;
+
+    if (full != NULL && mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, full) == 0) {
+      size_t bytes = offsetof(struct mcp_cnt_snapshot, e) + (size_t)full->n * sizeof(full->e[0]);
+      if ((kept = malloc(bytes)) != NULL)
+        memcpy(kept, full, bytes);
+    }
+    free(full);
+    free(m->cnt_base);
+    m->cnt_base = kept;
+    m->cnt_base_ok = kept != NULL;
   }
 }
 

@@ -45,7 +45,9 @@ struct mcp_oob_stream {
   atomic_int closed_by_peer;
   char dead_reason[MCP_WIRE_REASON_MAX];
   int inbox_head, inbox_count;
-  struct mcp_wire_msg inbox[MCP_OOB_INBOX];
+  /* Frames waiting to be read: on the heap only while some wait (a handshake, a
+   * recovery), so an idle comm does not carry 8 x 1.7 KB (issue 16: memory per comm). */
+  struct mcp_wire_msg *inbox;
   struct mcp_list link; /* on the channel's streams */
 };
 
@@ -376,6 +378,11 @@ static void on_stream_frame(struct mcp_oob_peer *p, const struct mcp_wire_msg *m
              peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
     return;
   }
+  if (s->inbox == NULL && (s->inbox = malloc(MCP_OOB_INBOX * sizeof(*s->inbox))) == NULL) {
+    MCP_WARN("out-of-band: no memory for the frames of stream %u from %s; frame %s dropped", s->id,
+             peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
+    return;
+  }
   s->inbox[(s->inbox_head + s->inbox_count) % MCP_OOB_INBOX] = *m;
   s->inbox_count++;
 }
@@ -631,6 +638,7 @@ void mcp_oob_release(void)
       listener_unlink(l);
     while ((s = mcp_list_first(&oob.streams, struct mcp_oob_stream, link)) != NULL) {
       mcp_list_del(&s->link);
+      free(s->inbox);
       free(s);
     }
     while ((p = mcp_list_first(&oob.peers, struct mcp_oob_peer, link)) != NULL)
@@ -830,6 +838,11 @@ int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m)
     s->inbox_head = (s->inbox_head + 1) % MCP_OOB_INBOX;
     s->inbox_count--;
     got = 1;
+    if (s->inbox_count == 0) {
+      free(s->inbox);
+      s->inbox = NULL;
+      s->inbox_head = 0;
+    }
   }
   pthread_mutex_unlock(&oob.lock);
   return got;
@@ -849,6 +862,7 @@ void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify)
   mcp_list_del(&s->link);
   peer_unref(s->peer);
   pthread_mutex_unlock(&oob.lock);
+  free(s->inbox);
   free(s);
 }
 

@@ -182,7 +182,10 @@ static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_
            "writes: the rest never arrived",
            advertised, oldest->seq, oldest->got, oldest->expected);
   }
-  if (c->inflight == MCP_SLOTS || c->rslots[c->seq % MCP_SLOTS].req != NULL)
+  if (c->inflight == MCP_RECV_INFLIGHT)
+    part(buf, len, used, "irecv cannot advertise seq %u: %d receives are in flight, the most a comm keeps",
+         c->seq, MCP_RECV_INFLIGHT);
+  else if (c->rslots[c->seq % MCP_SLOTS].req != NULL)
     part(buf, len, used, "irecv cannot advertise seq %u: its slot still waits for the data of seq %u", c->seq,
          c->seq - MCP_SLOTS);
   if (flushes > 0)

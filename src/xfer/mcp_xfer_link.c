@@ -39,6 +39,7 @@ static int link_alloc(struct mcp_link *l)
    * records of a grouped receive land on whichever member their QP reaches), and so are
    * the sender's records, which it writes from any member. */
   struct mcp_devctx *dc = mcp_link_dev_of(&c->link, 0)->dc;
+  size_t staging_bytes;
   int k;
 
   c->seq = 1;
@@ -70,21 +71,35 @@ static int link_alloc(struct mcp_link *l)
              mcp_mr_internal(c->link.devs[k].dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
                              IBV_ACCESS_LOCAL_WRITE)) == NULL)
         return -1;
-    /* The send side's QPs post the writes; one receive WR is never used. */
-    c->link.sq_depth = 2 * MCP_SEND_REQS;
+    /* The send side's QPs post the writes; one receive WR is never used. A request puts
+     * at most one WR on a QP (a stripe each, or a group's part), and a group of n >= 2
+     * requests one record more: MCP_SEND_REQS * 3 / 2 WRs outstanding per QP at most. */
+    c->link.sq_depth = MCP_SEND_REQS + MCP_SEND_REQS / 2;
+    /* Inline: small messages (MCPNET_INLINE_BYTES, at most this) and nothing else; a
+     * record (64 bytes) goes from its registered copy. 48 keeps rxe's send-queue entry
+     * at 256 bytes (208 plus inline, rounded up to a power of two): 256 bytes of
+     * inline doubled it, and the send queue with it (issue 16). */
+    c->link.inline_want = 48;
     c->link.rq_depth = 1;
     return mcp_req_pool_init(c, MCP_SEND_REQS, MCP_REQ_SEND);
   }
-  /* Staging: the CTS slots, then (a fused receiver) their rkey table, as in the sender's ring. */
-  c->staging = ring_alloc(MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys));
+  /* Staging: the CTS slots, then (a fused receiver only: one member never writes it)
+   * their rkey table, as in the sender's ring. */
+  staging_bytes = MCP_CTS_RKEYS_OFFSET + (c->link.ndevs > 1 ? MCP_SLOTS * sizeof(struct mcp_cts_rkeys) : 0);
+  c->staging = ring_alloc(staging_bytes);
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   if (c->staging == NULL || c->rslots == NULL ||
-      (c->staging_mr =
-         mcp_mr_internal(dc, c->staging, MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys),
-                         IBV_ACCESS_LOCAL_WRITE)) == NULL)
+      (c->staging_mr = mcp_mr_internal(dc, c->staging, staging_bytes, IBV_ACCESS_LOCAL_WRITE)) == NULL)
     return -1;
-  /* The receive side's QPs take the immediates and write clear-to-send entries. */
-  c->link.sq_depth = 2 * MCP_SLOTS + 8;
+  /* The receive side's QPs take the immediates and write clear-to-send entries, one
+   * WR per post (a batch is one): at most one per receive in flight, up to 15 more
+   * since the last signalled one (every 16th), and 16 spare while that one's
+   * completion is on its way: 63, which with the receive queue keeps rxe's queues
+   * and the CQ at a power of two. A fused receiver posts its rkey table before each
+   * entry (unsignalled, not counted by the interval): twice the ring's slots, as before.
+   * An entry of one buffer (32 bytes) is all this side writes inline. */
+  c->link.sq_depth = c->link.ndevs > 1 ? 2 * MCP_SLOTS + 8 : 2 * MCP_RECV_INFLIGHT - 1;
+  c->link.inline_want = (int)sizeof(struct mcp_cts_elem);
   c->link.rq_depth = MCP_RQ_DEPTH;
   return mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
 }

@@ -174,7 +174,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   seq = c->seq;
   slot = (int)(seq % MCP_SLOTS);
   /* The slot is busy until its data has arrived. */
-  if (c->rslots[slot].req != NULL || c->inflight == MCP_SLOTS || (r = mcp_req_get(c)) == NULL)
+  if (c->rslots[slot].req != NULL || c->inflight == MCP_RECV_INFLIGHT || (r = mcp_req_get(c)) == NULL)
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   e = c->staging[slot].e;
   for (i = 0; i < n; i++) {

@@ -208,12 +208,11 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
                   c->link.peer_name);
     return MCP_ERR_ARG;
   }
+  /* Every request is out (MCP_SEND_REQS): not yet, as for a clear-to-send still on its
+   * way; nothing above changed state that a later call would not set up the same way. */
   r = mcp_req_get(c);
-  if (r == NULL) {
-    mcp_comm_fail(&c->link, MCP_ERR_INTERNAL, "send to %s: more than %d requests outstanding",
-                  c->link.peer_name, MCP_SEND_REQS);
-    return MCP_ERR_INTERNAL;
-  }
+  if (r == NULL)
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   r->kind = MCP_REQ_SEND;
   r->seq = seq;
   r->size = (int)size;

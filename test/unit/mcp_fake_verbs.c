@@ -368,6 +368,11 @@ static int fake_destroy_cq(struct ibv_cq *cq)
   return 0;
 }
 
+/* The inline capacity the fake provider reports for a QP that asks for less: what a
+ * pair's options say (0: what was asked), as a provider that rounds its send-queue
+ * entries up reports the room they have. The comm's QPs ask for little (issue 16). */
+static int provider_inline;
+
 static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
   struct fake_side *s = side_of_pd(pd);
@@ -377,6 +382,8 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
     errno = EINVAL;
     return NULL;
   }
+  if ((int)init->cap.max_inline_data < provider_inline)
+    init->cap.max_inline_data = (uint32_t)provider_inline;
   for (i = 0; i < FAKE_MAX_QPS; i++) {
     struct fake_qp *q = &qps[i];
     if (q->used)
@@ -621,6 +628,7 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   /* Stand-ins for the out-of-band connection: alive, no frames. */
   p->stub[0] = s->link.stream = mcp_oob_test_stream_new();
   p->stub[1] = r->link.stream = mcp_oob_test_stream_new();
+  provider_inline = o != NULL && o->max_inline > 0 ? o->max_inline : 0;
   comm_resources(s, nqps);
   comm_resources(r, nqps);
   /* Each side writes into the other's ring (the endpoints' ring_addr/ring_rkey). */

@@ -686,6 +686,56 @@ static void test_link_members(void)
   fake_pair_free(p);
 }
 
+/* A comm holds what NCCL can have outstanding (NCCL_NET_MAX_REQUESTS = 32 per comm), and
+ * its queues are sized by that (issue 16): the 33rd receive in flight and the 33rd send
+ * request get a NULL request, never an error, and both go through once the oldest are
+ * tested. Five receives of 8 buffers give the sender 40 elements to fill. */
+static void test_outstanding_bounds(void)
+{
+  static const int tags[MCP_MAX_RECVS] = {1, 2, 3, 4, 5, 6, 7, 8};
+  size_t offs[MCP_MAX_RECVS], sizes[MCP_MAX_RECVS];
+  void *rreq[64], *sreq[40], *extra;
+  struct fake_pair *p = pair(1, 1, 256);
+  int i, g, accepted = 0, got[MCP_MAX_RECVS];
+  ncclResult_t rc;
+
+  for (i = 0; i < 64; i++)
+    if ((rreq[i] = irecv1(p, (size_t)i * 4096, 4096, 7, 0)) != NULL)
+      accepted++;
+  CHECK_EQ_INT(accepted, NCCL_NET_MAX_REQUESTS);
+  CHECK_EQ_INT(fake_comm_error(p->recv), 0);
+  fake_pair_free(p);
+
+  p = pair(1, 1, 256);
+  for (i = 0; i < MCP_MAX_RECVS; i++)
+    sizes[i] = 64;
+  for (g = 0; g < 5; g++) {
+    for (i = 0; i < MCP_MAX_RECVS; i++)
+      offs[i] = (size_t)(g * MCP_MAX_RECVS + i) * 4096;
+    rreq[g] = irecvn(p, MCP_MAX_RECVS, offs, sizes, tags);
+    CHECK(rreq[g] != NULL);
+  }
+  for (i = 0, accepted = 0; i < 40; i++) {
+    sreq[i] = isend(p, (size_t)i * 64, 64, tags[i % MCP_MAX_RECVS], &rc);
+    CHECK_EQ_INT(rc, ncclSuccess);
+    if (sreq[i] == NULL)
+      break;
+    accepted++;
+  }
+  CHECK_EQ_INT(accepted, NCCL_NET_MAX_REQUESTS);
+  CHECK_EQ_INT(fake_comm_error(p->send), 0);
+  /* The first group's sends complete; their requests serve the next sends. */
+  for (i = 0; i < MCP_MAX_RECVS; i++)
+    CHECK_EQ_INT(wait_done(sreq[i], got), 1);
+  extra = isend(p, (size_t)accepted * 64, 64, tags[accepted % MCP_MAX_RECVS], &rc);
+  CHECK_EQ_INT(rc, ncclSuccess);
+  CHECK(extra != NULL);
+  CHECK_EQ_INT(wait_done(rreq[0], got), 1);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  CHECK_EQ_INT(fake_warns, 0);
+  fake_pair_free(p);
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -711,6 +761,7 @@ int main(void)
   RUN_TEST(test_replay_group);
   RUN_TEST(test_post_failure);
   RUN_TEST(test_link_members);
+  RUN_TEST(test_outstanding_bounds);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();
