@@ -249,7 +249,7 @@ const char *mcp_netns_gid_owner(const struct mcp_ns_snapshot *ns, const struct m
     return "its address is not configured on that netdev in this network namespace";
   /* Down the lowers of this namespace to the first one of another: the port's. */
   for (cur = l, k = 0; k < LOWER_DEPTH && cur != NULL; k++) {
-    if (cur->lower <= 0 || cur->lower == cur->ifindex)
+    if (cur->lower <= 0 || (!cur->lower_elsewhere && cur->lower == cur->ifindex))
       break;
     if (cur->lower_elsewhere) {
       if (!port_carries(p, ifindex, cur->lower))
