@@ -112,8 +112,8 @@ plugin_in() {
   MCP_DRIVE_VERBOSE=1 ip netns exec "$ns" timeout 120 bin/mcp-conformance --plugin plugin/libnccl-net-mcp.so \
     self props > "/tmp/plugin-$ns.out" 2> "$out" || { cat "/tmp/plugin-$ns.out" "$out"; lab_fail "plugin in $ns"; }
   grep -E 'GID|netdev|devices' "$out" || true
-  expect "$out" "$dev port 1: the port's netdev is in another network namespace; 1 of its [0-9]+ GIDs are ours" \
-    "$ns: the plugin decides $dev's GIDs one by one and finds one of its own"
+  expect "$out" "$dev port 1: the port's netdev is in another network namespace; [12] of its [0-9]+ GIDs are ours" \
+    "$ns: the plugin decides $dev's GIDs one by one and finds its own (its address and its link-local one)"
   expect "$out" "$dev port 1: GID [0-9]+ $re \\(RoCE v2, netdev eth0\\)" "$ns: the plugin uses $dev's GID of $3"
 }
 plugin_in P1 rxeH 10.97.0.11
