@@ -94,17 +94,17 @@ int mcp_netns_snapshot_read(struct mcp_ns_snapshot *ns);
 const char *mcp_netns_gid_owner(const struct mcp_ns_snapshot *ns, const struct mcp_sysfs_port *p,
                                 const int *ifindex, int i, int *slot);
 /* The port's rows for mcp_gid_choose with ownership decided per GID as above. */
-int mcp_netns_gid_rows_owned(const struct mcp_sysfs_port *p, const int *ifindex, const struct mcp_ns_snapshot *ns,
-                             struct mcp_gid_entry *rows, int max);
+int mcp_netns_gid_rows_owned(const struct mcp_sysfs_port *p, const int *ifindex,
+                             const struct mcp_ns_snapshot *ns, struct mcp_gid_entry *rows, int max);
 
 /* How a port's rows were decided (mcp_netns_port_rows). */
 struct mcp_netns_port {
-  int netlink_rc;            /* mcp_netns_port_netdev's answer */
-  char netdev[IF_NAMESIZE];  /* the port's netdev here, "" when elsewhere or unknown */
-  int per_gid;               /* the port's netdev is elsewhere: decided GID by GID */
-  int per_gid_rc;            /* 0, or why the namespace could not be read (nothing is ours) */
-  int gid_ifindexes;         /* entries the kernel gave an ifindex for */
-  int nours;                 /* rows that are ours */
+  int netlink_rc;           /* mcp_netns_port_netdev's answer */
+  char netdev[IF_NAMESIZE]; /* the port's netdev here, "" when elsewhere or unknown */
+  int per_gid;              /* the port's netdev is elsewhere: decided GID by GID */
+  int per_gid_rc;           /* 0, or why the namespace could not be read (nothing is ours) */
+  int gid_ifindexes;        /* entries the kernel gave an ifindex for */
+  int nours;                /* rows that are ours */
 };
 
 struct ibv_context;
@@ -115,7 +115,8 @@ struct ibv_context;
  * netdev names when netlink cannot be asked. ctx is the open device (for the GIDs'
  * ifindexes), or NULL to open ibdev for the question. Returns the number of rows.
  */
-int mcp_netns_port_rows(struct ibv_context *ctx, const char *root, const char *ibdev, const struct mcp_sysfs_port *p,
-                        struct mcp_gid_entry *rows, int max, struct mcp_netns_port *info);
+int mcp_netns_port_rows(struct ibv_context *ctx, const char *root, const char *ibdev,
+                        const struct mcp_sysfs_port *p, struct mcp_gid_entry *rows, int max,
+                        struct mcp_netns_port *info);
 
 #endif

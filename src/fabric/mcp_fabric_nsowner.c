@@ -262,8 +262,8 @@ const char *mcp_netns_gid_owner(const struct mcp_ns_snapshot *ns, const struct m
   return "its netdev here is not stacked on the port's netdev (not a macvlan or ipvlan of it)";
 }
 
-int mcp_netns_gid_rows_owned(const struct mcp_sysfs_port *p, const int *ifindex, const struct mcp_ns_snapshot *ns,
-                             struct mcp_gid_entry *rows, int max)
+int mcp_netns_gid_rows_owned(const struct mcp_sysfs_port *p, const int *ifindex,
+                             const struct mcp_ns_snapshot *ns, struct mcp_gid_entry *rows, int max)
 {
   int i, n = 0;
 
@@ -287,7 +287,8 @@ int mcp_netns_gid_rows_owned(const struct mcp_sysfs_port *p, const int *ifindex,
 
 /* The ifindex of each readable GID's netdev, 0 where the kernel gives none. Uses ctx, or
  * opens ibdev for the question when ctx is NULL (the doctor, the probe). */
-static int gid_ifindexes(struct ibv_context *ctx, const char *ibdev, const struct mcp_sysfs_port *p, int *ifindex)
+static int gid_ifindexes(struct ibv_context *ctx, const char *ibdev, const struct mcp_sysfs_port *p,
+                         int *ifindex)
 {
   struct ibv_device **list = NULL;
   struct ibv_context *own = NULL;
@@ -320,8 +321,9 @@ static int gid_ifindexes(struct ibv_context *ctx, const char *ibdev, const struc
   return got;
 }
 
-int mcp_netns_port_rows(struct ibv_context *ctx, const char *root, const char *ibdev, const struct mcp_sysfs_port *p,
-                        struct mcp_gid_entry *rows, int max, struct mcp_netns_port *info)
+int mcp_netns_port_rows(struct ibv_context *ctx, const char *root, const char *ibdev,
+                        const struct mcp_sysfs_port *p, struct mcp_gid_entry *rows, int max,
+                        struct mcp_netns_port *info)
 {
   struct mcp_netns_view view = {.n = 0};
   struct mcp_ns_snapshot *ns;

@@ -91,7 +91,9 @@ static void probe_port(const char *root, const struct mcp_sysfs_dev *d, const st
   if (ifindex != NULL && probe_ifindexes(d->name, p, ifindex) == 0)
     for (i = 0; i < n && i < p->ngid; i++)
       printf("%s/%d gid %d ifindex %d rule %s%s%s\n", d->name, p->num, rows[i].index, ifindex[i],
-             info.per_gid ? "per-gid" : info.netlink_rc == 0 ? "netlink" : "names",
+             info.per_gid             ? "per-gid"
+               : info.netlink_rc == 0 ? "netlink"
+                                      : "names",
              rows[i].not_ours != NULL ? " not ours: " : "", rows[i].not_ours != NULL ? rows[i].not_ours : "");
   free(ifindex);
   printf("%s/%d slots %d readable %d skipped %d\n", d->name, p->num, p->gid_slots, p->ngid, p->gid_skipped);
