@@ -245,7 +245,8 @@ static void check_port(struct doctor_report *r, const struct doctor_dev *d, cons
     if (p->ngid > 0 && p->netlink_rc == 0) {
       snprintf(fix, sizeof(fix),
                "nothing to do if another container owns it; to use it here, give "
-               "this namespace its netdev; to silence this, NCCL_IB_HCA=^%s",
+               "this namespace its netdev or a macvlan/ipvlan of it with an address; to "
+               "silence this, NCCL_IB_HCA=^%s",
                d->name);
       doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_DEVICES, "netns", subj, fix,
                  "%s port %d: its GIDs (netdev %s) belong to another network namespace: this "

@@ -136,6 +136,7 @@ done
 expect /tmp/doctor-P1.out 'uses rxeH port 1 \(GID [0-9]+ 10\.97\.0\.11, RoCE v2, netdev eth0\)' "P1: the doctor's selection is rxeH with 10.97.0.11"
 expect /tmp/doctor-P2.out 'uses rxeH port 1 \(GID [0-9]+ 10\.97\.0\.12, RoCE v2, netdev eth0\)' "P2: the doctor's selection is rxeH with 10.97.0.12"
 expect /tmp/doctor-P3.out 'uses rxeI port 1 \(GID [0-9]+ 10\.97\.1\.13, RoCE v2, netdev eth0\)' "P3: the doctor's selection is rxeI with 10.97.1.13"
+expect /tmp/doctor-P1.out '^    port 1: .*netdev not in this namespace; ours: GIDs on eth0 \(stacked on it here\)' "P1: the doctor says rxeH's port is ours through eth0"
 expect /tmp/doctor-P1.out 'GID [0-9]+ +10\.97\.0\.11 .*this namespace' "P1: the doctor lists 10.97.0.11 as this namespace's"
 refute /tmp/doctor-P1.out 'GID [0-9]+ +10\.97\.0\.12 .*this namespace' "P1: the doctor never lists P2's GID as this namespace's"
 refute /tmp/doctor-P1.out 'GID [0-9]+ +10\.97\.0\.1 .*this namespace' "P1: the doctor never lists the host's GID as this namespace's"
