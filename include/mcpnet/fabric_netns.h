@@ -60,8 +60,8 @@ int mcp_netns_gid_rows(const struct mcp_sysfs_port *port, const struct mcp_netns
  * with a macvlan or ipvlan of the host's netdev; see mcp_fabric_nsowner.c). The
  * snapshot is this namespace's netdevs and addresses as rtnetlink reports them.
  */
-#define MCP_NS_LINKS_MAX 128
-#define MCP_NS_ADDRS_MAX 512
+#define MCP_NS_LINKS_MAX 256 /* beyond: left out, so never ours (a host with many pods) */
+#define MCP_NS_ADDRS_MAX 1024
 
 struct mcp_ns_link {
   char name[IF_NAMESIZE];
