@@ -17,6 +17,7 @@ struct mcp_gid_entry {
   char netdev[IF_NAMESIZE]; /* "" when the entry has none (IB) */
   int netdev_in_ns;         /* the netdev belongs to our network namespace */
   int netdev_up;
+  const char *not_ours; /* why the entry is not ours, when more is known than "another namespace" */
 };
 
 struct mcp_gid_policy {

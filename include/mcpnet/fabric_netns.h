@@ -55,4 +55,68 @@ int mcp_netns_view_find(const struct mcp_netns_view *view, const char *netdev);
 int mcp_netns_gid_rows(const struct mcp_sysfs_port *port, const struct mcp_netns_view *view,
                        struct mcp_gid_entry *rows, int max);
 
+/*
+ * Per-GID ownership, for a port whose netdev RDMA netlink does not name here (a pod
+ * with a macvlan or ipvlan of the host's netdev; see mcp_fabric_nsowner.c). The
+ * snapshot is this namespace's netdevs and addresses as rtnetlink reports them.
+ */
+#define MCP_NS_LINKS_MAX 256 /* beyond: left out, so never ours (a host with many pods) */
+#define MCP_NS_ADDRS_MAX 1024
+
+struct mcp_ns_link {
+  char name[IF_NAMESIZE];
+  int ifindex;
+  int up;              /* IFF_UP and operstate not down */
+  int lower;           /* IFLA_LINK: a macvlan/ipvlan/VLAN's lower, a veth's peer; 0 none */
+  int lower_elsewhere; /* IFLA_LINK_NETNSID was given: lower is another namespace's ifindex */
+};
+
+struct mcp_ns_addr {
+  int ifindex;
+  uint8_t raw[16]; /* in GID form: IPv4 as ::ffff:a.b.c.d */
+};
+
+struct mcp_ns_snapshot {
+  int nlink;
+  struct mcp_ns_link link[MCP_NS_LINKS_MAX];
+  int naddr;
+  struct mcp_ns_addr addr[MCP_NS_ADDRS_MAX];
+};
+
+/* This namespace's netdevs and addresses (two rtnetlink dumps). 0 or a negative errno. */
+int mcp_netns_snapshot_read(struct mcp_ns_snapshot *ns);
+
+/*
+ * Is GID entry i of port p ours? ifindex[] holds, for each of p's readable entries, the
+ * ifindex the kernel gives for its netdev (0 unknown). NULL when it is, with *slot set to
+ * the snapshot's link; otherwise why not, a constant sentence.
+ */
+const char *mcp_netns_gid_owner(const struct mcp_ns_snapshot *ns, const struct mcp_sysfs_port *p,
+                                const int *ifindex, int i, int *slot);
+/* The port's rows for mcp_gid_choose with ownership decided per GID as above. */
+int mcp_netns_gid_rows_owned(const struct mcp_sysfs_port *p, const int *ifindex,
+                             const struct mcp_ns_snapshot *ns, struct mcp_gid_entry *rows, int max);
+
+/* How a port's rows were decided (mcp_netns_port_rows). */
+struct mcp_netns_port {
+  int netlink_rc;           /* mcp_netns_port_netdev's answer */
+  char netdev[IF_NAMESIZE]; /* the port's netdev here, "" when elsewhere or unknown */
+  int per_gid;              /* the port's netdev is elsewhere: decided GID by GID */
+  int per_gid_rc;           /* 0, or why the namespace could not be read (nothing is ours) */
+  int gid_ifindexes;        /* entries the kernel gave an ifindex for */
+  int nours;                /* rows that are ours */
+};
+
+struct ibv_context;
+/*
+ * The port's readable GID rows with ownership decided by the one rule discovery,
+ * recovery and the doctor share: RDMA netlink's answer where it names the port's netdev
+ * here (that netdev and its uppers in sysfs under root); per GID when it names none;
+ * netdev names when netlink cannot be asked. ctx is the open device (for the GIDs'
+ * ifindexes), or NULL to open ibdev for the question. Returns the number of rows.
+ */
+int mcp_netns_port_rows(struct ibv_context *ctx, const char *root, const char *ibdev,
+                        const struct mcp_sysfs_port *p, struct mcp_gid_entry *rows, int max,
+                        struct mcp_netns_port *info);
+
 #endif

@@ -12,7 +12,8 @@
  *     destroy and re-create the QPs, repost receive WRs, reset partial slots,
  *     send RECOVER {round, new QPs, GID, the slots this receiver completed}
  *   on the peer's RECOVER of the same round:
- *     look our GID up again by address, RTR/RTS toward the new QPs (setup thread),
+ *     look our GID up again by address among the entries that are ours (the rule
+ *     discovery used), RTR/RTS toward the new QPs (setup thread),
  *     send RECOVER {round, READY}
  *   on our RTS and the peer's READY:
  *     receiver: rewrite the clear-to-send of every slot still waiting;
@@ -29,11 +30,14 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "mcpnet/clock.h"
 #include "mcpnet/err.h"
+#include "mcpnet/devctx.h"
+#include "mcpnet/fabric_netns.h"
 #include "mcpnet/fabric_sysfs.h"
 #include "mcpnet/link.h"
 #include "mcpnet/log.h"
@@ -104,25 +108,32 @@ static void rec_fail(struct mcp_link *c, const char *what)
                 down);
 }
 
-/* Our GID's index in the current table of member m's port, found by address: after a
- * link flap the kernel may have put it back at another index. -1 while it is not (yet)
- * there. */
+/* Our GID's index in the current table of member m's port, found by address among the
+ * entries that are ours by the rule discovery used (mcp_netns_port_rows): after a link
+ * flap the kernel may have put it back at another index, and in a pod another
+ * namespace's entry may hold the same address on the same port. -1 while it is not
+ * (yet) there. */
 static int gid_find(const struct mcp_link_dev *m)
 {
   const struct mcp_net_dev *d = m->dc->info;
   struct mcp_sysfs_dev sys;
   const struct mcp_sysfs_port *p;
+  struct mcp_gid_entry *rows;
+  struct mcp_netns_port info;
   char err[256];
-  int i, index = -1;
+  int i, n, index = -1;
 
   if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
     return m->sgid_index; /* InfiniBand: GID 0, routed by LID */
   memset(&sys, 0, sizeof(sys));
   if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
-      (p = mcp_sysfs_port_find(&sys, d->port)) != NULL) {
-    for (i = 0; i < p->ngid && index < 0; i++)
-      if (memcmp(p->gid[i].raw, d->gid.raw, 16) == 0 && p->gid[i].type == d->gid.type)
-        index = p->gid[i].index;
+      (p = mcp_sysfs_port_find(&sys, d->port)) != NULL && p->ngid > 0 &&
+      (rows = calloc((size_t)p->ngid, sizeof(*rows))) != NULL) {
+    n = mcp_netns_port_rows(m->dc->ctx, "/sys", d->ibdev, p, rows, p->ngid, &info);
+    for (i = 0; i < n && index < 0; i++)
+      if (rows[i].netdev_in_ns && memcmp(rows[i].raw, d->gid.raw, 16) == 0 && rows[i].type == d->gid.type)
+        index = rows[i].index;
+    free(rows);
   }
   mcp_sysfs_dev_free(&sys);
   return index;

@@ -268,34 +268,41 @@ struct discover_dev {
   int sys_ok;
 };
 
-/* The port's readable GID entries from sysfs. Which are ours is decided by RDMA
- * netlink's answer for the port: its netdev, and what this namespace links above it,
- * when that netdev is here. Names alone prove nothing (every namespace has a lo, many
- * an eth0); they are trusted only when netlink cannot be asked. */
+/* The port's readable GID entries from sysfs, with which are ours decided by the rule
+ * the doctor and recovery share (mcp_netns_port_rows): RDMA netlink's answer for the
+ * port where it names the port's netdev here; GID by GID where the port's netdev is in
+ * another namespace (a pod's macvlan or ipvlan of it); names alone, which prove little
+ * (every namespace has a lo, many an eth0), only when netlink cannot be asked. */
 static int gid_table_read(const struct discover_dev *dd, int port, struct mcp_gid_entry *tab, int max)
 {
   const struct mcp_sysfs_port *p = dd->sys_ok ? mcp_sysfs_port_find(&dd->sys, port) : NULL;
-  struct mcp_netns_view view = {.n = 0};
-  char ndev[IF_NAMESIZE];
-  int rc, i;
+  struct mcp_netns_port info;
+  int n;
 
   if (p == NULL)
     return 0;
-  rc = mcp_netns_port_netdev(dd->ibdev, port, ndev, sizeof(ndev));
-  if (rc == 0) {
-    mcp_netns_view_add(&view, SYSFS_ROOT, ndev);
-    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: netdev in this network namespace: %s", dd->ibdev, port,
-             ndev[0] ? ndev : "none (its GIDs belong to another namespace)");
-  } else {
+  n = mcp_netns_port_rows(dd->ctx, SYSFS_ROOT, dd->ibdev, p, tab, max, &info);
+  if (info.netlink_rc != 0)
     MCP_INFO(NCCL_INIT | NCCL_NET,
              "%s port %d: RDMA netlink cannot name the port's netdev (%s); "
              "GIDs count as ours when their netdev's name exists here, which names shared "
              "across network namespaces can fool",
-             dd->ibdev, port, strerror(-rc));
-    for (i = 0; i < p->ngid; i++)
-      mcp_netns_view_add(&view, SYSFS_ROOT, p->gid[i].netdev);
-  }
-  return mcp_netns_gid_rows(p, &view, tab, max);
+             dd->ibdev, port, strerror(-info.netlink_rc));
+  else if (!info.per_gid)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: netdev in this network namespace: %s", dd->ibdev, port,
+             info.netdev);
+  else if (info.per_gid_rc != 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "%s port %d: the port's netdev is in another network namespace, and this "
+             "namespace's netdevs cannot be read (%s): no GID of it counts as ours",
+             dd->ibdev, port, strerror(-info.per_gid_rc));
+  else
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "%s port %d: the port's netdev is in another network namespace; %d of its %d GIDs "
+             "are ours (on a netdev here stacked on it, such as a macvlan or ipvlan, with the "
+             "address configured here; %d GIDs with a netdev index)",
+             dd->ibdev, port, info.nours, n, info.gid_ifindexes);
+  return n;
 }
 
 /* What discovery of one process is working with. */

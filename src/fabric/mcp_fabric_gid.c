@@ -57,7 +57,7 @@ static const char *gid_unusable(const struct mcp_gid_entry *e)
   if (gid_is_zero(e->raw))
     return "empty";
   if (e->netdev[0] != '\0' && !e->netdev_in_ns)
-    return "its netdev is not in this network namespace";
+    return e->not_ours != NULL ? e->not_ours : "its netdev is not in this network namespace";
   if (e->netdev[0] != '\0' && !e->netdev_up)
     return "its netdev is down";
   return NULL;

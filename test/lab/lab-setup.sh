@@ -43,16 +43,23 @@ kver=$(basename "$(ls -d "$lab"/kernel/lib/modules/*/ | head -n1)")
 kmods="$lab/kernel/lib/modules/$kver/kernel"
 [ -f "$(find "$kmods" -name rdma_rxe.ko | head -n1)" ] || die "kernel $kver has no rdma_rxe module"
 
-# 2. The initramfs: busybox, the virtio/9p/net modules in load order, and our init.
+# 2. The initramfs: busybox, the virtio/9p/net modules in load order, the netdev types the
+# pod scenarios build (macvlan, ipvlan: single_pods.sh), and our init. dummy stays out: at
+# load it would create a dummy0 that scenarios create themselves (single_doctor.sh); the
+# guest's modprobe wrapper loads it on demand (guest-main.sh), as any other. The module
+# list is recorded next to the initrd, so a build tree made before a change of the list
+# gets a new initrd even where this file's timestamp says nothing (a fresh checkout
+# beside an old build/lab, a CI cache).
+order="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p failover net_failover virtio_net macvlan ipvlan"
 init_src="$here/guest/init"
 initrd="$lab/initrd.gz"
-if [ ! -f "$initrd" ] || [ "$init_src" -nt "$initrd" ] || [ "$0" -nt "$initrd" ]; then
+if [ ! -f "$initrd" ] || [ "$init_src" -nt "$initrd" ] || [ "$0" -nt "$initrd" ] ||
+   [ "$(cat "$lab/initrd.modules" 2>/dev/null)" != "$order" ]; then
   stage="$lab/initramfs.tmp"
   rm -rf "$stage"
   mkdir -p "$stage"/{bin,dev,proc,sys,newroot,results,xchg,project,modules}
   cp "$busybox_bin" "$stage/bin/busybox"
   ln -s busybox "$stage/bin/sh"
-  order="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p failover net_failover virtio_net"
   i=0
   for m in $order; do
     f=$(find "$kmods" -name "$m.ko" | head -n1)
@@ -64,6 +71,7 @@ if [ ! -f "$initrd" ] || [ "$init_src" -nt "$initrd" ] || [ "$0" -nt "$initrd" ]
   chmod 755 "$stage/init"
   (cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) > "$initrd.tmp"
   mv "$initrd.tmp" "$initrd"
+  echo "$order" > "$lab/initrd.modules"
   rm -rf "$stage"
 fi
 

@@ -82,7 +82,7 @@ static void port_from_sysfs(struct doctor_port *dp, const struct mcp_sysfs_dev *
                             const struct mcp_sysfs_port *sp)
 {
   struct mcp_gid_entry rows[GID_ROWS_MAX];
-  struct mcp_netns_view view = {.n = 0};
+  struct mcp_netns_port info;
   int i, n;
 
   dp->num = sp->num;
@@ -101,18 +101,11 @@ static void port_from_sysfs(struct doctor_port *dp, const struct mcp_sysfs_dev *
   dp->gid_skipped = sp->gid_skipped;
   mcp_pkey_format_table(sp->pkey, sp->npkey, dp->pkeys, sizeof(dp->pkeys));
 
-  /* Which GIDs are ours: netlink's answer when it can be asked, names otherwise (as
-   * discovery does, and with the same caveat). */
-  dp->netlink_rc = mcp_netns_port_netdev(sd->name, sp->num, dp->netdev, sizeof(dp->netdev));
-  if (dp->netlink_rc == 0) {
-    if (dp->netdev[0] != '\0')
-      mcp_netns_view_add(&view, SYSFS_ROOT, dp->netdev);
-  } else {
-    dp->netdev[0] = '\0';
-    for (i = 0; i < sp->ngid; i++)
-      mcp_netns_view_add(&view, SYSFS_ROOT, sp->gid[i].netdev);
-  }
-  n = mcp_netns_gid_rows(sp, &view, rows, GID_ROWS_MAX);
+  /* Which GIDs are ours: the rule discovery uses (mcp_netns_port_rows), so the doctor
+   * and the plugin agree, the per-GID rule of a pod on a macvlan or ipvlan included. */
+  n = mcp_netns_port_rows(NULL, SYSFS_ROOT, sd->name, sp, rows, GID_ROWS_MAX, &info);
+  dp->netlink_rc = info.netlink_rc;
+  snprintf(dp->netdev, sizeof(dp->netdev), "%s", info.netdev);
   dp->gid = calloc((size_t)(n > 0 ? n : 1), sizeof(*dp->gid));
   if (dp->gid == NULL)
     n = 0;
@@ -130,6 +123,12 @@ static void port_from_sysfs(struct doctor_port *dp, const struct mcp_sysfs_dev *
     if (dp->gid_netdev[0] == '\0' && g->netdev[0] != '\0')
       snprintf(dp->gid_netdev, sizeof(dp->gid_netdev), "%s", g->netdev);
   }
+  /* A pod's port lists the host's netdev first: name the one of ours where there is one. */
+  for (i = 0; i < n; i++)
+    if (dp->gid[i].in_ns && dp->gid[i].netdev[0] != '\0') {
+      snprintf(dp->gid_netdev, sizeof(dp->gid_netdev), "%s", dp->gid[i].netdev);
+      break;
+    }
   dp->ngid = n;
   dp->netdev_mtu = netdev_mtu(dp->netdev[0] ? dp->netdev : (dp->ngid_ours > 0 ? dp->gid_netdev : ""));
 }
@@ -174,12 +173,14 @@ void doctor_devices_scan(struct doctor_report *r)
 {
   static char names[DOCTOR_MAX_DEVS][MCP_DEV_NAME_MAX];
   struct ibv_device **list = NULL;
-  int n, i, nlist = 0;
+  int n, i, nlist = 0, verbs_ok;
 
   n = mcp_sysfs_dev_names(SYSFS_ROOT, names, DOCTOR_MAX_DEVS);
   r->devs_rc = n < 0 ? n : 0;
   if (n < 0)
     return;
+  /* Before the ports: which GIDs are ours needs the ifindexes verbs gives for them. */
+  verbs_ok = mcp_verbs_load(r->verbs_err, sizeof(r->verbs_err)) == 0;
   if (n > DOCTOR_MAX_DEVS)
     n = DOCTOR_MAX_DEVS;
   for (i = 0; i < n; i++) {
@@ -206,7 +207,7 @@ void doctor_devices_scan(struct doctor_report *r)
     mcp_sysfs_dev_free(&sd);
     r->ndev++;
   }
-  if (mcp_verbs_load(r->verbs_err, sizeof(r->verbs_err)) != 0)
+  if (!verbs_ok)
     return;
   r->verbs_err[0] = '\0';
   list = mcp_ibv.get_device_list(&nlist);
@@ -244,7 +245,8 @@ static void check_port(struct doctor_report *r, const struct doctor_dev *d, cons
     if (p->ngid > 0 && p->netlink_rc == 0) {
       snprintf(fix, sizeof(fix),
                "nothing to do if another container owns it; to use it here, give "
-               "this namespace its netdev; to silence this, NCCL_IB_HCA=^%s",
+               "this namespace its netdev or a macvlan/ipvlan of it with an address; to "
+               "silence this, NCCL_IB_HCA=^%s",
                d->name);
       doctor_add(r, DOCTOR_WARN, DOCTOR_SEC_DEVICES, "netns", subj, fix,
                  "%s port %d: its GIDs (netdev %s) belong to another network namespace: this "

@@ -44,6 +44,8 @@ static void devices(const struct doctor_report *r, FILE *f)
       if (p->ethernet) {
         if (p->netdev[0])
           fprintf(f, ", netdev %s here (MTU %d)", p->netdev, p->netdev_mtu);
+        else if (p->netlink_rc == 0 && p->ngid_ours > 0)
+          fprintf(f, ", netdev not in this namespace; ours: GIDs on %s (stacked on it here)", p->gid_netdev);
         else if (p->netlink_rc == 0)
           fprintf(f, ", netdev not in this namespace");
         else
