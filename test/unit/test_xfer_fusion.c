@@ -49,33 +49,6 @@ static void pair_free(struct fake_pair *p)
   fake_pair_free(p);
 }
 
-static void pattern(unsigned char *b, size_t n, unsigned seed)
-{
-  for (size_t i = 0; i < n; i++)
-    b[i] = (unsigned char)(seed * 131 + i * 7 + 1);
-}
-
-static int same(const unsigned char *b, size_t n, unsigned seed)
-{
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != (unsigned char)(seed * 131 + i * 7 + 1))
-      return 0;
-  return 1;
-}
-
-static int wait_done(void *req, int *sizes)
-{
-  int i, done = 0;
-
-  for (i = 0; i < POLLS; i++) {
-    if (mcp_net_test(req, &done, sizes) != ncclSuccess)
-      return -1;
-    if (done)
-      return 1;
-  }
-  return 0;
-}
-
 /* One message of size bytes at offset off; 1 when it arrived whole with its size. */
 static int one_message(struct fake_pair *p, size_t off, size_t size, unsigned seed)
 {
@@ -83,15 +56,15 @@ static int one_message(struct fake_pair *p, size_t off, size_t size, unsigned se
   size_t rsize = size;
   int tag = 5, rs[1] = {-1}, ok;
 
-  pattern(sbuf + off, size, seed);
+  fake_pattern(sbuf + off, size, seed);
   memset(rbuf + off, 0, size);
   if (mcp_net_irecv(p->recv, 1, &data, &rsize, &tag, &mh, &r) != ncclSuccess || r == NULL)
     return 0;
   fake_progress();
   if (mcp_net_isend(p->send, sbuf + off, size, tag, smh, &s) != ncclSuccess || s == NULL)
     return 0;
-  ok = wait_done(r, rs) == 1 && wait_done(s, NULL) == 1;
-  return ok && rs[0] == (int)size && same(rbuf + off, size, seed);
+  ok = fake_wait_done(r, rs, POLLS) == 1 && fake_wait_done(s, NULL, POLLS) == 1;
+  return ok && rs[0] == (int)size && fake_same(rbuf + off, size, seed);
 }
 
 /* Two members on each end, two QPs per member: a large message is striped over all four
@@ -135,7 +108,7 @@ static void test_member_rkeys_are_needed(void)
   size_t rsize = 1 << 20;
   int tag = 5, done = 0, i;
 
-  pattern(sbuf, rsize, 9);
+  fake_pattern(sbuf, rsize, 9);
   CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &rsize, &tag, &mh, &r), ncclSuccess);
   fake_progress(); /* the CTS entry and its rkey table are in the sender's ring */
   fake_pair_smash_member_rkeys(p);
@@ -200,7 +173,7 @@ static void test_grouped_on_every_member(void)
       mh[i] = rmh;
       sz[i] = 65536;
       memset(data[i], 0, 65536);
-      pattern(sbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i));
+      fake_pattern(sbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i));
     }
     CHECK_EQ_INT(mcp_net_irecv(p->recv, 3, data, sz, tags, mh, &r), ncclSuccess);
     fake_progress();
@@ -210,11 +183,11 @@ static void test_grouped_on_every_member(void)
                    ncclSuccess);
       CHECK(s[i] != NULL);
     }
-    CHECK_EQ_INT(wait_done(r, sizes), 1);
+    CHECK_EQ_INT(fake_wait_done(r, sizes, POLLS), 1);
     for (i = 0; i < 3; i++) {
       CHECK_EQ_INT(sizes[i], 1000 + i);
-      CHECK(same(rbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i)));
-      CHECK_EQ_INT(wait_done(s[i], NULL), 1);
+      CHECK(fake_same(rbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i)));
+      CHECK_EQ_INT(fake_wait_done(s[i], NULL, POLLS), 1);
     }
   }
   CHECK(fake_count_records() == 8);
@@ -238,7 +211,7 @@ static void test_flush_every_member(void)
   /* The first flush sets up every member's loopback QP. */
   CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, &size, &mh, &f), ncclSuccess);
   CHECK(f != NULL);
-  CHECK_EQ_INT(wait_done(f, NULL), 1);
+  CHECK_EQ_INT(fake_wait_done(f, NULL, POLLS), 1);
   fake_posts_reset();
   fake_pair_hold_flush(p, 1); /* member 0's read waits */
   CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, &size, &mh, &f), ncclSuccess);
@@ -248,7 +221,7 @@ static void test_flush_every_member(void)
   CHECK_EQ_INT(mcp_net_test(f, &done, NULL), ncclSuccess);
   CHECK_EQ_INT(done, 0); /* members 1 and 2 answered, member 0 not yet */
   fake_pair_hold_flush(p, 0);
-  CHECK_EQ_INT(wait_done(f, NULL), 1);
+  CHECK_EQ_INT(fake_wait_done(f, NULL, POLLS), 1);
   CHECK_EQ_INT(fake_comm_error(p->recv), 0);
   cfg->force_flush = 0;
   pair_free(p);
@@ -295,8 +268,8 @@ static void test_watchdog_names_members(void)
   CHECK(strstr(fake_lastwarn, "; fake0_m1 port 1: ") != NULL);
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 0);
   fake_pair_hold(p, FAKE_SEND_SIDE, 1, 0);
-  CHECK_EQ_INT(wait_done(s, NULL), 1);
-  CHECK_EQ_INT(wait_done(r, NULL), 1);
+  CHECK_EQ_INT(fake_wait_done(s, NULL, POLLS), 1);
+  CHECK_EQ_INT(fake_wait_done(r, NULL, POLLS), 1);
   pair_free(p);
 }
 
