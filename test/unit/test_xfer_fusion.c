@@ -9,6 +9,7 @@
  * member their QP reaches, and a flush reads through every member. Each check is on
  * what is observable: bytes in the buffers, sizes, the work posted per member, errors.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "mcp_fake_verbs.h"
@@ -342,6 +343,56 @@ static void test_gpu_registration_every_member(void)
   pair_free(p);
 }
 
+/* regMr's result on a fused comm is the one-device path's for the same failure: GPU
+ * memory a member cannot reach is a usage error either way, and a refusal by the
+ * adapter (whatever its errno, even one that looks like a kind of the library's own) is
+ * a system error, as NCCL's own transport reports it. Both paths end in
+ * mcp_net_result. */
+static ncclResult_t reg_result(int devs, int gpu_on_last, int fail_errno, int dmabuf)
+{
+  static unsigned char other[4 * 4096] __attribute__((aligned(4096)));
+  struct fake_pair *p = pair(1, devs, devs);
+  void *mh = (void *)0x1;
+  ncclResult_t rc;
+
+  for (int k = 0; k < devs; k++)
+    fake_pair_member_info(p, FAKE_SEND_SIDE, k)->ptr_support =
+      NCCL_PTR_HOST | (k < devs - 1 || gpu_on_last ? NCCL_PTR_CUDA : 0);
+  if (fail_errno != 0)
+    fake_fail_next_reg(fail_errno);
+  rc = dmabuf
+    ? mcp_net_reg_mr_dmabuf(p->send, other, sizeof(other), NCCL_PTR_CUDA, 0, 3, &mh)
+    : mcp_net_reg_mr(p->send, other, sizeof(other), fail_errno ? NCCL_PTR_HOST : NCCL_PTR_CUDA, &mh);
+  CHECK(rc == ncclSuccess ? mh != NULL : mh == NULL);
+  if (mh != NULL && mh != (void *)0x1)
+    mcp_net_dereg_mr(p->send, mh);
+  fake_fail_next_reg(0);
+  pair_free(p);
+  return rc;
+}
+
+static void test_registration_results_match(void)
+{
+  static const int errs[] = {ENOMEM, EFAULT, ECONNRESET, EOVERFLOW};
+
+  /* GPU memory where the (last) member has no peer-memory module. */
+  CHECK_EQ_INT(reg_result(1, 0, 0, 0), ncclInvalidUsage);
+  CHECK_EQ_INT(reg_result(2, 0, 0, 0), ncclInvalidUsage);
+  CHECK_EQ_INT(reg_result(2, 1, 0, 0), ncclSuccess);
+  /* The adapter refuses the registration (host memory; DMA-BUF). */
+  for (unsigned i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+    for (int dmabuf = 0; dmabuf <= 1; dmabuf++) {
+      ncclResult_t one = reg_result(1, 1, errs[i], dmabuf), fused = reg_result(2, 1, errs[i], dmabuf);
+
+      if (one != ncclSystemError || fused != one)
+        fprintf(stderr, "errno %d%s: one device %d, fused %d\n", errs[i], dmabuf ? " (DMA-BUF)" : "", one,
+                fused);
+      CHECK_EQ_INT(one, ncclSystemError);
+      CHECK_EQ_INT(fused, one);
+    }
+  }
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -358,6 +409,7 @@ int main(void)
   RUN_TEST(test_watchdog_names_members);
   RUN_TEST(test_endpoint_members);
   RUN_TEST(test_gpu_registration_every_member);
+  RUN_TEST(test_registration_results_match);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();
