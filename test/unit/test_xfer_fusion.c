@@ -228,6 +228,36 @@ static void test_flush_every_member(void)
   pair_free(p);
 }
 
+/* The kind of an mhandle and its keys are read from the handle alone (deregMr has no
+ * comm): a set answers with its members' keys, a one-device registration with its MR's,
+ * and a set of one member (what a fused device of one would hand out) is still a set. */
+static void test_mhandle_kind_from_handle(void)
+{
+  struct fake_pair *p = pair(1, 2, 2);
+  const struct mcp_mr_set *set = smh;
+  struct mcp_mr_set one;
+  struct mcp_mr *m;
+
+  CHECK(mcp_mh_is_set(smh) && mcp_mh_is_set(rmh));
+  for (int k = 0; k < 2; k++) {
+    CHECK_EQ_INT(mcp_mh_lkey(smh, k), set->mr[k]->mr->lkey);
+    CHECK_EQ_INT(mcp_mh_rkey(smh, k), set->mr[k]->mr->rkey);
+  }
+  CHECK(set->mr[0]->mr->lkey != set->mr[1]->mr->lkey); /* else the check above could not fail */
+  CHECK_EQ_INT(mcp_mh_type(smh), NCCL_PTR_HOST);
+  CHECK_EQ_INT(mcp_mh_dmabuf(smh), 0);
+  one = *set;
+  one.n = 1;
+  one.lkey[0] = 0x1234;
+  CHECK(mcp_mh_is_set(&one));
+  CHECK_EQ_INT(mcp_mh_lkey(&one, 0), 0x1234);
+  m = set->mr[1]; /* a cache entry itself: a one-device handle */
+  CHECK(!mcp_mh_is_set(m));
+  CHECK_EQ_INT(mcp_mh_lkey(m, 0), m->mr->lkey);
+  CHECK_EQ_INT(mcp_mh_rkey(m, 0), m->mr->rkey);
+  pair_free(p);
+}
+
 /* A one-member link keeps what it had before fusion: the cache's registration is the
  * mhandle, and no rkey table is ever written (the clear-to-send bytes are unchanged). */
 static void test_one_member_unchanged(void)
@@ -406,6 +436,7 @@ int main(void)
   RUN_TEST(test_grouped_on_every_member);
   RUN_TEST(test_flush_every_member);
   RUN_TEST(test_one_member_unchanged);
+  RUN_TEST(test_mhandle_kind_from_handle);
   RUN_TEST(test_watchdog_names_members);
   RUN_TEST(test_endpoint_members);
   RUN_TEST(test_gpu_registration_every_member);
