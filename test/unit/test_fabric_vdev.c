@@ -182,6 +182,17 @@ static void test_outlives_fabric(void)
   CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
   CHECK_EQ_INT(mcp_vdev_table_count(&t), 4);
   expect_members(3, 2, (int[]){1, 2});
+
+  /* A member came back with another link layer (same name, now InfiniBand): the fused
+   * device is refused where its members are resolved, by the check makeVDevice used, so
+   * connect and accept never open it (they have no check of their own). */
+  fab.dev[2].link_layer = IB;
+  CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
+  expect_refused(mcp_vdev_table_info(&t, &fab, 3, &in, err, sizeof(err)), -EINVAL,
+                 "device 3 (rxe1+rxe2): cannot fuse rxe1 (Ethernet) with rxe2 (InfiniBand): the members of a "
+                 "fused device must share one link layer");
+  fab.dev[2].link_layer = ETH;
+  expect_members(3, 2, (int[]){1, 2});
 }
 
 static const struct mcp_rankmap_entry *entry(struct mcp_rankmap *map, const char *text)
