@@ -211,6 +211,9 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   BOOL_ROW(MCP_PARAM_IB_MERGE_VFS, "NCCL_IB_MERGE_VFS", 1, ib_merge_vfs,
            "As in NCCL: a VF (found by its physfn link) reports its PF's NIC as pciPath and a "
            "port after the PF's; 0 keeps the VF's own PCI device"),
+  BOOL_ROW(MCP_PARAM_IB_MERGE_NICS, "NCCL_IB_MERGE_NICS", 1, ib_merge_nics,
+           "As in NCCL: 0 refuses NCCL's makeVDevice of more than one device, so NCCL uses each port on "
+           "its own; a rank map's DEV*DEV still fuses"),
   INT_ROW(MCP_PARAM_IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", 2, 0, 2, ib_pci_relaxed_ordering,
           "Register data buffers with PCIe relaxed ordering, as in NCCL: 1 and 2 (where available) "
           "both ask for it, 0 never; the clear-to-send ring and records are never relaxed",

@@ -296,6 +296,12 @@ ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs)
     MCP_WARN("makeVDevice before init: there are no devices to fuse");
     return ncclInvalidUsage;
   }
+  /* NCCL's IB transport answers so, at INFO: NCCL's topology code then keeps the devices
+   * unfused. One device is no fusion and is made as before. */
+  if (n > 1 && !mcp_param_process()->ib_merge_nics) {
+    MCP_INFO(NCCL_INIT | NCCL_NET, "makeVDevice of %d devices: not fused, NCCL_IB_MERGE_NICS=0", n);
+    return ncclInvalidUsage;
+  }
   return mcp_net_result(mcp_fabric_make_vdev(fab, n, devs, dev) == 0 ? 0 : MCP_ERR_USAGE);
 }
 
