@@ -77,6 +77,10 @@ static void log_ordering(const struct mcp_config *cfg)
   const struct mcp_param_origin *o = &cfg->origin[MCP_PARAM_IB_PCI_RELAXED_ORDERING];
   const char *from = o->source == MCP_PARAM_SRC_DEFAULT ? "default" : mcp_param_source_name(o->source);
 
+  if (cfg->ib_pci_relaxed_ordering < 0 || cfg->ib_pci_relaxed_ordering > 2)
+    MCP_WARN("NCCL_IB_PCI_RELAXED_ORDERING=%d (from the %s) is not 0, 1 or 2: relaxed ordering is off, as "
+             "NCCL's own transport takes such a value",
+             cfg->ib_pci_relaxed_ordering, from);
   if (mcp_mr_relaxed_ordering(cfg))
     MCP_INFO(
       NCCL_INIT | NCCL_NET,
@@ -87,8 +91,9 @@ static void log_ordering(const struct mcp_config *cfg)
       cfg->ib_pci_relaxed_ordering, from);
   else
     MCP_INFO(NCCL_INIT | NCCL_NET, "relaxed ordering: off, every registration is strictly ordered (%s)",
-             cfg->ib_pci_relaxed_ordering == 0 ? "NCCL_IB_PCI_RELAXED_ORDERING=0"
-                                               : "this libibverbs has no ibv_reg_mr_iova2");
+             cfg->ib_pci_relaxed_ordering != 1 && cfg->ib_pci_relaxed_ordering != 2
+               ? "NCCL_IB_PCI_RELAXED_ORDERING is neither 1 nor 2"
+               : "this libibverbs has no ibv_reg_mr_iova2");
 }
 
 void mcp_net_note_abi(int version) { abi_taken = version; }
