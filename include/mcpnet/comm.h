@@ -73,11 +73,12 @@ struct mcp_cts_rkeys {
 /* What regMr hands NCCL for a fused comm: one registration per member (the cache's
  * entries of each member's device), and their keys, so the data path reads a key with no
  * indirection. A one-member comm hands out the cache's struct mcp_mr itself, as before
- * fusion; a comm tells the two apart by its member count, since NCCL uses an mhandle
- * only with the comm it registered it on (mcp_mh_*). */
+ * fusion. Which of the two a handle is, is read from the handle alone (mcp_mh_*):
+ * deregMr has no comm to ask (NCCL may have closed it first), and one rule everywhere
+ * cannot disagree with itself. */
 struct mcp_mr_set {
-  /* MCP_MR_SET_MAGIC, where a struct mcp_mr has its device pointer (never odd): deregMr
-   * tells them apart without its comm, which NCCL may have closed first. */
+  /* MCP_MR_SET_MAGIC, where a struct mcp_mr has its device pointer (never odd, NULL
+   * once its device is closed): the handle's kind (mcp_mh_is_set). */
   uint64_t magic;
   int n;
   int type, dmabuf;
@@ -92,24 +93,26 @@ static inline int mcp_mh_is_set(const void *mh)
   return ((const struct mcp_mr_set *)mh)->magic == MCP_MR_SET_MAGIC;
 }
 
-static inline uint32_t mcp_mh_lkey(const struct mcp_link *l, const void *mh, int k)
+/* The handle's keys on member k (a one-device handle has member 0 only), its memory
+ * type and whether it is a DMA-BUF registration. */
+static inline uint32_t mcp_mh_lkey(const void *mh, int k)
 {
-  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->mr->lkey : ((const struct mcp_mr_set *)mh)->lkey[k];
+  return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->lkey[k] : ((const struct mcp_mr *)mh)->mr->lkey;
 }
 
-static inline uint32_t mcp_mh_rkey(const struct mcp_link *l, const void *mh, int k)
+static inline uint32_t mcp_mh_rkey(const void *mh, int k)
 {
-  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->mr->rkey : ((const struct mcp_mr_set *)mh)->rkey[k];
+  return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->rkey[k] : ((const struct mcp_mr *)mh)->mr->rkey;
 }
 
-static inline int mcp_mh_type(const struct mcp_link *l, const void *mh)
+static inline int mcp_mh_type(const void *mh)
 {
-  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->type : ((const struct mcp_mr_set *)mh)->type;
+  return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->type : ((const struct mcp_mr *)mh)->type;
 }
 
-static inline int mcp_mh_dmabuf(const struct mcp_link *l, const void *mh)
+static inline int mcp_mh_dmabuf(const void *mh)
 {
-  return l->ndevs == 1 ? ((const struct mcp_mr *)mh)->dmabuf : ((const struct mcp_mr_set *)mh)->dmabuf;
+  return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->dmabuf : ((const struct mcp_mr *)mh)->dmabuf;
 }
 
 /* The completion record of a slot (grouped receives: written by the sender). */

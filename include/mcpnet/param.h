@@ -33,6 +33,7 @@ enum mcp_param_id {
   MCP_PARAM_IB_PKEY,
   MCP_PARAM_IB_QPS_PER_CONNECTION,
   MCP_PARAM_IB_MERGE_VFS,
+  MCP_PARAM_IB_MERGE_NICS,
   MCP_PARAM_IB_PCI_RELAXED_ORDERING,
   MCP_PARAM_SOCKET_IFNAME,
   MCP_PARAM_SOCKET_FAMILY,
@@ -129,6 +130,7 @@ struct mcp_config {
   int ib_pkey_index; /* NCCL_IB_PKEY: an index into the P_Key table */
   int ib_qps_per_conn;
   bool ib_merge_vfs;           /* NCCL_IB_MERGE_VFS: VFs count as functions of their PF's NIC */
+  bool ib_merge_nics;          /* NCCL_IB_MERGE_NICS: 0 refuses NCCL's makeVDevice of several devices */
   int ib_pci_relaxed_ordering; /* 0 off; 1 and 2 on where ibv_reg_mr_iova2 exists */
   const char *socket_ifname;
   const char *socket_family; /* NULL = either */

@@ -60,32 +60,16 @@ static int choose_sl_tc(int configured, int traffic_class, int max)
   return traffic_class >= 0 && traffic_class <= max ? traffic_class : 0;
 }
 
-static const char *link_layer_name(int ll)
-{
-  return ll == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand";
-}
-
 int mcp_link_open_members(struct mcp_link *c, int dev)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
   int members[MCP_VDEV_MAX_MEMBERS], n, k;
 
+  /* The fabric resolves the members and refuses a set of mixed link layers (one RC link
+   * cannot cross from InfiniBand to Ethernet), saying why, before any context is opened. */
   n = mcp_fabric_dev_members(fab, dev, members);
   if (n < 1 || n > MCP_LINK_MAX_DEVS)
     return -1;
-  /* One link layer per link: an RC QP pair cannot cross from InfiniBand to Ethernet, and
-   * the handshake names one for the whole end. Said before any context is opened. */
-  for (k = 1; k < n; k++) {
-    const struct mcp_net_dev *a = &fab->dev[members[0]], *b = &fab->dev[members[k]];
-
-    if (a->link_layer != b->link_layer) {
-      MCP_WARN("device %d fuses %s (%s) and %s (%s): a fused device needs one link layer on all its "
-               "members. Fuse devices of one link type (NCCL_NET_MERGE_LEVEL, NCCL_NET_FORCE_MERGE or the "
-               "rank map's fused set)",
-               dev, a->name, link_layer_name(a->link_layer), b->name, link_layer_name(b->link_layer));
-      return -1;
-    }
-  }
   for (k = 0; k < n; k++) {
     struct mcp_link_dev *m = &c->devs[k];
 

@@ -458,16 +458,54 @@ int mcp_wire_frame_len(const uint8_t *buf, size_t have, size_t *len, char *err, 
 
 /* ---- Endpoint ----------------------------------------------------------------------- */
 
+/* Member k of an endpoint as one struct, whichever way it is stored: member 0 is the
+ * endpoint's own device fields (version 1 had no members and the struct kept that
+ * shape), members 1.. are more[]. With these, one writer, reader, check and comparison
+ * serve every member; only where member 0's fields sit in the frame differs (below). */
+static struct mcp_wire_member wire_member_get(const struct mcp_wire_endpoint *ep, unsigned k)
+{
+  struct mcp_wire_member m;
+
+  if (k > 0)
+    return ep->more[k - 1];
+  memset(&m, 0, sizeof(m));
+  memcpy(m.dev_name, ep->dev_name, sizeof(m.dev_name));
+  m.port = ep->port;
+  m.active_mtu = ep->active_mtu;
+  m.gid_index = ep->gid_index;
+  memcpy(m.gid, ep->gid, sizeof(m.gid));
+  m.lid = ep->lid;
+  m.ring_rkey = ep->ring_rkey;
+  return m;
+}
+
+static void wire_member_set(struct mcp_wire_endpoint *ep, unsigned k, const struct mcp_wire_member *m)
+{
+  if (k > 0) {
+    ep->more[k - 1] = *m;
+    return;
+  }
+  memcpy(ep->dev_name, m->dev_name, sizeof(ep->dev_name));
+  ep->port = m->port;
+  ep->active_mtu = m->active_mtu;
+  ep->gid_index = m->gid_index;
+  memcpy(ep->gid, m->gid, sizeof(ep->gid));
+  ep->lid = m->lid;
+  ep->ring_rkey = m->ring_rkey;
+}
+
+/* The member count as the frame carries it: 0 in the struct means one device. */
+static unsigned wire_member_count(const struct mcp_wire_endpoint *ep)
+{
+  return ep->ndevs != 0 ? ep->ndevs : 1;
+}
+
 /* Shared by encode (-EINVAL) and decode (-EBADMSG): only values that can describe a
  * real verbs endpoint pass, so a garbled field fails here and not in ibv_modify_qp. */
 int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_t errlen)
 {
   const struct mcp_wire_fingerprint *fp = &ep->fp;
 
-  if (!wire_str_ok(ep->dev_name, MCP_WIRE_DEVNAME_MAX) || ep->dev_name[0] == '\0') {
-    wire_errf(err, errlen, "device name is empty or longer than %d bytes", MCP_WIRE_DEVNAME_MAX);
-    return -EINVAL;
-  }
 #define WIRE_RANGE(cond, fmt, val)                  \
   do {                                              \
     if (!(cond)) {                                  \
@@ -475,10 +513,8 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
       return -EINVAL;                               \
     }                                               \
   } while (0)
-  WIRE_RANGE(ep->port >= 1, "port %u is not >= 1", ep->port);
   WIRE_RANGE(ep->link_layer == MCP_WIRE_LINK_IB || ep->link_layer == MCP_WIRE_LINK_ETHERNET,
              "link layer %u is neither 1 (InfiniBand) nor 2 (Ethernet)", ep->link_layer);
-  WIRE_RANGE(ep->active_mtu >= 1 && ep->active_mtu <= 5, "active MTU enum %u is not 1..5", ep->active_mtu);
   _Static_assert(MCP_WIRE_MAX_QPS == 128, "the messages below name the bound");
   WIRE_RANGE(ep->nqps >= 1 && ep->nqps <= MCP_WIRE_MAX_QPS, "QP count %u is not 1..128", ep->nqps);
   for (unsigned i = 0; i < ep->nqps && i < MCP_WIRE_MAX_QPS; i++) {
@@ -495,20 +531,67 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
   WIRE_RANGE(fp->qps_per_conn >= 1 && fp->qps_per_conn <= MCP_WIRE_MAX_QPS,
              "QPs per connection %u is not 1..128", fp->qps_per_conn);
   WIRE_RANGE(ep->ndevs <= MCP_WIRE_MAX_MEMBERS, "member count %u is not 1..4", ep->ndevs);
-  for (unsigned k = 1; k < ep->ndevs && k < MCP_WIRE_MAX_MEMBERS; k++) {
-    const struct mcp_wire_member *mb = &ep->more[k - 1];
+#undef WIRE_RANGE
+  /* Member 0 first: its name is the endpoint's, the first thing a reader of a bad frame
+   * is told about. Members 1.. say which one they are. */
+  for (unsigned k = 0; k < wire_member_count(ep); k++) {
+    struct mcp_wire_member mb = wire_member_get(ep, k);
+    char who[16] = "";
 
-    if (!wire_str_ok(mb->dev_name, MCP_WIRE_DEVNAME_MAX) || mb->dev_name[0] == '\0') {
-      wire_errf(err, errlen, "member %u device name is empty or longer than %d bytes", k,
-                MCP_WIRE_DEVNAME_MAX);
+    if (k > 0)
+      snprintf(who, sizeof(who), "member %u ", k);
+    if (!wire_str_ok(mb.dev_name, MCP_WIRE_DEVNAME_MAX) || mb.dev_name[0] == '\0') {
+      wire_errf(err, errlen, "%sdevice name is empty or longer than %d bytes", who, MCP_WIRE_DEVNAME_MAX);
       return -EINVAL;
     }
-    WIRE_RANGE(mb->port >= 1, "member port %u is not >= 1", mb->port);
-    WIRE_RANGE(mb->active_mtu >= 1 && mb->active_mtu <= 5, "member active MTU enum %u is not 1..5",
-               mb->active_mtu);
+    if (mb.port < 1) {
+      wire_errf(err, errlen, "%sport %u is not >= 1", k > 0 ? "member " : "", mb.port);
+      return -EINVAL;
+    }
+    if (mb.active_mtu < 1 || mb.active_mtu > 5) {
+      wire_errf(err, errlen, "%sactive MTU enum %u is not 1..5", k > 0 ? "member " : "", mb.active_mtu);
+      return -EINVAL;
+    }
   }
-#undef WIRE_RANGE
   return 0;
+}
+
+/* Member k's fields in frame order. Member 0's are where version 1 put the endpoint's
+ * device: the endpoint's link layer sits between its port and MTU, and its ring rkey is
+ * written with the ring (wire_wr_endpoint), not here. Members 1.. end with their rkey. */
+static void wire_wr_member(struct wire_wr *w, const struct mcp_wire_endpoint *ep, unsigned k)
+{
+  struct mcp_wire_member mb = wire_member_get(ep, k);
+
+  wire_wr_str(w, mb.dev_name, MCP_WIRE_DEVNAME_MAX);
+  wire_wr_u8(w, mb.port);
+  if (k == 0)
+    wire_wr_u8(w, ep->link_layer);
+  wire_wr_u8(w, mb.active_mtu);
+  wire_wr_u8(w, mb.gid_index);
+  wire_wr_bytes(w, mb.gid, sizeof(mb.gid));
+  wire_wr_u16(w, mb.lid);
+  if (k > 0)
+    wire_wr_u32(w, mb.ring_rkey);
+}
+
+/* The reverse of wire_wr_member; field names in messages say "member" for k >= 1. */
+static void wire_rd_member(struct wire_rd *r, struct mcp_wire_endpoint *ep, unsigned k)
+{
+  struct mcp_wire_member mb = wire_member_get(ep, k); /* keeps member 0's ring rkey */
+  int m = k > 0;
+
+  wire_rd_str(r, mb.dev_name, MCP_WIRE_DEVNAME_MAX, m ? "member device name" : "device name");
+  mb.port = wire_rd_u8(r, m ? "member port" : "port");
+  if (!m)
+    ep->link_layer = wire_rd_u8(r, "link layer");
+  mb.active_mtu = wire_rd_u8(r, m ? "member active MTU" : "active MTU");
+  mb.gid_index = wire_rd_u8(r, m ? "member GID index" : "GID index");
+  wire_rd_bytes(r, mb.gid, sizeof(mb.gid), m ? "member GID" : "GID");
+  mb.lid = wire_rd_u16(r, m ? "member LID" : "LID");
+  if (m)
+    mb.ring_rkey = wire_rd_u32(r, "member ring rkey");
+  wire_member_set(ep, k, &mb);
 }
 
 static void wire_wr_endpoint(struct wire_wr *w, const struct mcp_wire_endpoint *ep, unsigned version)
@@ -516,13 +599,7 @@ static void wire_wr_endpoint(struct wire_wr *w, const struct mcp_wire_endpoint *
   const struct mcp_wire_fingerprint *fp = &ep->fp;
 
   wire_wr_u32(w, ep->stream_id);
-  wire_wr_str(w, ep->dev_name, MCP_WIRE_DEVNAME_MAX);
-  wire_wr_u8(w, ep->port);
-  wire_wr_u8(w, ep->link_layer);
-  wire_wr_u8(w, ep->active_mtu);
-  wire_wr_u8(w, ep->gid_index);
-  wire_wr_bytes(w, ep->gid, sizeof(ep->gid));
-  wire_wr_u16(w, ep->lid);
+  wire_wr_member(w, ep, 0);
   wire_wr_u8(w, ep->nqps);
   for (unsigned i = 0; i < ep->nqps; i++) {
     wire_wr_u32(w, ep->qps[i].qpn);
@@ -545,18 +622,9 @@ static void wire_wr_endpoint(struct wire_wr *w, const struct mcp_wire_endpoint *
   wire_wr_u32(w, fp->max_message);
   if (version < MCP_WIRE_VERSION_FUSION)
     return; /* one member, the fields above (the encoder checked) */
-  wire_wr_u8(w, ep->ndevs != 0 ? ep->ndevs : 1);
-  for (unsigned k = 1; k < ep->ndevs; k++) {
-    const struct mcp_wire_member *mb = &ep->more[k - 1];
-
-    wire_wr_str(w, mb->dev_name, MCP_WIRE_DEVNAME_MAX);
-    wire_wr_u8(w, mb->port);
-    wire_wr_u8(w, mb->active_mtu);
-    wire_wr_u8(w, mb->gid_index);
-    wire_wr_bytes(w, mb->gid, sizeof(mb->gid));
-    wire_wr_u16(w, mb->lid);
-    wire_wr_u32(w, mb->ring_rkey);
-  }
+  wire_wr_u8(w, (uint8_t)wire_member_count(ep));
+  for (unsigned k = 1; k < wire_member_count(ep); k++)
+    wire_wr_member(w, ep, k);
 }
 
 static void wire_rd_endpoint(struct wire_rd *r, struct mcp_wire_endpoint *ep, unsigned version)
@@ -565,13 +633,7 @@ static void wire_rd_endpoint(struct wire_rd *r, struct mcp_wire_endpoint *ep, un
   char why[160];
 
   ep->stream_id = wire_rd_u32(r, "stream id");
-  wire_rd_str(r, ep->dev_name, MCP_WIRE_DEVNAME_MAX, "device name");
-  ep->port = wire_rd_u8(r, "port");
-  ep->link_layer = wire_rd_u8(r, "link layer");
-  ep->active_mtu = wire_rd_u8(r, "active MTU");
-  ep->gid_index = wire_rd_u8(r, "GID index");
-  wire_rd_bytes(r, ep->gid, sizeof(ep->gid), "GID");
-  ep->lid = wire_rd_u16(r, "LID");
+  wire_rd_member(r, ep, 0);
   ep->nqps = wire_rd_u8(r, "QP count");
   /* Check the count before it sizes the loop: it indexes a fixed array. */
   if (!r->failed && (ep->nqps < 1 || ep->nqps > MCP_WIRE_MAX_QPS))
@@ -601,17 +663,8 @@ static void wire_rd_endpoint(struct wire_rd *r, struct mcp_wire_endpoint *ep, un
     /* Checked before it sizes the loop, as the QP count is. */
     if (!r->failed && (ep->ndevs < 1 || ep->ndevs > MCP_WIRE_MAX_MEMBERS))
       wire_rd_bad(r, "member count %u is not 1..%d", ep->ndevs, MCP_WIRE_MAX_MEMBERS);
-    for (unsigned k = 1; !r->failed && k < ep->ndevs; k++) {
-      struct mcp_wire_member *mb = &ep->more[k - 1];
-
-      wire_rd_str(r, mb->dev_name, MCP_WIRE_DEVNAME_MAX, "member device name");
-      mb->port = wire_rd_u8(r, "member port");
-      mb->active_mtu = wire_rd_u8(r, "member active MTU");
-      mb->gid_index = wire_rd_u8(r, "member GID index");
-      wire_rd_bytes(r, mb->gid, sizeof(mb->gid), "member GID");
-      mb->lid = wire_rd_u16(r, "member LID");
-      mb->ring_rkey = wire_rd_u32(r, "member ring rkey");
-    }
+    for (unsigned k = 1; !r->failed && k < ep->ndevs; k++)
+      wire_rd_member(r, ep, k);
   }
   if (!r->failed && mcp_wire_endpoint_check(ep, why, sizeof(why)) != 0)
     wire_rd_bad(r, "%s", why);
@@ -621,24 +674,20 @@ int mcp_wire_endpoint_equal(const struct mcp_wire_endpoint *a, const struct mcp_
 {
   const struct mcp_wire_fingerprint *fa = &a->fp, *fb = &b->fp;
 
-  if (a->stream_id != b->stream_id || strncmp(a->dev_name, b->dev_name, sizeof(a->dev_name)) ||
-      a->port != b->port || a->link_layer != b->link_layer || a->active_mtu != b->active_mtu ||
-      a->gid_index != b->gid_index || memcmp(a->gid, b->gid, sizeof(a->gid)) != 0 || a->lid != b->lid ||
-      a->nqps != b->nqps || a->ring_addr != b->ring_addr || a->ring_rkey != b->ring_rkey ||
-      a->ring_slots != b->ring_slots)
+  if (a->stream_id != b->stream_id || a->link_layer != b->link_layer || a->nqps != b->nqps ||
+      a->ring_addr != b->ring_addr || a->ring_slots != b->ring_slots)
     return 0;
   for (unsigned i = 0; i < a->nqps && i < MCP_WIRE_MAX_QPS; i++)
     if (a->qps[i].qpn != b->qps[i].qpn || a->qps[i].psn != b->qps[i].psn)
       return 0;
-  if ((a->ndevs ? a->ndevs : 1) != (b->ndevs ? b->ndevs : 1))
+  if (wire_member_count(a) != wire_member_count(b))
     return 0;
-  for (unsigned k = 1; k < a->ndevs && k < MCP_WIRE_MAX_MEMBERS; k++) {
-    const struct mcp_wire_member *ma = &a->more[k - 1], *mb = &b->more[k - 1];
+  for (unsigned k = 0; k < wire_member_count(a) && k < MCP_WIRE_MAX_MEMBERS; k++) {
+    struct mcp_wire_member ma = wire_member_get(a, k), mb = wire_member_get(b, k);
 
-    if (strncmp(ma->dev_name, mb->dev_name, sizeof(ma->dev_name)) || ma->port != mb->port ||
-        ma->active_mtu != mb->active_mtu || ma->gid_index != mb->gid_index ||
-        memcmp(ma->gid, mb->gid, sizeof(ma->gid)) != 0 || ma->lid != mb->lid ||
-        ma->ring_rkey != mb->ring_rkey)
+    if (strncmp(ma.dev_name, mb.dev_name, sizeof(ma.dev_name)) || ma.port != mb.port ||
+        ma.active_mtu != mb.active_mtu || ma.gid_index != mb.gid_index ||
+        memcmp(ma.gid, mb.gid, sizeof(ma.gid)) != 0 || ma.lid != mb.lid || ma.ring_rkey != mb.ring_rkey)
       return 0;
   }
   return fa->plugin_version == fb->plugin_version && fa->gid_type == fb->gid_type &&

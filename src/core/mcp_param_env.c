@@ -49,14 +49,21 @@ int mcp_param_nccl_ib_timeout(int nccl_version, int nccl_abi, char *why, size_t 
  * parameter table. Why each is safe to ignore is in the README's compatibility section.
  */
 static const char *const nccl_ignored[] = {
-  "NCCL_IB_ADAPTIVE_ROUTING",    "NCCL_IB_AR_THRESHOLD",
-  "NCCL_IB_DATA_DIRECT",         "NCCL_IB_DISABLE",
-  "NCCL_IB_ECE_ENABLE",          "NCCL_IB_FIFO_TC",
-  "NCCL_IB_MERGE_NICS",          "NCCL_IB_MQP_RETRY_ALL",
-  "NCCL_IB_MQP_RETRY_CNT",       "NCCL_IB_MQP_RETRY_SLEEP_MSEC",
-  "NCCL_IB_RETURN_ASYNC_EVENTS", "NCCL_IB_ROUTABLE_FLID_GID_INDEX",
-  "NCCL_IB_SPLIT_DATA_ON_QPS",   "NCCL_IB_USE_INLINE",
-  "NCCL_IB_WARN_RAIL_LOCAL",     NULL,
+  "NCCL_IB_ADAPTIVE_ROUTING",
+  "NCCL_IB_AR_THRESHOLD",
+  "NCCL_IB_DATA_DIRECT",
+  "NCCL_IB_DISABLE",
+  "NCCL_IB_ECE_ENABLE",
+  "NCCL_IB_FIFO_TC",
+  "NCCL_IB_MQP_RETRY_ALL",
+  "NCCL_IB_MQP_RETRY_CNT",
+  "NCCL_IB_MQP_RETRY_SLEEP_MSEC",
+  "NCCL_IB_RETURN_ASYNC_EVENTS",
+  "NCCL_IB_ROUTABLE_FLID_GID_INDEX",
+  "NCCL_IB_SPLIT_DATA_ON_QPS",
+  "NCCL_IB_USE_INLINE",
+  "NCCL_IB_WARN_RAIL_LOCAL",
+  NULL,
 };
 
 /*

@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -211,10 +212,24 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   BOOL_ROW(MCP_PARAM_IB_MERGE_VFS, "NCCL_IB_MERGE_VFS", 1, ib_merge_vfs,
            "As in NCCL: a VF (found by its physfn link) reports its PF's NIC as pciPath and a "
            "port after the PF's; 0 keeps the VF's own PCI device"),
-  INT_ROW(MCP_PARAM_IB_PCI_RELAXED_ORDERING, "NCCL_IB_PCI_RELAXED_ORDERING", 2, 0, 2, ib_pci_relaxed_ordering,
-          "Register data buffers with PCIe relaxed ordering, as in NCCL: 1 and 2 (where available) "
-          "both ask for it, 0 never; the clear-to-send ring and records are never relaxed",
-          "NCCL documents 0 (off), 1 (on) and 2 (on where available)"),
+  BOOL_ROW(MCP_PARAM_IB_MERGE_NICS, "NCCL_IB_MERGE_NICS", 1, ib_merge_nics,
+           "As in NCCL: 0 refuses NCCL's makeVDevice of more than one device, so NCCL uses each port on "
+           "its own; a rank map's DEV*DEV still fuses"),
+  /* Any integer, as NCCL's IB transport reads it (net_ib/init.cc: only 1 and 2 turn it
+   * on): refusing 3 would fail init where NCCL's own transport runs. Init WARNs of it. */
+  [MCP_PARAM_IB_PCI_RELAXED_ORDERING] = {.id = MCP_PARAM_IB_PCI_RELAXED_ORDERING,
+                                         .name = "NCCL_IB_PCI_RELAXED_ORDERING",
+                                         .type = MCP_PARAM_INT,
+                                         .def = 2,
+                                         .min = INT_MIN,
+                                         .max = INT_MAX,
+                                         .doc =
+                                           "Register data buffers with PCIe relaxed ordering, as in NCCL: 1 "
+                                           "and 2 (where available) both ask for it, 0 and any other value "
+                                           "never (init WARNs of others); the clear-to-send ring and "
+                                           "records are never relaxed",
+                                         .range_doc = "integer (0, 1, 2)",
+                                         .offset = OFF(ib_pci_relaxed_ordering)},
   STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL, "interface list",
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "mcpnet/devctx.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -85,6 +86,19 @@ static void page_range(const void *data, size_t size, uintptr_t *base, size_t *l
   *len = end - start;
 }
 
+/* An adapter's refusal in the library's convention (mcpnet/err.h): the WARN named its
+ * errno; what NCCL is told is a local system failure whatever that errno was (NCCL's own
+ * transport says the same), so an errno that doubles as one of the convention's kinds
+ * (EINVAL, EOPNOTSUPP, ...) must not reach net as that kind. Others pass unchanged. */
+static int reg_errno(int err)
+{
+  int rc = -err;
+
+  if (err <= 0 || rc == MCP_ERR_ARG || rc == MCP_ERR_USAGE || rc == MCP_ERR_REMOTE || rc == MCP_ERR_INTERNAL)
+    return MCP_ERR_SYSTEM;
+  return rc;
+}
+
 static void warn_reg_failure(struct mcp_devctx *dc, const char *what, void *data, size_t size, int type,
                              int err)
 {
@@ -142,8 +156,10 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
       note_ro_refused(dc, err);
   }
   if (m->mr == NULL) {
-    rc = -errno;
-    warn_reg_failure(dc, "ibv_reg_mr", data, size, type, errno);
+    int err = errno;
+
+    rc = reg_errno(err);
+    warn_reg_failure(dc, "ibv_reg_mr", data, size, type, err);
     free(m);
     m = NULL;
     goto out;
@@ -171,7 +187,7 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
   *out = NULL;
   if (mcp_ibv.reg_dmabuf_mr == NULL) {
     MCP_WARN("regMrDmaBuf on %s: this libibverbs has no ibv_reg_dmabuf_mr", dc->info->ibdev);
-    return -EOPNOTSUPP;
+    return MCP_ERR_SYSTEM; /* what regMrDmaBuf always returned for it */
   }
   m = calloc(1, sizeof(*m));
   if (m == NULL)
@@ -191,7 +207,7 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
     int err = errno;
     warn_reg_failure(dc, "ibv_reg_dmabuf_mr", data, size, type, err);
     free(m);
-    return -err;
+    return reg_errno(err);
   }
   m->dc = dc;
   m->base = (uintptr_t)data;

@@ -58,16 +58,14 @@ static void name_from_members(struct mcp_vdev *v)
     used += (size_t)snprintf(v->name + used, sizeof(v->name) - used, "%s%s", i ? "+" : "", v->mem[i]);
 }
 
-/* Adds port m of f to v: a fused device has at most 4 ports, all of one link layer. */
-static int add_member(struct mcp_vdev *v, const struct mcp_fabric *f, int m, const char *what, char *err,
-                      size_t errlen)
+/* The one check that a fused device's ports share a link layer (an RC connection cannot
+ * stripe over InfiniBand and Ethernet ports at once, and the handshake names one link
+ * layer per end): when one is made (add_member) and each time its members are resolved
+ * for use (mcp_vdev_table_info), since a rediscovered port keeps its name, not
+ * necessarily its link layer. first < 0: nothing to compare with. */
+static int same_link_layer(const struct mcp_fabric *f, int first, int m, const char *what, char *err,
+                           size_t errlen)
 {
-  int first;
-
-  if (v->nmem == MCP_VDEV_MAX_MEMBERS)
-    return ERR(-EINVAL, "%s: more than %d ports (%s would be the %dth); NCCL fuses at most %d", what,
-               MCP_VDEV_MAX_MEMBERS, f->dev[m].name, v->nmem + 1, MCP_VDEV_MAX_MEMBERS);
-  first = v->nmem > 0 ? find_name(f, v->mem[0]) : -1;
   if (first >= 0 && f->dev[first].link_layer != f->dev[m].link_layer)
     return ERR(
       -EINVAL,
@@ -75,6 +73,20 @@ static int add_member(struct mcp_vdev *v, const struct mcp_fabric *f, int m, con
       "select devices of one kind (NCCL_IB_HCA, MCPNET_RANK_MAP)",
       what, f->dev[first].name, link_layer_name(f->dev[first].link_layer), f->dev[m].name,
       link_layer_name(f->dev[m].link_layer));
+  return 0;
+}
+
+/* Adds port m of f to v: a fused device has at most 4 ports, all of one link layer. */
+static int add_member(struct mcp_vdev *v, const struct mcp_fabric *f, int m, const char *what, char *err,
+                      size_t errlen)
+{
+  int rc;
+
+  if (v->nmem == MCP_VDEV_MAX_MEMBERS)
+    return ERR(-EINVAL, "%s: more than %d ports (%s would be the %dth); NCCL fuses at most %d", what,
+               MCP_VDEV_MAX_MEMBERS, f->dev[m].name, v->nmem + 1, MCP_VDEV_MAX_MEMBERS);
+  if ((rc = same_link_layer(f, v->nmem > 0 ? find_name(f, v->mem[0]) : -1, m, what, err, errlen)) != 0)
+    return rc;
   snprintf(v->mem[v->nmem++], sizeof(v->mem[0]), "%s", f->dev[m].name);
   return 0;
 }
@@ -155,10 +167,16 @@ int mcp_vdev_table_info(const struct mcp_vdev_table *t, const struct mcp_fabric 
     return ERR(-ENODEV, "device %d: there are %d device(s)", dev, mcp_vdev_table_count(t));
   }
   for (int i = 0; i < v->nmem; i++) {
+    char what[sizeof(v->name) + 24];
+    int rc;
+
     info->mem[i] = find_name(f, v->mem[i]);
     if (info->mem[i] < 0)
       return ERR(-ENODEV, "device %d (%s): its member %s is gone since the devices were discovered again",
                  dev, v->name, v->mem[i]);
+    snprintf(what, sizeof(what), "device %d (%s)", dev, v->name);
+    if ((rc = same_link_layer(f, i > 0 ? info->mem[0] : -1, info->mem[i], what, err, errlen)) != 0)
+      return rc;
   }
   info->nmem = v->nmem;
   info->name = v->name;

@@ -77,6 +77,7 @@ ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void 
 {
   struct mcp_devctx *dc = comm_devctx(comm);
   struct mcp_mr *m;
+  int rc;
 
   *mhandle = NULL;
   if (dc == NULL) {
@@ -93,11 +94,11 @@ ncclResult_t mcp_net_reg_mr(void *comm, void *data, size_t size, int type, void 
     return ncclInvalidUsage;
   }
   if (comm_fused(comm))
-    return mcp_xfer_reg_mr_set(comm, data, size, type, 0, -1, mhandle) != 0 ? ncclSystemError : ncclSuccess;
-  if (mcp_mr_register(dc, data, size, type, &m) != 0)
-    return ncclSystemError;
-  *mhandle = m;
-  return ncclSuccess;
+    return mcp_net_result(mcp_xfer_reg_mr_set(comm, data, size, type, 0, -1, mhandle));
+  rc = mcp_mr_register(dc, data, size, type, &m);
+  if (rc == 0)
+    *mhandle = m;
+  return mcp_net_result(rc);
 }
 
 ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset, int fd,
@@ -105,6 +106,7 @@ ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type
 {
   struct mcp_devctx *dc = comm_devctx(comm);
   struct mcp_mr *m;
+  int rc;
 
   *mhandle = NULL;
   if (dc == NULL) {
@@ -114,12 +116,11 @@ ncclResult_t mcp_net_reg_mr_dmabuf(void *comm, void *data, size_t size, int type
   if (fd < 0)
     return mcp_net_reg_mr(comm, data, size, type, mhandle);
   if (comm_fused(comm))
-    return mcp_xfer_reg_mr_set(comm, data, size, type, offset, fd, mhandle) != 0 ? ncclSystemError
-                                                                                 : ncclSuccess;
-  if (mcp_mr_register_dmabuf(dc, data, size, type, offset, fd, &m) != 0)
-    return ncclSystemError;
-  *mhandle = m;
-  return ncclSuccess;
+    return mcp_net_result(mcp_xfer_reg_mr_set(comm, data, size, type, offset, fd, mhandle));
+  rc = mcp_mr_register_dmabuf(dc, data, size, type, offset, fd, &m);
+  if (rc == 0)
+    *mhandle = m;
+  return mcp_net_result(rc);
 }
 
 ncclResult_t mcp_net_dereg_mr(void *comm, void *mhandle)

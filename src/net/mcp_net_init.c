@@ -77,6 +77,10 @@ static void log_ordering(const struct mcp_config *cfg)
   const struct mcp_param_origin *o = &cfg->origin[MCP_PARAM_IB_PCI_RELAXED_ORDERING];
   const char *from = o->source == MCP_PARAM_SRC_DEFAULT ? "default" : mcp_param_source_name(o->source);
 
+  if (cfg->ib_pci_relaxed_ordering < 0 || cfg->ib_pci_relaxed_ordering > 2)
+    MCP_WARN("NCCL_IB_PCI_RELAXED_ORDERING=%d (from the %s) is not 0, 1 or 2: relaxed ordering is off, as "
+             "NCCL's own transport takes such a value",
+             cfg->ib_pci_relaxed_ordering, from);
   if (mcp_mr_relaxed_ordering(cfg))
     MCP_INFO(
       NCCL_INIT | NCCL_NET,
@@ -87,8 +91,9 @@ static void log_ordering(const struct mcp_config *cfg)
       cfg->ib_pci_relaxed_ordering, from);
   else
     MCP_INFO(NCCL_INIT | NCCL_NET, "relaxed ordering: off, every registration is strictly ordered (%s)",
-             cfg->ib_pci_relaxed_ordering == 0 ? "NCCL_IB_PCI_RELAXED_ORDERING=0"
-                                               : "this libibverbs has no ibv_reg_mr_iova2");
+             cfg->ib_pci_relaxed_ordering != 1 && cfg->ib_pci_relaxed_ordering != 2
+               ? "NCCL_IB_PCI_RELAXED_ORDERING is neither 1 nor 2"
+               : "this libibverbs has no ibv_reg_mr_iova2");
 }
 
 void mcp_net_note_abi(int version) { abi_taken = version; }
@@ -294,6 +299,12 @@ ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs)
   }
   if (fab == NULL) {
     MCP_WARN("makeVDevice before init: there are no devices to fuse");
+    return ncclInvalidUsage;
+  }
+  /* NCCL's IB transport answers so, at INFO: NCCL's topology code then keeps the devices
+   * unfused. One device is no fusion and is made as before. */
+  if (n > 1 && !mcp_param_process()->ib_merge_nics) {
+    MCP_INFO(NCCL_INIT | NCCL_NET, "makeVDevice of %d devices: not fused, NCCL_IB_MERGE_NICS=0", n);
     return ncclInvalidUsage;
   }
   return mcp_net_result(mcp_fabric_make_vdev(fab, n, devs, dev) == 0 ? 0 : MCP_ERR_USAGE);

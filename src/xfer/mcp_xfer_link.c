@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mcpnet/comm.h"
+#include "mcpnet/err.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
@@ -223,7 +224,7 @@ int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, u
                "loaded (nvidia_peermem)",
                k, dc->info->name);
       mcp_xfer_dereg_mr_set(set);
-      return -EINVAL;
+      return MCP_ERR_USAGE; /* as net's check of member 0 (ncclInvalidUsage) */
     }
     rc = fd >= 0 ? mcp_mr_register_dmabuf(dc, data, size, type, offset, fd, &set->mr[k])
                  : mcp_mr_register(dc, data, size, type, &set->mr[k]);

@@ -186,7 +186,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
     }
     e[i].addr = (uintptr_t)data[i];
     e[i].size = sizes[i];
-    e[i].rkey = mh != NULL ? mcp_mh_rkey(&c->link, mh, 0) : 0;
+    e[i].rkey = mh != NULL ? mcp_mh_rkey(mh, 0) : 0;
     e[i].tag = tags[i];
     e[i].n = (uint16_t)n;
     e[i].idx = (uint16_t)i;
@@ -198,7 +198,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
 
     for (i = 0; i < n; i++)
       for (k = 0; k < c->link.ndevs; k++)
-        t[slot].rkey[i][k] = mhandles[i] != NULL ? mcp_mh_rkey(&c->link, mhandles[i], k) : 0;
+        t[slot].rkey[i][k] = mhandles[i] != NULL ? mcp_mh_rkey(mhandles[i], k) : 0;
   }
   r->kind = MCP_REQ_RECV;
   r->seq = seq;
@@ -334,7 +334,7 @@ static int flush_post(struct mcp_comm *c, struct mcp_request *r)
     wr.opcode = IBV_WR_RDMA_READ;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = (uintptr_t)r->data;
-    wr.wr.rdma.rkey = mcp_mh_rkey(&c->link, r->mh, k);
+    wr.wr.rdma.rkey = mcp_mh_rkey(r->mh, k);
     wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->link.id, c->flush_gen, r->index);
     rc = ibv_post_send(*flush_qp_ref(c, k), &wr, &bad);
     if (rc != 0)
@@ -413,7 +413,7 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
     const void *mh = mhandles[i];
     if (sizes[i] > 0 && mh != NULL) {
       last = i;
-      gpu |= mcp_mh_type(&c->link, mh) == NCCL_PTR_CUDA;
+      gpu |= mcp_mh_type(mh) == NCCL_PTR_CUDA;
     }
   }
   if (last < 0 || (!gpu && !mcp_param_process()->force_flush))

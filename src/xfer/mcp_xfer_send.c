@@ -64,11 +64,10 @@ static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *
     return;
   sge->addr = (uintptr_t)addr;
   sge->length = (uint32_t)len;
-  sge->lkey = mcp_mh_lkey(&c->link, mh, mcp_link_dev_index(&c->link, qp));
+  sge->lkey = mcp_mh_lkey(mh, mcp_link_dev_index(&c->link, qp));
   wr->sg_list = sge;
   wr->num_sge = 1;
-  if ((int)len <= c->data_inline && mcp_mh_type(&c->link, mh) == NCCL_PTR_HOST &&
-      !mcp_mh_dmabuf(&c->link, mh))
+  if ((int)len <= c->data_inline && mcp_mh_type(mh) == NCCL_PTR_HOST && !mcp_mh_dmabuf(mh))
     wr->send_flags = IBV_SEND_INLINE;
 }
 

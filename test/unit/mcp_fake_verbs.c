@@ -1060,3 +1060,31 @@ void fake_warn_capture(ncclDebugLogLevel level, unsigned long flags, const char 
   va_end(ap);
   fake_warns++;
 }
+
+/* One byte pattern for every data-path test, so a test's sender and its check agree. */
+void fake_pattern(unsigned char *b, size_t n, unsigned seed)
+{
+  for (size_t i = 0; i < n; i++)
+    b[i] = (unsigned char)(seed * 131 + i * 7 + 1);
+}
+
+int fake_same(const unsigned char *b, size_t n, unsigned seed)
+{
+  for (size_t i = 0; i < n; i++)
+    if (b[i] != (unsigned char)(seed * 131 + i * 7 + 1))
+      return 0;
+  return 1;
+}
+
+int fake_wait_done(void *req, int *sizes, int polls)
+{
+  int done = 0;
+
+  for (int i = 0; i < polls; i++) {
+    if (mcp_net_test(req, &done, sizes) != ncclSuccess)
+      return -1;
+    if (done)
+      return 1;
+  }
+  return 0;
+}

@@ -223,4 +223,11 @@ extern char fake_lastwarn[4096];
 void fake_warn_capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Test data: fake_pattern fills n bytes from a seed; fake_same is 1 when b holds exactly
+ * that pattern. fake_wait_done calls mcp_net_test up to polls times (a count, never a
+ * time): 1 when the request is done (sizes filled), 0 if it is not, -1 on an error. */
+void fake_pattern(unsigned char *b, size_t n, unsigned seed);
+int fake_same(const unsigned char *b, size_t n, unsigned seed);
+int fake_wait_done(void *req, int *sizes, int polls);
+
 #endif

@@ -15,6 +15,7 @@
 #include "mcpnet/fabric_sysfs.h"
 #include "mcpnet/fabric_vdev.h"
 #include "mcpnet/net.h"
+#include "mcpnet/param.h"
 
 #define ETH MCP_LINK_LAYER_ETHERNET
 #define IB MCP_LINK_LAYER_INFINIBAND
@@ -182,6 +183,17 @@ static void test_outlives_fabric(void)
   CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
   CHECK_EQ_INT(mcp_vdev_table_count(&t), 4);
   expect_members(3, 2, (int[]){1, 2});
+
+  /* A member came back with another link layer (same name, now InfiniBand): the fused
+   * device is refused where its members are resolved, by the check makeVDevice used, so
+   * connect and accept never open it (they have no check of their own). */
+  fab.dev[2].link_layer = IB;
+  CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
+  expect_refused(mcp_vdev_table_info(&t, &fab, 3, &in, err, sizeof(err)), -EINVAL,
+                 "device 3 (rxe1+rxe2): cannot fuse rxe1 (Ethernet) with rxe2 (InfiniBand): the members of a "
+                 "fused device must share one link layer");
+  fab.dev[2].link_layer = ETH;
+  expect_members(3, 2, (int[]){1, 2});
 }
 
 static const struct mcp_rankmap_entry *entry(struct mcp_rankmap *map, const char *text)
@@ -265,6 +277,30 @@ static int fake_setup(struct mcp_fabric *f)
   return mcp_fabric_vdev_sync(f, NULL);
 }
 
+/* The process's configuration as init loads it, from an environment of one variable
+ * (name NULL: none set), as NCCL's processes have them. */
+static const char *env_name, *env_value;
+
+static const char *one_getenv(void *arg, const char *name)
+{
+  (void)arg;
+  return env_name != NULL && strcmp(name, env_name) == 0 ? env_value : NULL;
+}
+
+static void load_env(const char *name, const char *value)
+{
+  struct mcp_param_env env = {0};
+  char why[512] = "";
+
+  env_name = name;
+  env_value = value;
+  env.getenv = one_getenv;
+  env.home = "/nonexistent";
+  env.system_conf = "/nonexistent";
+  mcp_param_free(mcp_param_process());
+  CHECK_EQ_INT(mcp_param_load(mcp_param_process(), &env, 0, why, sizeof(why)), 0);
+}
+
 static void test_net_entry_points(void)
 {
   static const char *const first[] = {"rxe0", "rxe1", "rxe2"};
@@ -273,6 +309,7 @@ static void test_net_entry_points(void)
   int n = -1, idx = -1;
 
   CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}), ncclInvalidUsage); /* before init */
+  load_env(NULL, NULL);
   setup_names = first;
   setup_n = 3;
   CHECK_EQ_INT(mcp_fabric_process_open(1, fake_setup), 0);
@@ -315,6 +352,31 @@ static void test_net_entry_points(void)
   mcp_fabric_process_close_ctx();
 }
 
+/* NCCL_IB_MERGE_NICS=0, as in NCCL's IB transport: makeVDevice of more than one device is
+ * refused with ncclInvalidUsage (NCCL then goes on with the devices unfused), one device
+ * still makes a virtual device, and nothing is added to the table. */
+static void test_merge_nics_off(void)
+{
+  static const char *const names[] = {"rxe0", "rxe1", "rxe2"};
+  int n = -1, idx = -1;
+
+  load_env("NCCL_IB_MERGE_NICS", "0");
+  setup_names = names;
+  setup_n = 3;
+  CHECK_EQ_INT(mcp_fabric_process_open(1, fake_setup), 0);
+  CHECK_EQ_INT(mcp_net_devices(&n), ncclSuccess);
+  int before = n;
+  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}), ncclInvalidUsage);
+  CHECK_EQ_INT(mcp_net_devices(&n), ncclSuccess);
+  CHECK_EQ_INT(n, before);
+  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 1, (int[]){2}), ncclSuccess);
+  CHECK_EQ_INT(mcp_net_devices(&n), ncclSuccess);
+  CHECK_EQ_INT(n, before + 1);
+  mcp_fabric_process_close_ctx();
+  load_env(NULL, NULL);
+  mcp_param_free(mcp_param_process());
+}
+
 int main(void)
 {
   RUN_TEST(test_identity_before_sync);
@@ -324,5 +386,6 @@ int main(void)
   RUN_TEST(test_rank_map_fused_set);
   RUN_TEST(test_rank_map_fused_refusals);
   RUN_TEST(test_net_entry_points);
+  RUN_TEST(test_merge_nics_off);
   return TEST_EXIT();
 }

@@ -244,13 +244,26 @@ static void test_driver_refusing_the_flag(void)
   mcp_param_free(mcp_param_process());
 }
 
-/* Values NCCL does not document are refused at load, naming the variable. */
-static void test_out_of_range_refused(void)
+/* Values other than 0, 1 and 2 are taken as NCCL's IB transport takes them: relaxed
+ * ordering only for 1 and 2, so such a value turns it off and init goes on (NCCL runs
+ * with it; mcpnet used to fail init, and NCCL then had no MCP transport). */
+static void test_out_of_range_as_nccl(void)
 {
-  CHECK_EQ_INT(load("3"), -EINVAL);
+  const char *values[] = {"3", "-1", "100"};
+  unsigned access[3];
+
+  for (size_t v = 0; v < sizeof(values) / sizeof(values[0]); v++) {
+    CHECK_EQ_INT(load(values[v]), 0);
+    CHECK(origin() != NULL && !origin()->rejected && origin()->source == MCP_PARAM_SRC_ENV);
+    CHECK_EQ_INT(mcp_param_process()->ib_pci_relaxed_ordering, atoi(values[v]));
+    CHECK_EQ_INT(mcp_mr_relaxed_ordering(mcp_param_process()), 0);
+    register_data(access);
+    for (int i = 0; i < 3; i++)
+      CHECK_EQ_INT(access[i] & RO, 0);
+  }
+  /* Not a value that parses as an integer is still refused, naming the variable. */
+  CHECK_EQ_INT(load("yes"), -EINVAL);
   CHECK(strstr(load_err, "NCCL_IB_PCI_RELAXED_ORDERING") != NULL);
-  CHECK(origin() != NULL && origin()->rejected);
-  CHECK_EQ_INT(load("-1"), -EINVAL);
   mcp_param_free(mcp_param_process());
 }
 
@@ -261,7 +274,7 @@ int main(void)
   RUN_TEST(test_data_buffers_follow_the_variable);
   RUN_TEST(test_polled_memory_never_relaxed);
   RUN_TEST(test_driver_refusing_the_flag);
-  RUN_TEST(test_out_of_range_refused);
+  RUN_TEST(test_out_of_range_as_nccl);
   free(mem);
   return TEST_EXIT();
 }

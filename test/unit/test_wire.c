@@ -238,6 +238,106 @@ static void test_golden_bytes(void)
   CHECK(buf[28] == 2 && buf[29] == 0 && buf[30] == 'a' && buf[31] == 'b');
 }
 
+/* A fused endpoint's frame pinned byte by byte: member 0's fields sit where version 1 put
+ * them (link layer after the port, ring rkey with the ring), members 1.. follow the
+ * fingerprint after the member count, ring rkey last. Written by hand from the layout,
+ * not from the encoder, so a refactoring of the encoder cannot move a byte unseen. */
+static void test_golden_fused_endpoint(void)
+{
+  static const uint8_t want[] = {
+    0x4e, 0x50, 0x43, 0x4d,                         /* magic */
+    0x03, 0x00,                                     /* version 3 (two members) */
+    0x02, 0x00,                                     /* CONN_REQ */
+    0x73, 0x00, 0x00, 0x00,                         /* payload length 115 */
+    0x09, 0x00, 0x00, 0x00,                         /* stream id 9 */
+    0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, /* listen token */
+    0x04, 0x03, 0x02, 0x01,                         /* endpoint stream id */
+    0x02, 0x00, 0x6d, 0x30,                         /* member 0: device name "m0" */
+    0x01,                                           /* port */
+    0x02,                                           /* link layer: Ethernet */
+    0x05,                                           /* active MTU */
+    0x03,                                           /* GID index */
+    0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6, 0xa7, /* GID */
+    0xa8, 0xa9, 0xaa, 0xab, 0xac, 0xad, 0xae, 0xaf, /* */
+    0x34, 0x12,                                     /* LID */
+    0x01,                                           /* QP count */
+    0x56, 0x34, 0x12, 0x00, 0x23, 0x01, 0x00, 0x00, /* QP 0: qpn, psn */
+    0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* ring address */
+    0xef, 0xbe, 0xad, 0xde,                         /* ring rkey (member 0's) */
+    0x40, 0x00, 0x00, 0x00,                         /* ring slots */
+    0x07, 0x00, 0x00, 0x00,                         /* fingerprint: plugin version */
+    0x02, 0x04,                                     /* GID type, family */
+    0xff, 0xff,                                     /* P_Key */
+    0x03, 0x68, 0x12, 0x07, 0x07, 0x02,             /* SL, TC, timeout, retry, RNR retry, QPs */
+    0x40, 0x9c, 0x00, 0x00,                         /* speed 40000 */
+    0x00, 0x00, 0x00, 0x40,                         /* max message */
+    0x02,                                           /* member count */
+    0x02, 0x00, 0x6d, 0x31,                         /* member 1: device name "m1" */
+    0x02,                                           /* port */
+    0x04,                                           /* active MTU */
+    0x06,                                           /* GID index */
+    0xb0, 0xb1, 0xb2, 0xb3, 0xb4, 0xb5, 0xb6, 0xb7, /* GID */
+    0xb8, 0xb9, 0xba, 0xbb, 0xbc, 0xbd, 0xbe, 0xbf, /* */
+    0x78, 0x56,                                     /* LID */
+    0x01, 0xef, 0xcd, 0xab,                         /* ring rkey (member 1's) */
+  };
+  struct mcp_wire_msg m = {.type = MCP_WIRE_CONN_REQ, .stream_id = 9}, out;
+  struct mcp_wire_endpoint *ep = &m.u.conn_req.ep;
+  struct mcp_wire_member *mb = &ep->more[0];
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len;
+
+  m.u.conn_req.listen_token = 0x1122334455667788ull;
+  ep->stream_id = 0x01020304;
+  strcpy(ep->dev_name, "m0");
+  ep->port = 1;
+  ep->link_layer = MCP_WIRE_LINK_ETHERNET;
+  ep->active_mtu = 5;
+  ep->gid_index = 3;
+  for (int i = 0; i < 16; i++)
+    ep->gid[i] = (uint8_t)(0xa0 + i);
+  ep->lid = 0x1234;
+  ep->nqps = 1;
+  ep->qps[0] = (struct mcp_wire_qp){0x123456, 0x123};
+  ep->ring_addr = 0x0102030405060708ull;
+  ep->ring_rkey = 0xdeadbeef;
+  ep->ring_slots = 64;
+  ep->fp = (struct mcp_wire_fingerprint){.plugin_version = 7,
+                                         .gid_type = MCP_WIRE_GID_ROCE_V2,
+                                         .gid_family = 4,
+                                         .pkey = 0xffff,
+                                         .sl = 3,
+                                         .tc = 0x68,
+                                         .timeout = 18,
+                                         .retry = 7,
+                                         .rnr_retry = 7,
+                                         .qps_per_conn = 2,
+                                         .speed_mbps = 40000,
+                                         .max_message = 1u << 30};
+  ep->ndevs = 2;
+  strcpy(mb->dev_name, "m1");
+  mb->port = 2;
+  mb->active_mtu = 4;
+  mb->gid_index = 6;
+  for (int i = 0; i < 16; i++)
+    mb->gid[i] = (uint8_t)(0xb0 + i);
+  mb->lid = 0x5678;
+  mb->ring_rkey = 0xabcdef01;
+
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(len, sizeof(want));
+  CHECK_EQ_INT(len, MCP_WIRE_HDR_SIZE + 115);
+  for (size_t i = 0; i < len && i < sizeof(want); i++)
+    if (buf[i] != want[i]) {
+      fprintf(stderr, "byte %zu: 0x%02x, want 0x%02x\n", i, buf[i], want[i]);
+      CHECK(0);
+      break;
+    }
+  CHECK_EQ_INT(mcp_wire_decode(want, sizeof(want), &out, err, sizeof(err)), 0);
+  CHECK(mcp_wire_msg_equal(&m, &out));
+}
+
 /* Smallest and largest of every type, built by hand so both extremes are certain. */
 static int samples(struct mcp_wire_msg *out, int max)
 {
@@ -893,6 +993,7 @@ int main(void)
 {
   RUN_TEST(test_roundtrip_property);
   RUN_TEST(test_golden_bytes);
+  RUN_TEST(test_golden_fused_endpoint);
   RUN_TEST(test_recover_needs_version_2);
   RUN_TEST(test_truncation_every_length);
   RUN_TEST(test_payload_truncation);

@@ -9,6 +9,7 @@
  * member their QP reaches, and a flush reads through every member. Each check is on
  * what is observable: bytes in the buffers, sizes, the work posted per member, errors.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "mcp_fake_verbs.h"
@@ -49,33 +50,6 @@ static void pair_free(struct fake_pair *p)
   fake_pair_free(p);
 }
 
-static void pattern(unsigned char *b, size_t n, unsigned seed)
-{
-  for (size_t i = 0; i < n; i++)
-    b[i] = (unsigned char)(seed * 131 + i * 7 + 1);
-}
-
-static int same(const unsigned char *b, size_t n, unsigned seed)
-{
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != (unsigned char)(seed * 131 + i * 7 + 1))
-      return 0;
-  return 1;
-}
-
-static int wait_done(void *req, int *sizes)
-{
-  int i, done = 0;
-
-  for (i = 0; i < POLLS; i++) {
-    if (mcp_net_test(req, &done, sizes) != ncclSuccess)
-      return -1;
-    if (done)
-      return 1;
-  }
-  return 0;
-}
-
 /* One message of size bytes at offset off; 1 when it arrived whole with its size. */
 static int one_message(struct fake_pair *p, size_t off, size_t size, unsigned seed)
 {
@@ -83,15 +57,15 @@ static int one_message(struct fake_pair *p, size_t off, size_t size, unsigned se
   size_t rsize = size;
   int tag = 5, rs[1] = {-1}, ok;
 
-  pattern(sbuf + off, size, seed);
+  fake_pattern(sbuf + off, size, seed);
   memset(rbuf + off, 0, size);
   if (mcp_net_irecv(p->recv, 1, &data, &rsize, &tag, &mh, &r) != ncclSuccess || r == NULL)
     return 0;
   fake_progress();
   if (mcp_net_isend(p->send, sbuf + off, size, tag, smh, &s) != ncclSuccess || s == NULL)
     return 0;
-  ok = wait_done(r, rs) == 1 && wait_done(s, NULL) == 1;
-  return ok && rs[0] == (int)size && same(rbuf + off, size, seed);
+  ok = fake_wait_done(r, rs, POLLS) == 1 && fake_wait_done(s, NULL, POLLS) == 1;
+  return ok && rs[0] == (int)size && fake_same(rbuf + off, size, seed);
 }
 
 /* Two members on each end, two QPs per member: a large message is striped over all four
@@ -135,7 +109,7 @@ static void test_member_rkeys_are_needed(void)
   size_t rsize = 1 << 20;
   int tag = 5, done = 0, i;
 
-  pattern(sbuf, rsize, 9);
+  fake_pattern(sbuf, rsize, 9);
   CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &rsize, &tag, &mh, &r), ncclSuccess);
   fake_progress(); /* the CTS entry and its rkey table are in the sender's ring */
   fake_pair_smash_member_rkeys(p);
@@ -200,7 +174,7 @@ static void test_grouped_on_every_member(void)
       mh[i] = rmh;
       sz[i] = 65536;
       memset(data[i], 0, 65536);
-      pattern(sbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i));
+      fake_pattern(sbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i));
     }
     CHECK_EQ_INT(mcp_net_irecv(p->recv, 3, data, sz, tags, mh, &r), ncclSuccess);
     fake_progress();
@@ -210,11 +184,11 @@ static void test_grouped_on_every_member(void)
                    ncclSuccess);
       CHECK(s[i] != NULL);
     }
-    CHECK_EQ_INT(wait_done(r, sizes), 1);
+    CHECK_EQ_INT(fake_wait_done(r, sizes, POLLS), 1);
     for (i = 0; i < 3; i++) {
       CHECK_EQ_INT(sizes[i], 1000 + i);
-      CHECK(same(rbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i)));
-      CHECK_EQ_INT(wait_done(s[i], NULL), 1);
+      CHECK(fake_same(rbuf + (size_t)i * 65536, 1000 + (size_t)i, (unsigned)(seq * 3 + i)));
+      CHECK_EQ_INT(fake_wait_done(s[i], NULL, POLLS), 1);
     }
   }
   CHECK(fake_count_records() == 8);
@@ -238,7 +212,7 @@ static void test_flush_every_member(void)
   /* The first flush sets up every member's loopback QP. */
   CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, &size, &mh, &f), ncclSuccess);
   CHECK(f != NULL);
-  CHECK_EQ_INT(wait_done(f, NULL), 1);
+  CHECK_EQ_INT(fake_wait_done(f, NULL, POLLS), 1);
   fake_posts_reset();
   fake_pair_hold_flush(p, 1); /* member 0's read waits */
   CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, &size, &mh, &f), ncclSuccess);
@@ -248,9 +222,39 @@ static void test_flush_every_member(void)
   CHECK_EQ_INT(mcp_net_test(f, &done, NULL), ncclSuccess);
   CHECK_EQ_INT(done, 0); /* members 1 and 2 answered, member 0 not yet */
   fake_pair_hold_flush(p, 0);
-  CHECK_EQ_INT(wait_done(f, NULL), 1);
+  CHECK_EQ_INT(fake_wait_done(f, NULL, POLLS), 1);
   CHECK_EQ_INT(fake_comm_error(p->recv), 0);
   cfg->force_flush = 0;
+  pair_free(p);
+}
+
+/* The kind of an mhandle and its keys are read from the handle alone (deregMr has no
+ * comm): a set answers with its members' keys, a one-device registration with its MR's,
+ * and a set of one member (what a fused device of one would hand out) is still a set. */
+static void test_mhandle_kind_from_handle(void)
+{
+  struct fake_pair *p = pair(1, 2, 2);
+  const struct mcp_mr_set *set = smh;
+  struct mcp_mr_set one;
+  struct mcp_mr *m;
+
+  CHECK(mcp_mh_is_set(smh) && mcp_mh_is_set(rmh));
+  for (int k = 0; k < 2; k++) {
+    CHECK_EQ_INT(mcp_mh_lkey(smh, k), set->mr[k]->mr->lkey);
+    CHECK_EQ_INT(mcp_mh_rkey(smh, k), set->mr[k]->mr->rkey);
+  }
+  CHECK(set->mr[0]->mr->lkey != set->mr[1]->mr->lkey); /* else the check above could not fail */
+  CHECK_EQ_INT(mcp_mh_type(smh), NCCL_PTR_HOST);
+  CHECK_EQ_INT(mcp_mh_dmabuf(smh), 0);
+  one = *set;
+  one.n = 1;
+  one.lkey[0] = 0x1234;
+  CHECK(mcp_mh_is_set(&one));
+  CHECK_EQ_INT(mcp_mh_lkey(&one, 0), 0x1234);
+  m = set->mr[1]; /* a cache entry itself: a one-device handle */
+  CHECK(!mcp_mh_is_set(m));
+  CHECK_EQ_INT(mcp_mh_lkey(m, 0), m->mr->lkey);
+  CHECK_EQ_INT(mcp_mh_rkey(m, 0), m->mr->rkey);
   pair_free(p);
 }
 
@@ -295,8 +299,8 @@ static void test_watchdog_names_members(void)
   CHECK(strstr(fake_lastwarn, "; fake0_m1 port 1: ") != NULL);
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 0);
   fake_pair_hold(p, FAKE_SEND_SIDE, 1, 0);
-  CHECK_EQ_INT(wait_done(s, NULL), 1);
-  CHECK_EQ_INT(wait_done(r, NULL), 1);
+  CHECK_EQ_INT(fake_wait_done(s, NULL, POLLS), 1);
+  CHECK_EQ_INT(fake_wait_done(r, NULL, POLLS), 1);
   pair_free(p);
 }
 
@@ -369,6 +373,56 @@ static void test_gpu_registration_every_member(void)
   pair_free(p);
 }
 
+/* regMr's result on a fused comm is the one-device path's for the same failure: GPU
+ * memory a member cannot reach is a usage error either way, and a refusal by the
+ * adapter (whatever its errno, even one that looks like a kind of the library's own) is
+ * a system error, as NCCL's own transport reports it. Both paths end in
+ * mcp_net_result. */
+static ncclResult_t reg_result(int devs, int gpu_on_last, int fail_errno, int dmabuf)
+{
+  static unsigned char other[4 * 4096] __attribute__((aligned(4096)));
+  struct fake_pair *p = pair(1, devs, devs);
+  void *mh = (void *)0x1;
+  ncclResult_t rc;
+
+  for (int k = 0; k < devs; k++)
+    fake_pair_member_info(p, FAKE_SEND_SIDE, k)->ptr_support =
+      NCCL_PTR_HOST | (k < devs - 1 || gpu_on_last ? NCCL_PTR_CUDA : 0);
+  if (fail_errno != 0)
+    fake_fail_next_reg(fail_errno);
+  rc = dmabuf
+    ? mcp_net_reg_mr_dmabuf(p->send, other, sizeof(other), NCCL_PTR_CUDA, 0, 3, &mh)
+    : mcp_net_reg_mr(p->send, other, sizeof(other), fail_errno ? NCCL_PTR_HOST : NCCL_PTR_CUDA, &mh);
+  CHECK(rc == ncclSuccess ? mh != NULL : mh == NULL);
+  if (mh != NULL && mh != (void *)0x1)
+    mcp_net_dereg_mr(p->send, mh);
+  fake_fail_next_reg(0);
+  pair_free(p);
+  return rc;
+}
+
+static void test_registration_results_match(void)
+{
+  static const int errs[] = {ENOMEM, EFAULT, ECONNRESET, EOVERFLOW};
+
+  /* GPU memory where the (last) member has no peer-memory module. */
+  CHECK_EQ_INT(reg_result(1, 0, 0, 0), ncclInvalidUsage);
+  CHECK_EQ_INT(reg_result(2, 0, 0, 0), ncclInvalidUsage);
+  CHECK_EQ_INT(reg_result(2, 1, 0, 0), ncclSuccess);
+  /* The adapter refuses the registration (host memory; DMA-BUF). */
+  for (unsigned i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+    for (int dmabuf = 0; dmabuf <= 1; dmabuf++) {
+      ncclResult_t one = reg_result(1, 1, errs[i], dmabuf), fused = reg_result(2, 1, errs[i], dmabuf);
+
+      if (one != ncclSystemError || fused != one)
+        fprintf(stderr, "errno %d%s: one device %d, fused %d\n", errs[i], dmabuf ? " (DMA-BUF)" : "", one,
+                fused);
+      CHECK_EQ_INT(one, ncclSystemError);
+      CHECK_EQ_INT(fused, one);
+    }
+  }
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -382,9 +436,11 @@ int main(void)
   RUN_TEST(test_grouped_on_every_member);
   RUN_TEST(test_flush_every_member);
   RUN_TEST(test_one_member_unchanged);
+  RUN_TEST(test_mhandle_kind_from_handle);
   RUN_TEST(test_watchdog_names_members);
   RUN_TEST(test_endpoint_members);
   RUN_TEST(test_gpu_registration_every_member);
+  RUN_TEST(test_registration_results_match);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();

@@ -41,24 +41,6 @@ static struct fake_pair *pair(int nqps, int cts_batch, int max_inline)
   return p;
 }
 
-static void pattern(unsigned char *b, size_t n, unsigned seed)
-{
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    b[i] = (unsigned char)(seed * 131 + i * 7 + 1);
-}
-
-static int same(const unsigned char *b, size_t n, unsigned seed)
-{
-  size_t i;
-
-  for (i = 0; i < n; i++)
-    if (b[i] != (unsigned char)(seed * 131 + i * 7 + 1))
-      return 0;
-  return 1;
-}
-
 static void *irecv1(struct fake_pair *p, size_t off, size_t size, int tag, int hint)
 {
   void *data = rbuf + off, *mh = rmh, *req = hint ? (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION : (void *)0xbad;
@@ -94,20 +76,6 @@ static void *isend(struct fake_pair *p, size_t off, size_t size, int tag, ncclRe
   return req;
 }
 
-/* Calls test up to POLLS times; 1 when done (sizes filled), 0 if not, -1 on an error. */
-static int wait_done(void *req, int *sizes)
-{
-  int i, done = 0;
-
-  for (i = 0; i < POLLS; i++) {
-    if (mcp_net_test(req, &done, sizes) != ncclSuccess)
-      return -1;
-    if (done)
-      return 1;
-  }
-  return 0;
-}
-
 /* One message of size bytes through a receive of rsize bytes; returns the size reported. */
 static int one_message(struct fake_pair *p, size_t size, size_t rsize, unsigned seed)
 {
@@ -115,7 +83,7 @@ static int one_message(struct fake_pair *p, size_t size, size_t rsize, unsigned 
   int sizes[1] = {-1}, ss[1] = {-1};
   void *r, *s;
 
-  pattern(sbuf, size, seed);
+  fake_pattern(sbuf, size, seed);
   memset(rbuf, 0, rsize);
   r = irecv1(p, 0, rsize, 7, 0);
   s = isend(p, 0, size, 7, &rc);
@@ -123,10 +91,10 @@ static int one_message(struct fake_pair *p, size_t size, size_t rsize, unsigned 
   CHECK(s != NULL && r != NULL);
   if (s == NULL || r == NULL)
     return -2;
-  CHECK_EQ_INT(wait_done(r, sizes), 1);
-  CHECK_EQ_INT(wait_done(s, ss), 1);
+  CHECK_EQ_INT(fake_wait_done(r, sizes, POLLS), 1);
+  CHECK_EQ_INT(fake_wait_done(s, ss, POLLS), 1);
   CHECK_EQ_INT(ss[0], size);
-  CHECK(same(rbuf, size, seed));
+  CHECK(fake_same(rbuf, size, seed));
   return sizes[0];
 }
 
@@ -167,17 +135,17 @@ static void test_pipelined_batches_wrap(void)
     }
     if (sent < posted) {
       k = sent % 8;
-      pattern(sbuf + (size_t)k * 4096, 64 + (size_t)sent % 500, (unsigned)sent);
+      fake_pattern(sbuf + (size_t)k * 4096, 64 + (size_t)sent % 500, (unsigned)sent);
       s[k] = isend(p, (size_t)k * 4096, 64 + (size_t)sent % 500, 5, &rc);
       CHECK_EQ_INT(rc, ncclSuccess);
       if (s[k] != NULL)
         sent++;
     }
     k = got % 8;
-    if (got < sent && wait_done(r[k], sizes) == 1) {
+    if (got < sent && fake_wait_done(r[k], sizes, POLLS) == 1) {
       CHECK_EQ_INT(sizes[0], 64 + got % 500);
-      CHECK(same(rbuf + (size_t)k * 4096, 64 + (size_t)got % 500, (unsigned)got));
-      CHECK_EQ_INT(wait_done(s[k], NULL), 1);
+      CHECK(fake_same(rbuf + (size_t)k * 4096, 64 + (size_t)got % 500, (unsigned)got));
+      CHECK_EQ_INT(fake_wait_done(s[k], NULL, POLLS), 1);
       got++;
     }
     if (fake_comm_error(p->send) || fake_comm_error(p->recv))
@@ -226,12 +194,12 @@ static void test_stale_cts_not_consumed(void)
   CHECK_EQ_INT(fake_count_data_writes(), writes);
   CHECK_EQ_INT(fake_comm_seq(p->send), MCP_SLOTS + 1);
   /* Its receive comes: now it goes, to the new buffer. */
-  pattern(sbuf, 8, 99);
+  fake_pattern(sbuf, 8, 99);
   r = irecv1(p, 8192, 4096, 7, 0);
   s = isend(p, 0, 8, 7, &rc);
   CHECK(s != NULL);
-  CHECK_EQ_INT(wait_done(r, sizes), 1);
-  CHECK(same(rbuf + 8192, 8, 99));
+  CHECK_EQ_INT(fake_wait_done(r, sizes, POLLS), 1);
+  CHECK(fake_same(rbuf + 8192, 8, 99));
   CHECK_EQ_INT(fake_comm_error(p->send), 0);
   fake_pair_free(p);
 }
@@ -259,7 +227,7 @@ static void test_partial_group_entry_waits(void)
   CHECK(isend(p, 0, 8, 1, &rc) != NULL);
   CHECK(isend(p, 0, 9, 2, &rc) != NULL);
   CHECK(isend(p, 0, 10, 3, &rc) != NULL);
-  CHECK_EQ_INT(wait_done(r, got), 1);
+  CHECK_EQ_INT(fake_wait_done(r, got, POLLS), 1);
   CHECK_EQ_INT(got[0], 8);
   CHECK_EQ_INT(got[1], 9);
   CHECK_EQ_INT(got[2], 10);
@@ -274,8 +242,8 @@ static void test_out_of_order_slots(void)
   int sizes[1] = {-1}, done = 0;
   void *r1, *r2, *s1, *s2;
 
-  pattern(sbuf, 300, 1);
-  pattern(sbuf + 4096, 200, 2);
+  fake_pattern(sbuf, 300, 1);
+  fake_pattern(sbuf + 4096, 200, 2);
   r1 = irecv1(p, 0, 4096, 1, 0);
   r2 = irecv1(p, 4096, 4096, 1, 0);
   fake_progress();
@@ -283,17 +251,17 @@ static void test_out_of_order_slots(void)
   s1 = isend(p, 0, 300, 1, &rc);
   s2 = isend(p, 4096, 200, 1, &rc);
   CHECK(s1 != NULL && s2 != NULL);
-  CHECK_EQ_INT(wait_done(r2, sizes), 1);
+  CHECK_EQ_INT(fake_wait_done(r2, sizes, POLLS), 1);
   CHECK_EQ_INT(sizes[0], 200);
-  CHECK(same(rbuf + 4096, 200, 2));
+  CHECK(fake_same(rbuf + 4096, 200, 2));
   CHECK_EQ_INT(mcp_net_test(r1, &done, sizes), ncclSuccess);
   CHECK_EQ_INT(done, 0);
-  CHECK_EQ_INT(wait_done(s2, NULL), 1);
+  CHECK_EQ_INT(fake_wait_done(s2, NULL, POLLS), 1);
   fake_pair_hold(p, FAKE_SEND_SIDE, 1, 0);
-  CHECK_EQ_INT(wait_done(r1, sizes), 1);
+  CHECK_EQ_INT(fake_wait_done(r1, sizes, POLLS), 1);
   CHECK_EQ_INT(sizes[0], 300);
-  CHECK(same(rbuf, 300, 1));
-  CHECK_EQ_INT(wait_done(s1, NULL), 1);
+  CHECK(fake_same(rbuf, 300, 1));
+  CHECK_EQ_INT(fake_wait_done(s1, NULL, POLLS), 1);
   CHECK_EQ_INT(fake_comm_error(p->recv), 0);
   fake_pair_free(p);
 }
@@ -339,7 +307,7 @@ static void test_grouped_by_tag(void)
   ncclResult_t rc;
 
   for (i = 0; i < 3; i++)
-    pattern(sbuf + offs[i], (size_t)lens[i], (unsigned)(20 + i));
+    fake_pattern(sbuf + offs[i], (size_t)lens[i], (unsigned)(20 + i));
   r = irecvn(p, 3, offs, sizes, tags);
   fake_posts_reset();
   for (i = 0; i < 3; i++) {
@@ -353,11 +321,11 @@ static void test_grouped_by_tag(void)
   }
   CHECK_EQ_INT(fake_count_records(), 1);
   CHECK_EQ_INT(fake_count_data_writes(), 2); /* the empty one writes nothing */
-  CHECK_EQ_INT(wait_done(r, got), 1);
+  CHECK_EQ_INT(fake_wait_done(r, got, POLLS), 1);
   for (i = 0; i < 3; i++) {
     CHECK_EQ_INT(got[i], lens[i]);
-    CHECK(same(rbuf + offs[i], (size_t)lens[i], (unsigned)(20 + i)));
-    CHECK_EQ_INT(wait_done(s[i], NULL), 1);
+    CHECK(fake_same(rbuf + offs[i], (size_t)lens[i], (unsigned)(20 + i)));
+    CHECK_EQ_INT(fake_wait_done(s[i], NULL, POLLS), 1);
   }
   fake_pair_free(p);
 }
@@ -376,8 +344,8 @@ static void test_pxn_head_only(void)
 
   r1 = irecvn(p, 2, offs1, sizes, tags);
   r2 = irecvn(p, 2, offs2, sizes, tags);
-  pattern(sbuf, 64, 1);
-  pattern(sbuf + 4096, 64, 2);
+  fake_pattern(sbuf, 64, 1);
+  fake_pattern(sbuf + 4096, 64, 2);
   a = isend(p, 0, 64, 1, &rc);
   CHECK(a != NULL);
   CHECK_EQ_INT(fake_req_seq(a), 1);
@@ -395,14 +363,14 @@ static void test_pxn_head_only(void)
   CHECK_EQ_INT(a2 != NULL ? fake_req_seq(a2) : 0, 2);
   b2 = isend(p, 0, 16, 2, &rc);
   CHECK(b2 != NULL);
-  CHECK_EQ_INT(wait_done(r1, got), 1);
+  CHECK_EQ_INT(fake_wait_done(r1, got, POLLS), 1);
   CHECK_EQ_INT(got[0], 64);
   CHECK_EQ_INT(got[1], 32);
-  CHECK(same(rbuf, 64, 1));
-  CHECK_EQ_INT(wait_done(r2, got), 1);
+  CHECK(fake_same(rbuf, 64, 1));
+  CHECK_EQ_INT(fake_wait_done(r2, got, POLLS), 1);
   CHECK_EQ_INT(got[0], 64);
   CHECK_EQ_INT(got[1], 16);
-  CHECK(same(rbuf + 8192, 64, 2));
+  CHECK(fake_same(rbuf + 8192, 64, 2));
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
   CHECK_EQ_INT(fake_warns, 0);
   fake_pair_free(p);
@@ -463,13 +431,13 @@ static void test_cts_held_flushed_on_landing(void)
   for (i = 0; i < 4; i++)
     CHECK(isend(p, 0, 10, 1, &rc) != NULL);
   CHECK(isend(p, 0, 10, 1, &rc) == NULL); /* seq 5's entry is held by the receiver */
-  CHECK_EQ_INT(wait_done(r[0], sizes), 1);
+  CHECK_EQ_INT(fake_wait_done(r[0], sizes, POLLS), 1);
   CHECK_EQ_INT(fake_count_cts_writes(), 5);
   s = isend(p, 0, 10, 1, &rc);
   CHECK(s != NULL);
   CHECK(isend(p, 0, 10, 1, &rc) != NULL);
   for (i = 1; i < 6; i++)
-    CHECK_EQ_INT(wait_done(r[i], sizes), 1);
+    CHECK_EQ_INT(fake_wait_done(r[i], sizes, POLLS), 1);
   fake_pair_free(p);
 }
 
@@ -496,11 +464,11 @@ static void test_optional_completion_hint(void)
     CHECK(isend(p, 0, 1, 1, &rc) != NULL);
   CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
   CHECK_EQ_INT(done, 0); /* seqs 1..4 landed, not ours */
-  pattern(sbuf, 77, 3);
+  fake_pattern(sbuf, 77, 3);
   CHECK(isend(p, 0, 77, 1, &rc) != NULL);
-  CHECK_EQ_INT(wait_done(r, sizes), 1);
+  CHECK_EQ_INT(fake_wait_done(r, sizes, POLLS), 1);
   CHECK_EQ_INT(sizes[0], 77);
-  CHECK(same(rbuf + 4 * 4096, 77, 3));
+  CHECK(fake_same(rbuf + 4 * 4096, 77, 3));
   fake_pair_free(p);
 }
 
@@ -530,7 +498,7 @@ static void test_record_inline_and_registered(void)
         CHECK_EQ_INT(log[i].len, sizeof(struct mcp_record));
       }
     CHECK_EQ_INT(seen, 1);
-    CHECK_EQ_INT(wait_done(r, got), 1);
+    CHECK_EQ_INT(fake_wait_done(r, got, POLLS), 1);
     CHECK_EQ_INT(got[0], 5);
     CHECK_EQ_INT(got[1], 9);
     CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
@@ -552,7 +520,7 @@ static void test_replay_after_qp_loss(void)
 
   for (i = 0; i < 8; i++) {
     r[i] = irecv1(p, (size_t)i * 4096, 4096, 1, 0);
-    pattern(sbuf + (size_t)i * 4096, 100 + (size_t)i, (unsigned)(40 + i));
+    fake_pattern(sbuf + (size_t)i * 4096, 100 + (size_t)i, (unsigned)(40 + i));
   }
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
@@ -577,10 +545,10 @@ static void test_replay_after_qp_loss(void)
   for (i = 6; i <= 8; i++)
     CHECK_EQ_INT(again[i], 1);
   for (i = 0; i < 8; i++) {
-    CHECK_EQ_INT(wait_done(r[i], sizes), 1);
+    CHECK_EQ_INT(fake_wait_done(r[i], sizes, POLLS), 1);
     CHECK_EQ_INT(sizes[0], 100 + i);
-    CHECK(same(rbuf + (size_t)i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
-    CHECK_EQ_INT(wait_done(s[i], NULL), 1);
+    CHECK(fake_same(rbuf + (size_t)i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
+    CHECK_EQ_INT(fake_wait_done(s[i], NULL, POLLS), 1);
   }
   /* And the connection works on. */
   CHECK_EQ_INT(one_message(p, 33, 4096, 77), 33);
@@ -599,8 +567,8 @@ static void test_replay_group(void)
   ncclResult_t rc;
 
   r = irecvn(p, 2, offs, sizes, tags);
-  pattern(sbuf, 50, 1);
-  pattern(sbuf + 4096, 60, 2);
+  fake_pattern(sbuf, 50, 1);
+  fake_pattern(sbuf + 4096, 60, 2);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
   a = isend(p, 0, 50, 1, &rc);
@@ -612,13 +580,13 @@ static void test_replay_group(void)
   CHECK_EQ_INT(fake_pair_recover(p), 0);
   CHECK_EQ_INT(fake_count_records(), 1);
   CHECK_EQ_INT(fake_count_data_writes(), 2);
-  CHECK_EQ_INT(wait_done(r, got), 1);
+  CHECK_EQ_INT(fake_wait_done(r, got, POLLS), 1);
   CHECK_EQ_INT(got[0], 50);
   CHECK_EQ_INT(got[1], 60);
-  CHECK(same(rbuf, 50, 1));
-  CHECK(same(rbuf + 4096, 60, 2));
-  CHECK_EQ_INT(wait_done(a, NULL), 1);
-  CHECK_EQ_INT(wait_done(b, NULL), 1);
+  CHECK(fake_same(rbuf, 50, 1));
+  CHECK(fake_same(rbuf + 4096, 60, 2));
+  CHECK_EQ_INT(fake_wait_done(a, NULL, POLLS), 1);
+  CHECK_EQ_INT(fake_wait_done(b, NULL, POLLS), 1);
   fake_pair_free(p);
 }
 

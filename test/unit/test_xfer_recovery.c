@@ -103,20 +103,6 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
   return 0;
 }
 
-static void pattern(unsigned char *b, size_t n, unsigned seed)
-{
-  for (size_t i = 0; i < n; i++)
-    b[i] = (unsigned char)(seed * 131 + i * 7 + 1);
-}
-
-static int same(const unsigned char *b, size_t n, unsigned seed)
-{
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != (unsigned char)(seed * 131 + i * 7 + 1))
-      return 0;
-  return 1;
-}
-
 /* The link goes down under eight messages: 1-3 acknowledged, 4-5 landed without their
  * acknowledgements, 6-8 lost. Only the sender's adapter reports it (both = 0), or both
  * adapters do (both = 1). */
@@ -150,7 +136,7 @@ static void run(int both)
     int tag = 1;
     r[i] = (void *)0xbad;
     CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r[i]), ncclSuccess);
-    pattern(sbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i));
+    fake_pattern(sbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i));
   }
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
@@ -205,7 +191,7 @@ static void run(int both)
   for (i = 0; i < N; i++) {
     CHECK_EQ_INT(rdone[i], 1);
     CHECK_EQ_INT(rdone[i] ? rsize[i] : 100 + i, 100 + i);
-    CHECK(same(rbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
+    CHECK(fake_same(rbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
   }
   /* Exactly once: 4-5 completed from the receiver's table, 6-8 written again once. */
   n = fake_posts(&log);
@@ -275,7 +261,7 @@ static void run_fused(int stays_down)
     int tag = 1;
     r[i] = (void *)0xbad;
     CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r[i]), ncclSuccess);
-    pattern(sbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i));
+    fake_pattern(sbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i));
   }
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 1, 1); /* member 1's QP: odd seqs */
@@ -329,14 +315,14 @@ static void run_fused(int stays_down)
     CHECK(strstr(fake_comm_errmsg(p->send), "local fake0_m1 port 1") != NULL);
     CHECK(strstr(logbuf, "fake0_m1 port 1: QP") != NULL); /* the failed RTR names it too */
     for (i = 1; i < N; i += 2)                            /* seq i + 1 even: member 0's, which landed */
-      CHECK(same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
+      CHECK(fake_same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
     goto out;
   }
   CHECK_EQ_INT(failed, 0);
   CHECK_EQ_INT(left, 0);
   for (i = 0; i < N; i++) {
     CHECK_EQ_INT(rdone[i] ? rsize[i] : -1, 200 + i);
-    CHECK(same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
+    CHECK(fake_same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
   }
   /* Exactly once: member 0's messages (seq 2, 4, ...) completed from the receiver's table,
    * member 1's (seq 1, 3, ...) written once more after the recovery. */
