@@ -694,11 +694,11 @@ static void test_outstanding_bounds(void)
   CHECK_EQ_INT(fake_comm_error(p->send), 0);
   /* The first group's sends complete; their requests serve the next sends. */
   for (i = 0; i < MCP_MAX_RECVS; i++)
-    CHECK_EQ_INT(wait_done(sreq[i], got), 1);
+    CHECK_EQ_INT(fake_wait_done(sreq[i], got, POLLS), 1);
   extra = isend(p, (size_t)accepted * 64, 64, tags[accepted % MCP_MAX_RECVS], &rc);
   CHECK_EQ_INT(rc, ncclSuccess);
   CHECK(extra != NULL);
-  CHECK_EQ_INT(wait_done(rreq[0], got), 1);
+  CHECK_EQ_INT(fake_wait_done(rreq[0], got, POLLS), 1);
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
   CHECK_EQ_INT(fake_warns, 0);
   fake_pair_free(p);
