@@ -129,8 +129,8 @@ struct mcp_config {
   int ib_tc;         /* -1 = unset */
   int ib_pkey_index; /* NCCL_IB_PKEY: an index into the P_Key table */
   int ib_qps_per_conn;
-  bool ib_merge_vfs;           /* NCCL_IB_MERGE_VFS: VFs count as functions of their PF's NIC */
-  bool ib_merge_nics;          /* NCCL_IB_MERGE_NICS: 0 refuses NCCL's makeVDevice of several devices */
+  int ib_merge_vfs;  /* NCCL_IB_MERGE_VFS (non-zero: on): VFs count as functions of their PF's NIC */
+  int ib_merge_nics; /* NCCL_IB_MERGE_NICS (non-zero: on): 0 refuses NCCL's makeVDevice of several devices */
   int ib_pci_relaxed_ordering; /* 0 off; 1 and 2 on where ibv_reg_mr_iova2 exists */
   const char *socket_ifname;
   const char *socket_family; /* NULL = either */

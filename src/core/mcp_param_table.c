@@ -179,6 +179,18 @@ static const char *const watchdog_aliases[] = {"MCPNET_WATCHDOG_SECONDS", NULL};
            .doc = doc_,                                           \
            .offset = OFF(field)}
 
+/* An NCCL on/off integer: any integer, 0 off and every other value on, as NCCL reads it. */
+#define NCCL_FLAG_ROW(id_, name_, def_, field, doc_)           \
+  [id_] = {.id = id_,                                          \
+           .name = name_,                                      \
+           .type = MCP_PARAM_INT,                              \
+           .def = def_,                                        \
+           .min = INT_MIN,                                     \
+           .max = INT_MAX,                                     \
+           .doc = doc_,                                        \
+           .range_doc = "integer (0 off, any other value on)", \
+           .offset = OFF(field)}
+
 static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   STR_ROW(MCP_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, ib_hca, NULL, "device list",
           "Devices to use, as in NCCL: comma list of name[:port], prefix match, ^ excludes, = exact"),
@@ -209,12 +221,14 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "QPs each connection spreads its messages over; above 128, or more "
           "than a device's completion queue holds, is capped with a WARN",
           "a connection needs at least 1 QP"),
-  BOOL_ROW(MCP_PARAM_IB_MERGE_VFS, "NCCL_IB_MERGE_VFS", 1, ib_merge_vfs,
-           "As in NCCL: a VF (found by its physfn link) reports its PF's NIC as pciPath and a "
-           "port after the PF's; 0 keeps the VF's own PCI device"),
-  BOOL_ROW(MCP_PARAM_IB_MERGE_NICS, "NCCL_IB_MERGE_NICS", 1, ib_merge_nics,
-           "As in NCCL: 0 refuses NCCL's makeVDevice of more than one device, so NCCL uses each port on "
-           "its own; a rank map's DEV*DEV still fuses"),
+  /* NCCL reads these as integers and tests them for non-zero: 2 is on there, so it is
+   * here (a 0/1 boolean would fail init where NCCL's own transport runs). */
+  NCCL_FLAG_ROW(MCP_PARAM_IB_MERGE_VFS, "NCCL_IB_MERGE_VFS", 1, ib_merge_vfs,
+                "As in NCCL: a VF (found by its physfn link) reports its PF's NIC as pciPath and a "
+                "port after the PF's; 0 keeps the VF's own PCI device"),
+  NCCL_FLAG_ROW(MCP_PARAM_IB_MERGE_NICS, "NCCL_IB_MERGE_NICS", 1, ib_merge_nics,
+                "As in NCCL: 0 refuses NCCL's makeVDevice of more than one device, so NCCL uses each "
+                "port on its own; a rank map's DEV*DEV still fuses"),
   /* Any integer, as NCCL's IB transport reads it (net_ib/init.cc: only 1 and 2 turn it
    * on): refusing 3 would fail init where NCCL's own transport runs. Init WARNs of it. */
   [MCP_PARAM_IB_PCI_RELAXED_ORDERING] = {.id = MCP_PARAM_IB_PCI_RELAXED_ORDERING,

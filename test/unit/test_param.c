@@ -322,6 +322,14 @@ static void test_bool_forms(void)
   CHECK(!f.cfg.strict && f.cfg.abort_on_error && f.cfg.force_flush);
   mcp_param_free(&f.cfg);
 
+  /* NCCL's own on/off integers take any integer, as NCCL reads them: 2 is on. */
+  fake_init(&f);
+  fake_set(&f, "NCCL_IB_MERGE_NICS", "2");
+  fake_set(&f, "NCCL_IB_MERGE_VFS", "0");
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK(f.cfg.ib_merge_nics && !f.cfg.ib_merge_vfs);
+  mcp_param_free(&f.cfg);
+
   fake_init(&f);
   fake_set(&f, "MCPNET_STRICT", "maybe");
   CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
