@@ -536,7 +536,7 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
    * is told about. Members 1.. say which one they are. */
   for (unsigned k = 0; k < wire_member_count(ep); k++) {
     struct mcp_wire_member mb = wire_member_get(ep, k);
-    char who[16] = "";
+    char who[24] = ""; /* "member 4294967295 " fits */
 
     if (k > 0)
       snprintf(who, sizeof(who), "member %u ", k);
