@@ -11,20 +11,34 @@
 # - connect: host a accepts, then calls connect 90 s after its first accept call.
 # Every run must connect after the 90 s, move its data intact, and the host that waited
 # past 60 s must have said so with a WARN naming both ends ("still waiting after").
+# The three runs are separate processes with handles and exchange folders of their own,
+# so they run at the same time: each is still 90 s late, the scenario waits 90 s once
+# rather than three times.
 # The firewall and unreachable cases keep their deadlines (pair_faults, single_conformance).
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
 x="$LAB_XCHG/late"
-peer=$([ "$LAB_HOST" = a ] && echo b || echo a)
 
-# run NAME LATE_HOST MODE: one stream with LATE_HOST late by 90 s in MODE.
-run() {
-  local name=$1 late_host=$2 mode=$3 args=() rc=0 took
+# start NAME LATE_HOST MODE: one stream in the background with LATE_HOST late by 90 s in
+# MODE; its exit status lands in /tmp/NAME.rc.
+start() {
+  local name=$1 late_host=$2 mode=$3 args=()
   mkdir -p "$x/$name"
   [ "$LAB_HOST" = "$late_host" ] && args=(--late "$mode:90")
-  MCP_DRIVE_VERBOSE=1 timeout 400 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" \
-    --xchg "$x/$name" --msgs 200 --small --finish-together "${args[@]}" > "/tmp/$name.out" 2> "/tmp/$name.err" || rc=$?
+  (
+    rc=0
+    MCP_DRIVE_VERBOSE=1 timeout 400 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" \
+      --xchg "$x/$name" --msgs 200 --small --finish-together "${args[@]}" > "/tmp/$name.out" 2> "/tmp/$name.err" || rc=$?
+    echo "$rc" > "/tmp/$name.rc"
+  ) &
+}
+
+# check NAME LATE_HOST MODE: the finished stream NAME connected only once the late host
+# came, moved its data intact, and nothing gave up on the late peer.
+check() {
+  local name=$1 late_host=$2 mode=$3 rc took
+  rc=$(cat "/tmp/$name.rc")
   grep -E '^stream: (connected|ok|FAIL)' "/tmp/$name.out" || true
   if [ "$rc" != 0 ]; then
     grep -E 'WARN|FAIL|failed' "/tmp/$name.err" | tail -20 >&2 || true
@@ -37,11 +51,15 @@ run() {
   awk -v t="$took" 'BEGIN { exit !(t >= 85) }' || lab_fail "$name: connected after $took s, before the late host came"
   lab_refute 'sent no HELLO|no answer within|not completed within' "/tmp/$name.err" "$name: nothing gave up on the late peer"
   grep -m1 'WARN.*still waiting' "/tmp/$name.err" || true
-  lab_signal "$name.done.$LAB_HOST"
-  lab_wait "$name.done.$peer" 300 > /dev/null
 }
 
-run idle a idle
+start idle a idle
+start accept b accept
+start connect a connect
+wait
+check idle a idle
+check accept b accept
+check connect a connect
 # The prompt host's connect waited on a's kernel-held TCP connection for 90 s.
 if [ "$LAB_HOST" = b ]; then
   lab_grep 'INFO.*connect to .*: waiting [0-9]+ s for its accept; this end is .* pid [0-9]+' /tmp/idle.err \
@@ -49,10 +67,9 @@ if [ "$LAB_HOST" = b ]; then
   lab_grep 'WARN.*connect to .*: still waiting after [0-9]+ s for its accept; this end is .*has made no call into mcpnet' \
     /tmp/idle.err "idle: a WARN after 60 s named both ends and said the peer makes no call"
 fi
-run accept b accept
 if [ "$LAB_HOST" = a ]; then
   lab_grep 'WARN.*connect to .* pid [0-9]+.*: still waiting after [0-9]+ s for its accept; this end is .* pid [0-9]+' \
     /tmp/accept.err "accept: a WARN after 60 s named both ends"
 fi
-run connect a connect
+lab_barrier done 300
 lab_log "ok: a peer 90 s late was waited for in all three runs, and the data moved"
