@@ -9,21 +9,7 @@
 #include <string.h>
 
 #include "bench.h"
-
-static void put_str(FILE *f, const char *s)
-{
-  fputc('"', f);
-  for (; s != NULL && *s; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\')
-      fprintf(f, "\\%c", ch);
-    else if (ch < 0x20)
-      fprintf(f, "\\u%04x", ch);
-    else
-      fputc(ch, f);
-  }
-  fputc('"', f);
-}
+#include "mcp_json.h"
 
 static void put_num(FILE *f, double v)
 {
@@ -53,11 +39,11 @@ static void put_config(const struct bench_ctx *c, FILE *f)
   int i;
 
   fputs("  \"config\": {\"plugin\": ", f);
-  put_str(f, c->plugin_path);
+  mcp_json_str(f, c->plugin_path);
   fputs(", \"net\": ", f);
-  put_str(f, c->drv.name);
+  mcp_json_str(f, c->drv.name);
   fprintf(f, ", \"abi\": %d, \"dev\": %d, \"device\": ", o->abi, o->dev);
-  put_str(f, c->props.name);
+  mcp_json_str(f, c->props.name);
   fprintf(f, ", \"mode\": \"%s\", \"role\": %s", o->role == BENCH_SELF ? "self" : "pair",
           o->role == BENCH_SELF       ? "null"
             : o->role == BENCH_ROLE_A ? "\"a\""
@@ -87,7 +73,7 @@ static void put_result(const struct bench_ctx *c, FILE *f, enum bench_kind k, in
 
   bench_stats_summarize(cell->samples, cell->n, &s);
   fputs("    {\"series\": ", f);
-  put_str(f, in->name);
+  mcp_json_str(f, in->name);
   fprintf(f, ", \"size\": %zu, \"unit\": \"%s\", \"n\": %d, \"median\": ", r->sizes[si],
           in->is_bw ? "MB/s" : "us", cell->n);
   put_num(f, cell->n ? s.median : NAN);
@@ -127,7 +113,7 @@ static void put_result(const struct bench_ctx *c, FILE *f, enum bench_kind k, in
   }
   if (cell->note[0]) {
     fputs(", \"note\": ", f);
-    put_str(f, cell->note);
+    mcp_json_str(f, cell->note);
   }
   fputc('}', f);
 }
@@ -147,7 +133,7 @@ int bench_json_write(const struct bench_ctx *c, const char *path)
   fputs("  \"perftest_commands\": [", f);
   for (i = 0; i < r->ncmds; i++) {
     fputs(i ? ", " : "", f);
-    put_str(f, r->cmds[i]);
+    mcp_json_str(f, r->cmds[i]);
   }
   fprintf(f, "],\n  \"check\": {\"enabled\": %s, \"verified\": %llu, \"wrong\": %llu},\n",
           c->o->check ? "true" : "false", (unsigned long long)r->checked, (unsigned long long)r->wrong);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "doctor_fleet.h"
+#include "mcp_json.h"
 
 /* ---- Where node 0 is, how many nodes, which one this is ------------------------------- */
 
@@ -372,22 +373,6 @@ void doctor_fleet_table_text(const struct fleet *f, FILE *out)
   fprintf(out, "fleet: %d node%s, %d with problems\n", f->n, f->n == 1 ? "" : "s", named);
 }
 
-static void json_str(FILE *out, const char *s)
-{
-  fputc('"', out);
-  for (; *s != '\0'; s++) {
-    unsigned char ch = (unsigned char)*s;
-
-    if (ch == '"' || ch == '\\')
-      fprintf(out, "\\%c", ch);
-    else if (ch < 0x20)
-      fprintf(out, "\\u%04x", ch);
-    else
-      fputc(ch, out);
-  }
-  fputc('"', out);
-}
-
 void doctor_fleet_table_json(const struct fleet *f, FILE *out)
 {
   static char lines[LINES_MAX][FLEET_LINE * 2];
@@ -400,15 +385,15 @@ void doctor_fleet_table_json(const struct fleet *f, FILE *out)
 
     named += nd->problems;
     fprintf(out, "%s{\"rank\":%d,\"host\":", r ? "," : "", r);
-    json_str(out, nd->host);
+    mcp_json_str(out, nd->host);
     fputs(",\"address\":", out);
-    json_str(out, nd->addr);
+    mcp_json_str(out, nd->addr);
     fprintf(out, ",\"reported\":%s,\"rails\":%d,\"healthy\":%s,\"own_fails\":%d,\"problems\":[",
             nd->present ? "true" : "false", nd->ndev, nd->problems ? "false" : "true", nd->nown);
     for (int i = 0; i < k; i++) {
       if (i)
         fputc(',', out);
-      json_str(out, lines[i]);
+      mcp_json_str(out, lines[i]);
     }
     fputs("]}", out);
   }
@@ -420,9 +405,9 @@ void doctor_fleet_table_json(const struct fleet *f, FILE *out)
             p->ran && p->ok ? "true" : "false");
     if (!p->ok) {
       fputs(",\"step\":", out);
-      json_str(out, p->step);
+      mcp_json_str(out, p->step);
       fputs(",\"error\":", out);
-      json_str(out, p->err);
+      mcp_json_str(out, p->err);
       fprintf(out, ",\"seen_on\":%d,\"blamed\":[", p->said_by);
       if (p->blame & FLEET_BLAME_A)
         fprintf(out, "%d%s", p->a, p->blame & FLEET_BLAME_B ? "," : "");

@@ -1,39 +1,21 @@
 /*
  * doctor_json.c - the report for machines (--json): the same devices, selections,
  * parameters, two-host figures and findings as the text, as one JSON object. Strings
- * are escaped here and nowhere else; numbers that are unknown are written as null.
+ * are escaped by mcp_json_str (tools/drive), as in every JSON the tools write; numbers
+ * that are unknown are written as null.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "doctor.h"
-
-static void str(FILE *f, const char *s)
-{
-  fputc('"', f);
-  for (; s != NULL && *s != '\0'; s++) {
-    unsigned char c = (unsigned char)*s;
-
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c == '\n')
-      fputs("\\n", f);
-    else if (c == '\t')
-      fputs("\\t", f);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
+#include "mcp_json.h"
 
 static void kv_str(FILE *f, const char *key, const char *value, int comma)
 {
-  str(f, key);
+  mcp_json_str(f, key);
   fputs(": ", f);
-  str(f, value);
+  mcp_json_str(f, value);
   if (comma)
     fputs(", ", f);
 }
