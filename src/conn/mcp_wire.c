@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mcpnet/text.h"
 #include "mcpnet/wire.h"
 
 /* Handle layout: magic 0, version 4, family 6, addr 8, port 24, reserved 26, dev 28,
@@ -64,19 +65,6 @@ const char *mcp_wire_type_name(unsigned type)
   return wire_type_names[type];
 }
 
-static void wire_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void wire_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (err == NULL || errlen == 0)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 /* ---- Cursors ------------------------------------------------------------------------ */
 
 struct wire_rd {
@@ -93,8 +81,8 @@ static int wire_rd_need(struct wire_rd *r, size_t n, const char *field)
   if (r->failed)
     return -1;
   if (r->len - r->off < n) {
-    wire_errf(r->err, r->errlen, "truncated %s: %s needs %zu byte%s at offset %zu, %zu left", r->what, field,
-              n, n == 1 ? "" : "s", r->off, r->len - r->off);
+    mcp_text_errf(r->err, r->errlen, "truncated %s: %s needs %zu byte%s at offset %zu, %zu left", r->what,
+                  field, n, n == 1 ? "" : "s", r->off, r->len - r->off);
     r->failed = 1;
     return -1;
   }
@@ -114,7 +102,7 @@ static void wire_rd_bad(struct wire_rd *r, const char *fmt, ...)
   va_start(ap, fmt);
   vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
-  wire_errf(r->err, r->errlen, "malformed %s: %s", r->what, why);
+  mcp_text_errf(r->err, r->errlen, "malformed %s: %s", r->what, why);
   r->failed = 1;
 }
 
@@ -233,23 +221,23 @@ static int wire_handle_check(const struct mcp_wire_handle *h, char *err, size_t 
   static const uint8_t zero[12];
 
   if (h->family != 4 && h->family != 6) {
-    wire_errf(err, errlen, "handle address family %u is neither 4 nor 6", h->family);
+    mcp_text_errf(err, errlen, "handle address family %u is neither 4 nor 6", h->family);
     return -1;
   }
   if (h->family == 4 && memcmp(h->addr + 4, zero, sizeof(zero)) != 0) {
-    wire_errf(err, errlen, "handle IPv4 address has nonzero bytes after the first 4");
+    mcp_text_errf(err, errlen, "handle IPv4 address has nonzero bytes after the first 4");
     return -1;
   }
   if (h->port == 0) {
-    wire_errf(err, errlen, "handle port is 0");
+    mcp_text_errf(err, errlen, "handle port is 0");
     return -1;
   }
   if (h->dev < 0) {
-    wire_errf(err, errlen, "handle device index %d is negative", (int)h->dev);
+    mcp_text_errf(err, errlen, "handle device index %d is negative", (int)h->dev);
     return -1;
   }
   if (h->ndevs > MCP_WIRE_MAX_MEMBERS) {
-    wire_errf(err, errlen, "handle member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
+    mcp_text_errf(err, errlen, "handle member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
     return -1;
   }
   return 0;
@@ -265,7 +253,8 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
     return -EINVAL;
   version = h->version != 0 ? h->version : ndevs > 1 ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1;
   if (version > MCP_WIRE_VERSION || (ndevs > 1 && version < MCP_WIRE_VERSION_FUSION)) {
-    wire_errf(err, errlen, "a handle of %u member device(s) cannot be written as version %u", ndevs, version);
+    mcp_text_errf(err, errlen, "a handle of %u member device(s) cannot be written as version %u", ndevs,
+                  version);
     return -EINVAL;
   }
   memset(out, 0, MCP_WIRE_HANDLE_SIZE);
@@ -298,18 +287,20 @@ static int wire_check_magic_version(uint32_t magic, uint16_t version, const char
                                     size_t errlen)
 {
   if (magic != MCP_WIRE_MAGIC) {
-    wire_errf(err, errlen, "not an mcpnet %s (magic 0x%08x, expected 0x%08x)", what, magic, MCP_WIRE_MAGIC);
+    mcp_text_errf(err, errlen, "not an mcpnet %s (magic 0x%08x, expected 0x%08x)", what, magic,
+                  MCP_WIRE_MAGIC);
     return -EBADMSG;
   }
   if (version > MCP_WIRE_VERSION) {
-    wire_errf(err, errlen,
-              "mcpnet %s version %u is newer than this build's version %u: run the same "
-              "mcpnet on every host",
-              what, version, MCP_WIRE_VERSION);
+    mcp_text_errf(err, errlen,
+                  "mcpnet %s version %u is newer than this build's version %u: run the same "
+                  "mcpnet on every host",
+                  what, version, MCP_WIRE_VERSION);
     return -EPROTONOSUPPORT;
   }
   if (version == 0) {
-    wire_errf(err, errlen, "mcpnet %s version 0 is invalid (this build speaks %u)", what, MCP_WIRE_VERSION);
+    mcp_text_errf(err, errlen, "mcpnet %s version 0 is invalid (this build speaks %u)", what,
+                  MCP_WIRE_VERSION);
     return -EBADMSG;
   }
   return 0;
@@ -421,13 +412,13 @@ int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_heade
   if (rc != 0)
     return rc;
   if (hdr->type == 0 || hdr->type > wire_type_max(hdr->version)) {
-    wire_errf(err, errlen, "unknown frame type %u (version %u knows 1..%u)", hdr->type, hdr->version,
-              wire_type_max(hdr->version));
+    mcp_text_errf(err, errlen, "unknown frame type %u (version %u knows 1..%u)", hdr->type, hdr->version,
+                  wire_type_max(hdr->version));
     return -EBADMSG;
   }
   if (hdr->length > MCP_WIRE_MAX_PAYLOAD) {
-    wire_errf(err, errlen, "%s frame announces %u payload bytes, more than the limit of %u",
-              mcp_wire_type_name(hdr->type), hdr->length, MCP_WIRE_MAX_PAYLOAD);
+    mcp_text_errf(err, errlen, "%s frame announces %u payload bytes, more than the limit of %u",
+                  mcp_wire_type_name(hdr->type), hdr->length, MCP_WIRE_MAX_PAYLOAD);
     return -EBADMSG;
   }
   return 0;
@@ -444,8 +435,8 @@ int mcp_wire_frame_len(const uint8_t *buf, size_t have, size_t *len, char *err, 
                         (uint8_t)(MCP_WIRE_MAGIC >> 16), (uint8_t)(MCP_WIRE_MAGIC >> 24)};
 
     if (memcmp(buf, magic, have < 4 ? have : 4) != 0) {
-      wire_errf(err, errlen, "not an mcpnet frame (the first bytes are not the magic 0x%08x)",
-                MCP_WIRE_MAGIC);
+      mcp_text_errf(err, errlen, "not an mcpnet frame (the first bytes are not the magic 0x%08x)",
+                    MCP_WIRE_MAGIC);
       return -1;
     }
     return 0;
@@ -506,12 +497,12 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
 {
   const struct mcp_wire_fingerprint *fp = &ep->fp;
 
-#define WIRE_RANGE(cond, fmt, val)                  \
-  do {                                              \
-    if (!(cond)) {                                  \
-      wire_errf(err, errlen, fmt, (unsigned)(val)); \
-      return -EINVAL;                               \
-    }                                               \
+#define WIRE_RANGE(cond, fmt, val)                      \
+  do {                                                  \
+    if (!(cond)) {                                      \
+      mcp_text_errf(err, errlen, fmt, (unsigned)(val)); \
+      return -EINVAL;                                   \
+    }                                                   \
   } while (0)
   WIRE_RANGE(ep->link_layer == MCP_WIRE_LINK_IB || ep->link_layer == MCP_WIRE_LINK_ETHERNET,
              "link layer %u is neither 1 (InfiniBand) nor 2 (Ethernet)", ep->link_layer);
@@ -541,15 +532,15 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
     if (k > 0)
       snprintf(who, sizeof(who), "member %u ", k);
     if (!wire_str_ok(mb.dev_name, MCP_WIRE_DEVNAME_MAX) || mb.dev_name[0] == '\0') {
-      wire_errf(err, errlen, "%sdevice name is empty or longer than %d bytes", who, MCP_WIRE_DEVNAME_MAX);
+      mcp_text_errf(err, errlen, "%sdevice name is empty or longer than %d bytes", who, MCP_WIRE_DEVNAME_MAX);
       return -EINVAL;
     }
     if (mb.port < 1) {
-      wire_errf(err, errlen, "%sport %u is not >= 1", k > 0 ? "member " : "", mb.port);
+      mcp_text_errf(err, errlen, "%sport %u is not >= 1", k > 0 ? "member " : "", mb.port);
       return -EINVAL;
     }
     if (mb.active_mtu < 1 || mb.active_mtu > 5) {
-      wire_errf(err, errlen, "%sactive MTU enum %u is not 1..5", k > 0 ? "member " : "", mb.active_mtu);
+      mcp_text_errf(err, errlen, "%sactive MTU enum %u is not 1..5", k > 0 ? "member " : "", mb.active_mtu);
       return -EINVAL;
     }
   }
@@ -705,7 +696,7 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
   case MCP_WIRE_HELLO:
     if (!wire_str_ok(m->u.hello.hostname, MCP_WIRE_HOSTNAME_MAX) ||
         !wire_str_ok(m->u.hello.plugin_version, MCP_WIRE_VERSTR_MAX)) {
-      wire_errf(err, errlen, "HELLO host name or plugin version string is not terminated");
+      mcp_text_errf(err, errlen, "HELLO host name or plugin version string is not terminated");
       return -EINVAL;
     }
     return 0;
@@ -713,14 +704,15 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
   case MCP_WIRE_CONN_ACK: return mcp_wire_endpoint_check(&m->u.conn_ack, err, errlen);
   case MCP_WIRE_CONN_REJECT:
     if (!wire_str_ok(m->u.reject.reason, MCP_WIRE_REASON_MAX)) {
-      wire_errf(err, errlen, "CONN_REJECT reason is not terminated");
+      mcp_text_errf(err, errlen, "CONN_REJECT reason is not terminated");
       return -EINVAL;
     }
     return 0;
   case MCP_WIRE_RECOVER:
     if (m->u.recover.round == 0 ||
         (m->u.recover.step != MCP_WIRE_RECOVER_QPS && m->u.recover.step != MCP_WIRE_RECOVER_READY)) {
-      wire_errf(err, errlen, "RECOVER round %u step %u is invalid", m->u.recover.round, m->u.recover.step);
+      mcp_text_errf(err, errlen, "RECOVER round %u step %u is invalid", m->u.recover.round,
+                    m->u.recover.step);
       return -EINVAL;
     }
     return mcp_wire_endpoint_check(&m->u.recover.ep, err, errlen);
@@ -728,7 +720,7 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
   case MCP_WIRE_CLOSE:
   case MCP_WIRE_PING:
   case MCP_WIRE_PONG: return 0;
-  default: wire_errf(err, errlen, "cannot encode unknown frame type %u", m->type); return -EINVAL;
+  default: mcp_text_errf(err, errlen, "cannot encode unknown frame type %u", m->type); return -EINVAL;
   }
 }
 
@@ -795,13 +787,13 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   fused = wire_msg_ndevs(m) > 1;
   version = m->version != 0 ? m->version : fused ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1;
   if (version > MCP_WIRE_VERSION || m->type > wire_type_max(version)) {
-    wire_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type),
-              version);
+    mcp_text_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type),
+                  version);
     return -EINVAL;
   }
   if (fused && version < MCP_WIRE_VERSION_FUSION) {
-    wire_errf(err, errlen, "a %s frame of a fused endpoint (%u members) needs version %d, not %u",
-              mcp_wire_type_name(m->type), wire_msg_ndevs(m), MCP_WIRE_VERSION_FUSION, version);
+    mcp_text_errf(err, errlen, "a %s frame of a fused endpoint (%u members) needs version %d, not %u",
+                  mcp_wire_type_name(m->type), wire_msg_ndevs(m), MCP_WIRE_VERSION_FUSION, version);
     return -EINVAL;
   }
   wire_wr_u32(&w, MCP_WIRE_MAGIC);
@@ -811,13 +803,14 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   wire_wr_u32(&w, m->stream_id);
   wire_wr_payload(&w, m, version);
   if (w.overflow) {
-    wire_errf(err, errlen, "%zu-byte buffer is too small for a %s frame", cap, mcp_wire_type_name(m->type));
+    mcp_text_errf(err, errlen, "%zu-byte buffer is too small for a %s frame", cap,
+                  mcp_wire_type_name(m->type));
     return -ENOBUFS;
   }
   payload = w.off - MCP_WIRE_HDR_SIZE;
   if (payload > MCP_WIRE_MAX_PAYLOAD) {
-    wire_errf(err, errlen, "%s payload of %zu bytes exceeds the frame limit", mcp_wire_type_name(m->type),
-              payload);
+    mcp_text_errf(err, errlen, "%s payload of %zu bytes exceeds the frame limit", mcp_wire_type_name(m->type),
+                  payload);
     return -EINVAL;
   }
   patch = (struct wire_wr){.p = buf, .cap = cap, .off = 8};
@@ -880,8 +873,8 @@ int mcp_wire_decode(const uint8_t *buf, size_t len, struct mcp_wire_msg *m, char
   if (rc != 0)
     return rc;
   if (len != MCP_WIRE_HDR_SIZE + (size_t)hdr.length) {
-    wire_errf(err, errlen, "%s frame announces %u payload bytes but %zu are present",
-              mcp_wire_type_name(hdr.type), hdr.length, len - MCP_WIRE_HDR_SIZE);
+    mcp_text_errf(err, errlen, "%s frame announces %u payload bytes but %zu are present",
+                  mcp_wire_type_name(hdr.type), hdr.length, len - MCP_WIRE_HDR_SIZE);
     return -EBADMSG;
   }
   m->version = hdr.version;

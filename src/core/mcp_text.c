@@ -1,8 +1,11 @@
 /*
  * mcp_text.c - the white-space trim every text reader in mcpnet shares (see text.h).
- * Kept apart from the parsers so that they cannot drift on what a space is.
+ * Kept apart from the parsers so that they cannot drift on what a space is. Also the
+ * error-buffer writer that decoders and the doctor share instead of each their own.
  */
 #include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mcpnet/text.h"
@@ -26,4 +29,15 @@ char *mcp_trim_inplace(char *s)
   mcp_trim_span(&p, &n);
   s[(p - s) + n] = '\0';
   return s + (p - s);
+}
+
+void mcp_text_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+  va_list ap;
+
+  if (err == NULL || errlen == 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
 }

@@ -14,7 +14,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +21,7 @@
 #include "doctor_rankmap.h"
 #include "mcpnet/fabric_topo.h"
 #include "mcpnet/rankmap.h"
+#include "mcpnet/text.h"
 
 #define RM_MAX_GPUS 64
 #define RM_MAX_PORTS 64
@@ -45,17 +45,6 @@ struct rm_port {
   char link[16]; /* link_layer: a fused device must have one */
   int load;      /* ranks placed on it */
 };
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-  va_list ap;
-
-  if (err == NULL || errlen == 0)
-    return;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
 
 /* Splits a resolved sysfs path into host bridge and BDF components. 0, or -1 when the
  * path is not below devices/pci*. */
@@ -294,10 +283,11 @@ static int visible_gpus(const char *cvd, int ngpu, int *rank_gpu, FILE *out, cha
     while (*c == ' ')
       c++;
     if (strncmp(c, "GPU-", 4) == 0 || strncmp(c, "MIG-", 4) == 0) {
-      set_err(err, errlen,
-              "CUDA_VISIBLE_DEVICES='%s' names GPUs by UUID, which sysfs does not show: give the map for "
-              "indexes (run without CUDA_VISIBLE_DEVICES, or with the indexes nvidia-smi -L prints)",
-              cvd);
+      mcp_text_errf(
+        err, errlen,
+        "CUDA_VISIBLE_DEVICES='%s' names GPUs by UUID, which sysfs does not show: give the map for "
+        "indexes (run without CUDA_VISIBLE_DEVICES, or with the indexes nvidia-smi -L prints)",
+        cvd);
       return -EINVAL;
     }
     v = strtol(c, &end, 10);
@@ -401,20 +391,21 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
   ngpu = find_gpus(sysfs_root, gpu, RM_MAX_GPUS);
   nport = find_ports(sysfs_root, port, RM_MAX_PORTS, out);
   if (ngpu == 0) {
-    set_err(err, errlen, "no NVIDIA GPU (PCI vendor 0x10de, class 0x0300 or 0x0302) under %s/bus/pci/devices",
-            sysfs_root);
+    mcp_text_errf(err, errlen,
+                  "no NVIDIA GPU (PCI vendor 0x10de, class 0x0300 or 0x0302) under %s/bus/pci/devices",
+                  sysfs_root);
     return -ENODEV;
   }
   if (nport == 0) {
-    set_err(err, errlen, "no ACTIVE port of an RDMA device with a PCI node under %s/class/infiniband",
-            sysfs_root);
+    mcp_text_errf(err, errlen, "no ACTIVE port of an RDMA device with a PCI node under %s/class/infiniband",
+                  sysfs_root);
     return -ENODEV;
   }
   nrank = visible_gpus(cuda_visible, ngpu, rank_gpu, out, err, errlen);
   if (nrank < 0)
     return nrank;
   if (nrank == 0) {
-    set_err(err, errlen, "CUDA_VISIBLE_DEVICES='%s' leaves no GPU visible", cuda_visible);
+    mcp_text_errf(err, errlen, "CUDA_VISIBLE_DEVICES='%s' leaves no GPU visible", cuda_visible);
     return -ENODEV;
   }
 
@@ -446,7 +437,7 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
     if (r < nrank && strcmp(target[r], target[lo]) == 0)
       continue;
     if ((rc = append_entry(map, maplen, &used, lo, r - 1, target[lo])) != 0) {
-      set_err(err, errlen, "the map does not fit in %zu bytes", maplen);
+      mcp_text_errf(err, errlen, "the map does not fit in %zu bytes", maplen);
       return rc;
     }
     lo = r;
