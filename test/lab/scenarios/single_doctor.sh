@@ -15,16 +15,6 @@ cd "$MCPNET_BUILD_DIR"
 doctor=$PWD/bin/mcpnet-doctor
 export NCCL_NET=MCP NCCL_NET_PLUGIN=mcp LD_LIBRARY_PATH=$PWD/plugin
 
-expect() {
-  grep -Eq -- "$2" "$1" && { lab_log "ok: $3"; return 0; }
-  cat "$1" >&2
-  lab_fail "$3: no line of $1 matches /$2/"
-}
-refute() {
-  grep -Eq -- "$2" "$1" || return 0
-  cat "$1" >&2
-  lab_fail "$3: a line of $1 matches /$2/"
-}
 # run NAME WANT_STATUS [VAR=VALUE...] [-- ARGS...]: the doctor in a fresh process (under
 # $wrap when set); its report in /tmp/NAME.out, the exit status checked.
 run() {
@@ -44,23 +34,23 @@ run() {
 # 1. Healthy.
 run healthy 0
 cat /tmp/healthy.out
-expect /tmp/healthy.out '^  \[ OK \] rxe0 port 1: ACTIVE, Ethernet' "healthy: rxe0's port is OK"
-expect /tmp/healthy.out '^  \[ OK \] this process \(no local rank\) uses rxe0 port 1 \(GID 1 127\.0\.0\.1' "healthy: the selection uses rxe0's IPv4 GID"
-expect /tmp/healthy.out '^  \[ OK \] locked-memory limit \(ulimit -l\): unlimited' "healthy: memlock OK"
-expect /tmp/healthy.out '^  \[ OK \] NCCL_NET=MCP' "healthy: NCCL_NET OK"
-expect /tmp/healthy.out '^  \[ OK \] NCCL_NET_PLUGIN=mcp: libnccl-net-mcp.so loads' "healthy: the plugin loads by NCCL's name"
-refute /tmp/healthy.out '^  \[FAIL\]' "healthy: nothing FAILs"
-expect /tmp/healthy.out '^[0-9]+ OK, [0-9]+ WARN, 0 FAIL: exit status 0$' "healthy: the last line counts"
+lab_grep '^  \[ OK \] rxe0 port 1: ACTIVE, Ethernet' /tmp/healthy.out "healthy: rxe0's port is OK"
+lab_grep '^  \[ OK \] this process \(no local rank\) uses rxe0 port 1 \(GID 1 127\.0\.0\.1' /tmp/healthy.out "healthy: the selection uses rxe0's IPv4 GID"
+lab_grep '^  \[ OK \] locked-memory limit \(ulimit -l\): unlimited' /tmp/healthy.out "healthy: memlock OK"
+lab_grep '^  \[ OK \] NCCL_NET=MCP' /tmp/healthy.out "healthy: NCCL_NET OK"
+lab_grep '^  \[ OK \] NCCL_NET_PLUGIN=mcp: libnccl-net-mcp.so loads' /tmp/healthy.out "healthy: the plugin loads by NCCL's name"
+lab_refute '^  \[FAIL\]' /tmp/healthy.out "healthy: nothing FAILs"
+lab_grep '^[0-9]+ OK, [0-9]+ WARN, 0 FAIL: exit status 0$' /tmp/healthy.out "healthy: the last line counts"
 
 # 2. A port that is down: rxeD on a dummy netdev that was never brought up.
 ip link add dummy0 type dummy
 rdma link add rxeD type rxe netdev dummy0
 run down 0
-expect /tmp/down.out '^  \[WARN\] rxeD port 1 is DOWN \(physical state [A-Za-z]+\): mcpnet does not use it' "down: rxeD's port is a WARN"
-expect /tmp/down.out '^         fix: bring the link up \(ip link set dummy0 up' "down: the remedy names the netdev"
-expect /tmp/down.out '^    not rxeD:1: port state is DOWN' "down: the selection says why rxeD is left out"
+lab_grep '^  \[WARN\] rxeD port 1 is DOWN \(physical state [A-Za-z]+\): mcpnet does not use it' /tmp/down.out "down: rxeD's port is a WARN"
+lab_grep '^         fix: bring the link up \(ip link set dummy0 up' /tmp/down.out "down: the remedy names the netdev"
+lab_grep '^    not rxeD:1: port state is DOWN' /tmp/down.out "down: the selection says why rxeD is left out"
 run down-asked 1 NCCL_IB_HCA==rxeD
-expect /tmp/down-asked.out '^  \[FAIL\] this process \(no local rank\): mcpnet.s init would fail: .*rxeD' "down: asking for rxeD with NCCL_IB_HCA FAILs"
+lab_grep '^  \[FAIL\] this process \(no local rank\): mcpnet.s init would fail: .*rxeD' /tmp/down-asked.out "down: asking for rxeD with NCCL_IB_HCA FAILs"
 
 # 3. A device of another network namespace (a container's neighbour on a shared HCA).
 lab_netns_rxe B eth0 rxeB 10.77.0.1/24
@@ -69,34 +59,34 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 run netns 0
-expect /tmp/netns.out '^  \[WARN\] rxeB port 1: its GIDs \(netdev eth0\) belong to another network namespace' "netns: rxeB is foreign here"
-expect /tmp/netns.out '^      GID [0-9]+ +10\.77\.0\.1 +RoCE v2 +eth0 +another namespace$' "netns: its GID is listed as another namespace's"
-expect /tmp/netns.out '^  \[ OK \] this process \(no local rank\) uses rxe0 port 1 ' "netns: the selection still uses rxe0"
+lab_grep '^  \[WARN\] rxeB port 1: its GIDs \(netdev eth0\) belong to another network namespace' /tmp/netns.out "netns: rxeB is foreign here"
+lab_grep '^      GID [0-9]+ +10\.77\.0\.1 +RoCE v2 +eth0 +another namespace$' /tmp/netns.out "netns: its GID is listed as another namespace's"
+lab_grep '^  \[ OK \] this process \(no local rank\) uses rxe0 port 1 ' /tmp/netns.out "netns: the selection still uses rxe0"
 set +e
 ip netns exec B "$doctor" > /tmp/in-B.out 2>&1
 rc=$?
 set -e
 [ $rc = 0 ] || { cat /tmp/in-B.out; lab_fail "the doctor inside namespace B exits $rc"; }
-expect /tmp/in-B.out '^  \[ OK \] this process \(no local rank\) uses rxeB port 1 \(GID [0-9]+ 10\.77\.0\.1' "netns: inside B the selection uses rxeB"
-expect /tmp/in-B.out '^  \[WARN\] rxe0 port 1: its GIDs \(netdev lo\) belong to another network namespace' "netns: inside B, rxe0 is the foreign one"
-expect /tmp/in-B.out '^  \[ OK \] out-of-band channel: eth0 10\.77\.0\.1' "netns: inside B the out-of-band channel is B's eth0"
+lab_grep '^  \[ OK \] this process \(no local rank\) uses rxeB port 1 \(GID [0-9]+ 10\.77\.0\.1' /tmp/in-B.out "netns: inside B the selection uses rxeB"
+lab_grep '^  \[WARN\] rxe0 port 1: its GIDs \(netdev lo\) belong to another network namespace' /tmp/in-B.out "netns: inside B, rxe0 is the foreign one"
+lab_grep '^  \[ OK \] out-of-band channel: eth0 10\.77\.0\.1' /tmp/in-B.out "netns: inside B the out-of-band channel is B's eth0"
 # Per local rank: the rank map's entries each get the plugin's own selection.
 run rankmap 1 'MCPNET_RANK_MAP=0-1=rxe0;2=rxeB'
-expect /tmp/rankmap.out '^  \[ OK \] local ranks 0-1 use rxe0 port 1 ' "rank map: ranks 0-1 use rxe0"
-expect /tmp/rankmap.out '^  \[FAIL\] local rank 2: mcpnet.s init would fail: rxeB port 1: no usable GID' "rank map: rank 2's rxeB is unusable here, a FAIL"
+lab_grep '^  \[ OK \] local ranks 0-1 use rxe0 port 1 ' /tmp/rankmap.out "rank map: ranks 0-1 use rxe0"
+lab_grep '^  \[FAIL\] local rank 2: mcpnet.s init would fail: rxeB port 1: no usable GID' /tmp/rankmap.out "rank map: rank 2's rxeB is unusable here, a FAIL"
 
 # 4. The locked-memory limit.
 # (ulimit applies to the subshell only; root's CAP_IPC_LOCK still lets it pin memory)
 ( ulimit -l 1024; run memlock-cap 0 )
-expect /tmp/memlock-cap.out '^  \[WARN\] locked-memory limit \(ulimit -l\) is 1 MiB, below 64 MiB; registration works here only because this process has CAP_IPC_LOCK' "memlock: 1 MiB with CAP_IPC_LOCK is a WARN"
+lab_grep '^  \[WARN\] locked-memory limit \(ulimit -l\) is 1 MiB, below 64 MiB; registration works here only because this process has CAP_IPC_LOCK' /tmp/memlock-cap.out "memlock: 1 MiB with CAP_IPC_LOCK is a WARN"
 ( ulimit -l 1024; wrap="setpriv --bounding-set=-ipc_lock --inh-caps=-ipc_lock" run memlock 1 )
-expect /tmp/memlock.out '^  \[FAIL\] locked-memory limit \(ulimit -l\) is 1 MiB, below 64 MiB: registering NCCL.s buffers fails' "memlock: 1 MiB without CAP_IPC_LOCK FAILs"
-expect /tmp/memlock.out '^         fix: ulimit -l unlimited' "memlock: the remedy says ulimit -l unlimited"
+lab_grep '^  \[FAIL\] locked-memory limit \(ulimit -l\) is 1 MiB, below 64 MiB: registering NCCL.s buffers fails' /tmp/memlock.out "memlock: 1 MiB without CAP_IPC_LOCK FAILs"
+lab_grep '^         fix: ulimit -l unlimited' /tmp/memlock.out "memlock: the remedy says ulimit -l unlimited"
 
 # 5. An invalid value.
 run invalid 1 NCCL_IB_TIMEOUT=40
-expect /tmp/invalid.out '^  \[FAIL\] .*NCCL_IB_TIMEOUT.*40' "invalid: NCCL_IB_TIMEOUT=40 FAILs naming the value"
-expect /tmp/invalid.out '^  NCCL_IB_TIMEOUT +20 +environment, REFUSED: the default applies' "invalid: the table shows the refusal"
+lab_grep '^  \[FAIL\] .*NCCL_IB_TIMEOUT.*40' /tmp/invalid.out "invalid: NCCL_IB_TIMEOUT=40 FAILs naming the value"
+lab_grep '^  NCCL_IB_TIMEOUT +20 +environment, REFUSED: the default applies' /tmp/invalid.out "invalid: the table shows the refusal"
 
 # 6. --json: the same report as the text (the down device asked for: WARNs and a FAIL).
 run json-text 1 NCCL_IB_HCA==rxeD

@@ -18,16 +18,6 @@ export NCCL_NET=MCP NCCL_NET_PLUGIN=mcp LD_LIBRARY_PATH=$PWD/plugin
 export MCPNET_CONNECT_TIMEOUT=6
 common=(--fleet --nodes 3 --port 18650 --wait 180 --timeout 12 --size 65536)
 
-expect() {
-  grep -Eq -- "$2" "$1" && { lab_log "ok: $3"; return 0; }
-  cat "$1" >&2
-  lab_fail "$3: no line of $1 matches /$2/"
-}
-refute() {
-  grep -Eq -- "$2" "$1" || return 0
-  cat "$1" >&2
-  lab_fail "$3: a line of $1 matches /$2/"
-}
 # fleet ROUND "ARGS0" "ARGS1" "ARGS2" [ENV2...]: node 0 first (it listens), then nodes 1
 # and 2 toward 127.0.0.1; node 2 runs under the extra environment. Output in
 # /tmp/ROUND.N.out, exit status in /tmp/ROUND.N.rc.
@@ -70,12 +60,12 @@ status healthy.0 0
 status healthy.1 0
 status healthy.2 0
 t=/tmp/healthy.0.out
-expect $t '^Fleet: 3 of 3 nodes reported to node 0; 3 pairs checked through the plugin on 1 rail, 0 failed$' "healthy: 3 pairs checked, none failed"
+lab_grep '^Fleet: 3 of 3 nodes reported to node 0; 3 pairs checked through the plugin on 1 rail, 0 failed$' $t "healthy: 3 pairs checked, none failed"
 for r in 0 1 2; do
-  expect $t "^$r +[^ ]+ +[^ ]+ +healthy +-$" "healthy: node $r's row is healthy"
+  lab_grep "^$r +[^ ]+ +[^ ]+ +healthy +-$" $t "healthy: node $r's row is healthy"
 done
-expect $t '^fleet: 3 nodes, 0 with problems$' "healthy: the last line counts no problems"
-expect /tmp/healthy.1.out '^fleet: node 1 \(.*\): healthy \(node 0 checked 3 nodes\)$' "healthy: node 1 got its verdict"
+lab_grep '^fleet: 3 nodes, 0 with problems$' $t "healthy: the last line counts no problems"
+lab_grep '^fleet: node 1 \(.*\): healthy \(node 0 checked 3 nodes\)$' /tmp/healthy.1.out "healthy: node 1 got its verdict"
 
 # Round 2: node 2's plugin cannot be loaded.
 fleet plugin "" "" "--plugin /nonexistent/libnccl-net-mcp.so"
@@ -83,12 +73,12 @@ status plugin.0 1
 status plugin.1 0
 status plugin.2 1
 t=/tmp/plugin.0.out
-expect $t '^2 +[^ ]+ +[^ ]+ +PROBLEMS +its own check: plugin /nonexistent/libnccl-net-mcp\.so: cannot load the plugin' "plugin: node 2 named for its plugin"
-expect $t '^Fleet: 3 of 3 nodes reported to node 0; 1 pair checked through the plugin on 1 rail, 0 failed$' "plugin: nodes 0 and 1 still checked together"
-expect $t '^0 +[^ ]+ +[^ ]+ +healthy +-$' "plugin: node 0 healthy"
-expect $t '^1 +[^ ]+ +[^ ]+ +healthy +-$' "plugin: node 1 healthy"
-expect $t '^fleet: 3 nodes, 1 with problems$' "plugin: one node with problems"
-expect /tmp/plugin.2.out '^  its own check: plugin /nonexistent/libnccl-net-mcp\.so: cannot load' "plugin: node 2 prints why it is named"
+lab_grep '^2 +[^ ]+ +[^ ]+ +PROBLEMS +its own check: plugin /nonexistent/libnccl-net-mcp\.so: cannot load the plugin' $t "plugin: node 2 named for its plugin"
+lab_grep '^Fleet: 3 of 3 nodes reported to node 0; 1 pair checked through the plugin on 1 rail, 0 failed$' $t "plugin: nodes 0 and 1 still checked together"
+lab_grep '^0 +[^ ]+ +[^ ]+ +healthy +-$' $t "plugin: node 0 healthy"
+lab_grep '^1 +[^ ]+ +[^ ]+ +healthy +-$' $t "plugin: node 1 healthy"
+lab_grep '^fleet: 3 nodes, 1 with problems$' $t "plugin: one node with problems"
+lab_grep '^  its own check: plugin /nonexistent/libnccl-net-mcp\.so: cannot load' /tmp/plugin.2.out "plugin: node 2 prints why it is named"
 
 # Round 3: node 2's out-of-band ports dropped (nodes 0 and 1 use another range).
 nft add table inet fleet
@@ -117,5 +107,5 @@ assert doc["with_problems"] == 1 and doc["exit"] == 1, doc
 print("json ok: node 2 named: " + probs[0])
 EOF
 lab_log "ok: blocked: node 2 named for both pairs, nodes 0 and 1 healthy"
-expect /tmp/blocked.2.out '^  to node 0 \(rail 0\): connect: ' "blocked: node 2 prints the failed pair with node 0"
-refute /tmp/blocked.1.out 'PROBLEMS' "blocked: node 1 is not named"
+lab_grep '^  to node 0 \(rail 0\): connect: ' /tmp/blocked.2.out "blocked: node 2 prints the failed pair with node 0"
+lab_refute 'PROBLEMS' /tmp/blocked.1.out "blocked: node 1 is not named"

@@ -20,17 +20,6 @@ cd "$MCPNET_BUILD_DIR"
 probe=bin/mcp-netns-probe
 doctor=$PWD/bin/mcpnet-doctor
 
-expect() {
-  grep -Eq -- "$2" "$1" && { lab_log "ok: $3"; return 0; }
-  cat "$1" >&2
-  lab_fail "$3: no line of $1 matches /$2/"
-}
-refute() {
-  grep -Eq -- "$2" "$1" || return 0
-  cat "$1" >&2
-  lab_fail "$3: a line of $1 matches /$2/"
-}
-
 # host_dev DUMMY ADDR RXE: the host's netdev with its own address and an rxe on it.
 host_dev() {
   ip link add "$1" type dummy || lab_fail "ip link add $1 type dummy"
@@ -80,30 +69,30 @@ pod_probe() {
   local ns=$1 dev=$2 addr=$3 out=/tmp/probe-$1.out a
   shift 3
   local re=${addr//./\\.}
-  expect "$out" "^$dev/1 netlink netdev \"\"$" "$ns: netlink names no netdev for $dev's port"
-  expect "$out" "^$dev/1 gid [0-9]+ $re RoCE v2 ndev \"eth0\" ours=1 up=1$" "$ns: $dev's GID of $addr on eth0 is ours"
-  expect "$out" "^$dev/1 choice GID [0-9]+ $re \\(automatic" "$ns: the automatic choice on $dev is $addr"
+  lab_grep "^$dev/1 netlink netdev \"\"$" "$out" "$ns: netlink names no netdev for $dev's port"
+  lab_grep "^$dev/1 gid [0-9]+ $re RoCE v2 ndev \"eth0\" ours=1 up=1$" "$out" "$ns: $dev's GID of $addr on eth0 is ours"
+  lab_grep "^$dev/1 choice GID [0-9]+ $re \\(automatic" "$out" "$ns: the automatic choice on $dev is $addr"
   for a in "$@"; do
     re=${a//./\\.}
-    expect "$out" "^$dev/1 gid [0-9]+ $re RoCE v2 ndev \"[a-z0-9]+\" ours=0 up=0$" "$ns: $dev's GID of $a is listed, not ours"
-    refute "$out" "^$dev/1 gid [0-9]+ $re .* ours=1" "$ns: $dev's GID of $a is never ours"
+    lab_grep "^$dev/1 gid [0-9]+ $re RoCE v2 ndev \"[a-z0-9]+\" ours=0 up=0$" "$out" "$ns: $dev's GID of $a is listed, not ours"
+    lab_refute "^$dev/1 gid [0-9]+ $re .* ours=1" "$out" "$ns: $dev's GID of $a is never ours"
   done
 }
 pod_probe P1 rxeH 10.97.0.11 10.97.0.1 10.97.0.12
 pod_probe P2 rxeH 10.97.0.12 10.97.0.1 10.97.0.11
 pod_probe P3 rxeI 10.97.1.13 10.97.1.1
-expect /tmp/probe-P1.out '^rxeH/1 gid [0-9]+ 10\.97\.0\.12 RoCE v2 ndev "eth0" ours=0' "P1: P2's GID is labelled eth0 too"
+lab_grep '^rxeH/1 gid [0-9]+ 10\.97\.0\.12 RoCE v2 ndev "eth0" ours=0' /tmp/probe-P1.out "P1: P2's GID is labelled eth0 too"
 for ns in P1 P2; do
-  expect "/tmp/probe-$ns.out" '^rxeI/1 choice none: ' "$ns: rxeI (P3's ipvlan parent) has no GID of ours"
-  expect "/tmp/probe-$ns.out" '^rxe0/1 choice none: ' "$ns: rxe0 on the host's lo has no GID of ours"
+  lab_grep '^rxeI/1 choice none: ' "/tmp/probe-$ns.out" "$ns: rxeI (P3's ipvlan parent) has no GID of ours"
+  lab_grep '^rxe0/1 choice none: ' "/tmp/probe-$ns.out" "$ns: rxe0 on the host's lo has no GID of ours"
 done
-expect /tmp/probe-P3.out '^rxeH/1 choice none: ' "P3: rxeH has no GID of ours"
-expect /tmp/probe-P3.out '^rxe0/1 choice none: ' "P3: rxe0 on the host's lo has no GID of ours"
+lab_grep '^rxeH/1 choice none: ' /tmp/probe-P3.out "P3: rxeH has no GID of ours"
+lab_grep '^rxe0/1 choice none: ' /tmp/probe-P3.out "P3: rxe0 on the host's lo has no GID of ours"
 
 # The host's view is unchanged: netlink names hostd0, and the host uses its own address.
 "$probe" > /tmp/probe-host.out
-expect /tmp/probe-host.out '^rxeH/1 netlink netdev "hostd0"$' "host: netlink names rxeH's netdev hostd0"
-expect /tmp/probe-host.out '^rxeH/1 choice GID [0-9]+ 10\.97\.0\.1 ' "host: rxeH's choice is the host's address"
+lab_grep '^rxeH/1 netlink netdev "hostd0"$' /tmp/probe-host.out "host: netlink names rxeH's netdev hostd0"
+lab_grep '^rxeH/1 choice GID [0-9]+ 10\.97\.0\.1 ' /tmp/probe-host.out "host: rxeH's choice is the host's address"
 
 # The plugin's discovery in each pod: its device, with its own address's GID.
 # plugin_in NS DEV ADDR
@@ -112,17 +101,17 @@ plugin_in() {
   MCP_DRIVE_VERBOSE=1 ip netns exec "$ns" timeout 120 bin/mcp-conformance --plugin plugin/libnccl-net-mcp.so \
     self props > "/tmp/plugin-$ns.out" 2> "$out" || { cat "/tmp/plugin-$ns.out" "$out"; lab_fail "plugin in $ns"; }
   grep -E 'GID|netdev|devices' "$out" || true
-  expect "$out" "$dev port 1: the port's netdev is in another network namespace; [12] of its [0-9]+ GIDs are ours" \
+  lab_grep "$dev port 1: the port's netdev is in another network namespace; [12] of its [0-9]+ GIDs are ours" "$out" \
     "$ns: the plugin decides $dev's GIDs one by one and finds its own (its address and its link-local one)"
-  expect "$out" "$dev port 1: GID [0-9]+ $re \\(RoCE v2, netdev eth0\\)" "$ns: the plugin uses $dev's GID of $3"
+  lab_grep "$dev port 1: GID [0-9]+ $re \\(RoCE v2, netdev eth0\\)" "$out" "$ns: the plugin uses $dev's GID of $3"
 }
 plugin_in P1 rxeH 10.97.0.11
-refute /tmp/plugin-P1.err 'port 1: GID [0-9]+ 10\.97\.0\.(1|12) ' "P1: the plugin never uses the host's or P2's GID"
-refute /tmp/plugin-P1.err '(rxeI|rxe0) port 1: GID' "P1: the plugin uses no GID on rxeI or rxe0"
+lab_refute 'port 1: GID [0-9]+ 10\.97\.0\.(1|12) ' /tmp/plugin-P1.err "P1: the plugin never uses the host's or P2's GID"
+lab_refute '(rxeI|rxe0) port 1: GID' /tmp/plugin-P1.err "P1: the plugin uses no GID on rxeI or rxe0"
 plugin_in P2 rxeH 10.97.0.12
-refute /tmp/plugin-P2.err 'port 1: GID [0-9]+ 10\.97\.0\.(1|11) ' "P2: the plugin never uses the host's or P1's GID"
+lab_refute 'port 1: GID [0-9]+ 10\.97\.0\.(1|11) ' /tmp/plugin-P2.err "P2: the plugin never uses the host's or P1's GID"
 plugin_in P3 rxeI 10.97.1.13
-refute /tmp/plugin-P3.err '(rxeH|rxe0) port 1: GID' "P3: the plugin uses no GID on rxeH or rxe0"
+lab_refute '(rxeH|rxe0) port 1: GID' /tmp/plugin-P3.err "P3: the plugin uses no GID on rxeH or rxe0"
 
 # The doctor in each pod reports the same choice, and lists only its own GID as ours.
 for ns in P1 P2 P3; do
@@ -133,11 +122,11 @@ for ns in P1 P2 P3; do
   echo "---- doctor in $ns"
   cat "/tmp/doctor-$ns.out"
 done
-expect /tmp/doctor-P1.out 'uses rxeH port 1 \(GID [0-9]+ 10\.97\.0\.11, RoCE v2, netdev eth0\)' "P1: the doctor's selection is rxeH with 10.97.0.11"
-expect /tmp/doctor-P2.out 'uses rxeH port 1 \(GID [0-9]+ 10\.97\.0\.12, RoCE v2, netdev eth0\)' "P2: the doctor's selection is rxeH with 10.97.0.12"
-expect /tmp/doctor-P3.out 'uses rxeI port 1 \(GID [0-9]+ 10\.97\.1\.13, RoCE v2, netdev eth0\)' "P3: the doctor's selection is rxeI with 10.97.1.13"
-expect /tmp/doctor-P1.out '^    port 1: .*netdev not in this namespace; ours: GIDs on eth0 \(stacked on it here\)' "P1: the doctor says rxeH's port is ours through eth0"
-expect /tmp/doctor-P1.out 'GID [0-9]+ +10\.97\.0\.11 .*this namespace' "P1: the doctor lists 10.97.0.11 as this namespace's"
-refute /tmp/doctor-P1.out 'GID [0-9]+ +10\.97\.0\.12 .*this namespace' "P1: the doctor never lists P2's GID as this namespace's"
-refute /tmp/doctor-P1.out 'GID [0-9]+ +10\.97\.0\.1 .*this namespace' "P1: the doctor never lists the host's GID as this namespace's"
+lab_grep 'uses rxeH port 1 \(GID [0-9]+ 10\.97\.0\.11, RoCE v2, netdev eth0\)' /tmp/doctor-P1.out "P1: the doctor's selection is rxeH with 10.97.0.11"
+lab_grep 'uses rxeH port 1 \(GID [0-9]+ 10\.97\.0\.12, RoCE v2, netdev eth0\)' /tmp/doctor-P2.out "P2: the doctor's selection is rxeH with 10.97.0.12"
+lab_grep 'uses rxeI port 1 \(GID [0-9]+ 10\.97\.1\.13, RoCE v2, netdev eth0\)' /tmp/doctor-P3.out "P3: the doctor's selection is rxeI with 10.97.1.13"
+lab_grep '^    port 1: .*netdev not in this namespace; ours: GIDs on eth0 \(stacked on it here\)' /tmp/doctor-P1.out "P1: the doctor says rxeH's port is ours through eth0"
+lab_grep 'GID [0-9]+ +10\.97\.0\.11 .*this namespace' /tmp/doctor-P1.out "P1: the doctor lists 10.97.0.11 as this namespace's"
+lab_refute 'GID [0-9]+ +10\.97\.0\.12 .*this namespace' /tmp/doctor-P1.out "P1: the doctor never lists P2's GID as this namespace's"
+lab_refute 'GID [0-9]+ +10\.97\.0\.1 .*this namespace' /tmp/doctor-P1.out "P1: the doctor never lists the host's GID as this namespace's"
 lab_log "ok: each pod uses its own address's GID on the shared device"
