@@ -250,8 +250,8 @@ static void busy_report(const char *when, int open, int msgs, const struct busy_
 {
   printf("scale: busy: %s (%d %s open): %d messages of %d B in %.3f s, %.0f msg/s; calls %.2f per "
          "message, %ld found their work unfinished\n",
-         when, open, open == 1 ? "pair" : "pairs", msgs, BUSY_SIZE, st->secs, st->secs > 0 ? msgs / st->secs : 0.0,
-         (double)st->calls / msgs, st->misses);
+         when, open, open == 1 ? "pair" : "pairs", msgs, BUSY_SIZE, st->secs,
+         st->secs > 0 ? msgs / st->secs : 0.0, (double)st->calls / msgs, st->misses);
   fflush(stdout);
 }
 
@@ -287,8 +287,9 @@ int main(int argc, char **argv)
     }
   }
   if (n < 1 || msgs < 1 || busy_msgs < 0 || (busy_msgs > 0 && n < 2)) {
-    fprintf(stderr, "mcp-scale: --pairs and --msgs must be at least 1, --busy-msgs at least 0 (and then "
-                    "--pairs at least 2)\n");
+    fprintf(stderr,
+            "mcp-scale: --pairs and --msgs must be at least 1, --busy-msgs at least 0 (and then "
+            "--pairs at least 2)\n");
     return 2;
   }
   sc = calloc((size_t)n, sizeof(*sc));
@@ -479,7 +480,8 @@ int main(int argc, char **argv)
     double alone = (busy[0].secs + busy[2].secs) / 2;
 
     if (busy[0].bad + busy[1].bad + busy[2].bad > 0) {
-      printf("scale: FAIL: busy pair: %ld message(s) arrived wrong\n", busy[0].bad + busy[1].bad + busy[2].bad);
+      printf("scale: FAIL: busy pair: %ld message(s) arrived wrong\n",
+             busy[0].bad + busy[1].bad + busy[2].bad);
       return 1;
     }
     printf("scale: busy: %d verified messages per run; with %d pairs open the busy pair ran at %.2f times "
