@@ -1,7 +1,7 @@
 /*
  * mcp_scale.c - what N comm pairs cost, for the scale scenario (issue 16).
  *
- *   mcp-scale [--plugin SO] [--pairs N] [--msgs M]
+ *   mcp-scale [--plugin SO] [--pairs N] [--msgs M] [--busy-msgs M [--busy-cost]]
  *
  * A rank of a large job holds thousands of comms, so their memory per comm matters as
  * much as their speed. This program loads the plugin as NCCL does (mcp_drive), listens
@@ -16,16 +16,38 @@
  * and to close. Buffers are allocated and touched before the first figure, so they are
  * not counted. Exit 0 only when every pair opened, moved its data intact and closed;
  * "scale: ok" then ends the output.
+ *
+ * With --busy-msgs M it also asks whether idle comms slow a busy one (a rank holds
+ * thousands of comms, few of them busy at a time): M messages of 8 B on pair 0 with
+ * receives posted ahead, once while pair 0 is the only one open, once with all N open
+ * (after their data moved) and once more after the other N-1 closed, so the second
+ * figure is bracketed by two of the first in the same process. It prints messages/s
+ * and the calls each run made. With --busy-cost every call is made only once its work
+ * is done (as mcpnet-bench --cpu-cost does), so that under callgrind, collecting in
+ * drv_isend/drv_irecv/drv_test, each run's dump (CALLGRIND_DUMP_STATS_AT "busy ...")
+ * holds the plugin's instructions for exactly M messages.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <time.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#endif
+#endif
+#ifndef CALLGRIND_DUMP_STATS_AT
+#define CALLGRIND_DUMP_STATS_AT(what) ((void)(what)) /* no valgrind headers: no dumps */
+#endif
 
 #include "mcp_drive.h"
 
 #define SIZE_BIG 4096
 #define SIZE_SMALL 8
+#define BUSY_DEPTH 8 /* receives posted ahead on the busy pair, as NCCL's steps allow */
+#define BUSY_SIZE 8
+#define BUSY_MAX_SETTLE_NS 20000000L
 
 static long status_kib(const char *path, const char *key)
 {
@@ -108,16 +130,144 @@ static void report(const char *what, const struct snap *a, const struct snap *b,
          (double)(b->avail - a->avail) / n, b->fds - a->fds);
 }
 
+/* What one busy run did: calls made, and those that found their work unfinished (a
+ * NULL request, or test not done). */
+struct busy_stats {
+  double secs;
+  long calls, misses, bad;
+};
+
+/* --busy-cost: wait before a call until its work is surely done; a miss doubles the wait. */
+static void busy_settle(long *settle_ns, int missed)
+{
+  struct timespec ts;
+
+  if (missed && *settle_ns < BUSY_MAX_SETTLE_NS)
+    *settle_ns *= 2;
+  ts.tv_sec = 0;
+  ts.tv_nsec = *settle_ns;
+  nanosleep(&ts, NULL);
+}
+
+/* M messages of 8 B on one pair, BUSY_DEPTH receives posted ahead, every byte checked.
+ * Streaming (cost 0): post and test as fast as the calls allow, for messages/s. Cost 1:
+ * one message at a time, each call made once its work is done. -1 on a plugin error. */
+static int busy_run(struct mcp_drive *d, void *sc, void *rc, void *smh, void *rmh, uint8_t *sb, uint8_t *rb,
+                    int msgs, int cost, struct busy_stats *st)
+{
+  void *rreq[BUSY_DEPTH], *sreq[BUSY_DEPTH];
+  int rdone[BUSY_DEPTH], sdone[BUSY_DEPTH];
+  int posted = 0, sent = 0, done = 0, tag = 7, j;
+  long settle_ns = 200000;
+  double t0 = drv_now();
+
+  memset(st, 0, sizeof(*st));
+  while (done < msgs) {
+    int k, missed = 0;
+
+    /* Receives ahead: in cost mode only as the previous message finishes, as NCCL does. */
+    while (posted < msgs && posted - done < BUSY_DEPTH) {
+      void *data = rb + (size_t)(posted % BUSY_DEPTH) * BUSY_SIZE, *req = NULL;
+      size_t size = BUSY_SIZE;
+
+      st->calls++;
+      if (drv_irecv(d, rc, 1, &data, &size, &tag, &rmh, &req) != ncclSuccess)
+        return -1;
+      if (req == NULL) {
+        st->misses++;
+        break;
+      }
+      rreq[posted % BUSY_DEPTH] = req;
+      rdone[posted % BUSY_DEPTH] = 0;
+      posted++;
+    }
+    while (sent < posted && (!cost || sent == done)) {
+      uint8_t *s = sb + (size_t)(sent % BUSY_DEPTH) * BUSY_SIZE;
+      void *req = NULL;
+
+      for (j = 0; j < BUSY_SIZE; j++)
+        s[j] = pattern(-1, sent, (size_t)j);
+      if (cost)
+        busy_settle(&settle_ns, 0); /* the clear-to-send is in */
+      st->calls++;
+      if (drv_isend(d, sc, s, BUSY_SIZE, tag, smh, &req) != ncclSuccess)
+        return -1;
+      if (req == NULL) {
+        st->misses++;
+        missed = 1;
+        break;
+      }
+      sreq[sent % BUSY_DEPTH] = req;
+      sdone[sent % BUSY_DEPTH] = 0;
+      sent++;
+    }
+    if (done == sent) {
+      if (cost)
+        busy_settle(&settle_ns, missed);
+      continue;
+    }
+    k = done % BUSY_DEPTH;
+    if (cost)
+      busy_settle(&settle_ns, missed); /* the data landed and was acknowledged */
+    if (!rdone[k]) {
+      int got = -1;
+
+      st->calls++;
+      if (drv_test(d, rreq[k], &rdone[k], &got) != ncclSuccess)
+        return -1;
+      if (!rdone[k])
+        st->misses++;
+      else if (got != BUSY_SIZE)
+        st->bad++;
+    }
+    if (rdone[k] && !sdone[k]) {
+      int sz = -1;
+
+      st->calls++;
+      if (drv_test(d, sreq[k], &sdone[k], &sz) != ncclSuccess)
+        return -1;
+      if (!sdone[k])
+        st->misses++;
+    }
+    if (rdone[k] && sdone[k]) {
+      const uint8_t *r = rb + (size_t)k * BUSY_SIZE;
+
+      for (j = 0; j < BUSY_SIZE; j++)
+        if (r[j] != pattern(-1, done, (size_t)j)) {
+          st->bad++;
+          break;
+        }
+      done++;
+    } else if (cost && settle_ns < BUSY_MAX_SETTLE_NS) {
+      settle_ns *= 2;
+    }
+  }
+  st->secs = drv_now() - t0;
+  return 0;
+}
+
+static void busy_report(const char *when, int open, int msgs, const struct busy_stats *st)
+{
+  printf("scale: busy: %s (%d %s open): %d messages of %d B in %.3f s, %.0f msg/s; calls %.2f per "
+         "message, %ld found their work unfinished\n",
+         when, open, open == 1 ? "pair" : "pairs", msgs, BUSY_SIZE, st->secs,
+         st->secs > 0 ? msgs / st->secs : 0.0, (double)st->calls / msgs, st->misses);
+  fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
   const char *plugin = "libnccl-net-mcp.so";
-  int n = 256, msgs = 2, i, m, ndev = 0, bad = 0;
+  int n = 256, msgs = 2, i, m, ndev = 0, bad = 0, busy_msgs = 0, busy_cost = 0, j;
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   struct mcp_drive drv;
   void *lc = NULL, **sc, **rc, **smh, **rmh;
   uint8_t *sbuf, *rbuf;
   struct snap s0, s1, s2, s3;
   double t0, t_open, t_data, t_close, deadline;
+  struct busy_stats busy[3];
+  void *bsmh = NULL, *brmh = NULL;
+  uint8_t *bsbuf = NULL, *brbuf = NULL;
 
   for (i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
@@ -126,13 +276,20 @@ int main(int argc, char **argv)
       n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--msgs") && i + 1 < argc)
       msgs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--busy-msgs") && i + 1 < argc)
+      busy_msgs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--busy-cost"))
+      busy_cost = 1;
     else {
-      fprintf(stderr, "usage: %s [--plugin SO] [--pairs N] [--msgs M]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--plugin SO] [--pairs N] [--msgs M] [--busy-msgs M [--busy-cost]]\n",
+              argv[0]);
       return 2;
     }
   }
-  if (n < 1 || msgs < 1) {
-    fprintf(stderr, "mcp-scale: --pairs and --msgs must be at least 1\n");
+  if (n < 1 || msgs < 1 || busy_msgs < 0 || (busy_msgs > 0 && n < 2)) {
+    fprintf(stderr,
+            "mcp-scale: --pairs and --msgs must be at least 1, --busy-msgs at least 0 (and then "
+            "--pairs at least 2)\n");
     return 2;
   }
   sc = calloc((size_t)n, sizeof(*sc));
@@ -147,6 +304,16 @@ int main(int argc, char **argv)
   }
   memset(sbuf, 0, (size_t)n * SIZE_BIG);
   memset(rbuf, 0, (size_t)n * SIZE_BIG);
+  if (busy_msgs > 0) {
+    bsbuf = aligned_alloc(4096, 4096);
+    brbuf = aligned_alloc(4096, 4096);
+    if (bsbuf == NULL || brbuf == NULL) {
+      printf("scale: FAIL: no memory for the busy pair's buffers\n");
+      return 1;
+    }
+    memset(bsbuf, 0, 4096);
+    memset(brbuf, 0, 4096);
+  }
   if (drv_open(&drv, plugin, 11) != 0 || drv_init(&drv) != ncclSuccess ||
       drv_devices(&drv, &ndev) != ncclSuccess || ndev < 1) {
     printf("scale: FAIL: plugin init\n");
@@ -159,10 +326,29 @@ int main(int argc, char **argv)
   }
   take(&s0);
 
-  /* Open: one pair at a time, connect and accept alternating until both exist. */
+  /* Open: one pair at a time, connect and accept alternating until both exist. With
+   * --busy-msgs, pair 0 first runs alone (its time is not counted as opening). */
   t0 = drv_now();
+  t_open = 0;
   deadline = t0 + 60 + (double)n;
   for (i = 0; i < n; i++) {
+    if (i == 1 && busy_msgs > 0) {
+      t_open += drv_now() - t0;
+      if (drv_regmr(&drv, sc[0], bsbuf, 4096, &bsmh) != ncclSuccess ||
+          drv_regmr(&drv, rc[0], brbuf, 4096, &brmh) != ncclSuccess) {
+        printf("scale: FAIL: regMr of the busy pair's buffers\n");
+        return 1;
+      }
+      CALLGRIND_DUMP_STATS_AT("before busy alone");
+      if (busy_run(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[0]) != 0) {
+        printf("scale: FAIL: busy pair alone: a call returned an error\n");
+        return 1;
+      }
+      CALLGRIND_DUMP_STATS_AT("busy alone");
+      busy_report("alone", 1, busy_msgs, &busy[0]);
+      t0 = drv_now();
+      deadline = t0 + 60 + (double)n;
+    }
     while (sc[i] == NULL || rc[i] == NULL) {
       if ((sc[i] == NULL && drv_connect(&drv, 0, handle, &sc[i]) != ncclSuccess) ||
           (rc[i] == NULL && drv_accept(&drv, lc, &rc[i]) != ncclSuccess)) {
@@ -175,7 +361,7 @@ int main(int argc, char **argv)
       }
     }
   }
-  t_open = drv_now() - t0;
+  t_open += drv_now() - t0;
   take(&s1);
   printf("scale: opened %d pairs in %.2f s (%.2f ms per pair)\n", n, t_open, 1000 * t_open / n);
   fflush(stdout);
@@ -247,22 +433,62 @@ int main(int argc, char **argv)
   report("after open", &s0, &s1, n);
   report("after data", &s0, &s2, n);
   fflush(stdout);
+  if (busy_msgs > 0) {
+    CALLGRIND_DUMP_STATS_AT("before busy among all");
+    if (busy_run(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[1]) != 0) {
+      printf("scale: FAIL: busy pair among %d: a call returned an error\n", n);
+      return 1;
+    }
+    CALLGRIND_DUMP_STATS_AT("busy among all");
+    busy_report("among all", n, busy_msgs, &busy[1]);
+  }
 
-  /* Close: deregister, then every comm, as NCCL does at teardown. */
+  /* Close: deregister, then every comm, as NCCL does at teardown. With --busy-msgs,
+   * pair 0 runs alone once more before it closes (not counted as closing). */
   t0 = drv_now();
-  for (i = 0; i < n; i++) {
+  t_close = 0;
+  for (j = 1; j <= n; j++) {
+    i = j % n; /* pair 0 last */
+    if (i == 0 && busy_msgs > 0) {
+      t_close += drv_now() - t0;
+      CALLGRIND_DUMP_STATS_AT("before busy alone again");
+      if (busy_run(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[2]) != 0) {
+        printf("scale: FAIL: busy pair alone again: a call returned an error\n");
+        return 1;
+      }
+      CALLGRIND_DUMP_STATS_AT("busy alone again");
+      busy_report("alone again", 1, busy_msgs, &busy[2]);
+      t0 = drv_now();
+      if (drv_deregmr(&drv, sc[0], bsmh) != ncclSuccess || drv_deregmr(&drv, rc[0], brmh) != ncclSuccess) {
+        printf("scale: FAIL: deregMr of the busy pair's buffers\n");
+        return 1;
+      }
+    }
     if (drv_deregmr(&drv, sc[i], smh[i]) != ncclSuccess || drv_deregmr(&drv, rc[i], rmh[i]) != ncclSuccess ||
         drv_close_send(&drv, sc[i]) != ncclSuccess || drv_close_recv(&drv, rc[i]) != ncclSuccess) {
       printf("scale: FAIL: closing pair %d returned an error\n", i);
       return 1;
     }
   }
-  t_close = drv_now() - t0;
+  t_close += drv_now() - t0;
   take(&s3);
   printf("scale: closed %d pairs in %.2f s (%.2f ms per pair)\n", n, t_close, 1000 * t_close / n);
   report("left after close", &s0, &s3, n);
   drv_close_listen(&drv, lc);
   drv_finalize(&drv);
+  if (busy_msgs > 0) {
+    double alone = (busy[0].secs + busy[2].secs) / 2;
+
+    if (busy[0].bad + busy[1].bad + busy[2].bad > 0) {
+      printf("scale: FAIL: busy pair: %ld message(s) arrived wrong\n",
+             busy[0].bad + busy[1].bad + busy[2].bad);
+      return 1;
+    }
+    printf("scale: busy: %d verified messages per run; with %d pairs open the busy pair ran at %.2f times "
+           "its rate alone (mean of the two runs alone), calls per message %.2f vs %.2f\n",
+           busy_msgs, n, busy[1].secs > 0 ? alone / busy[1].secs : 0.0, (double)busy[1].calls / busy_msgs,
+           (double)(busy[0].calls + busy[2].calls) / 2 / busy_msgs);
+  }
   printf("scale: ok: %d pairs opened, moved verified data and closed\n", n);
   return 0;
 }

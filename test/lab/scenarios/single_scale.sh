@@ -5,7 +5,11 @@
 # MemAvailable), file descriptors and open/close times. Asserted: every pair opened,
 # moved its data intact and closed, and the file descriptors do not grow with the
 # pairs. Memory and time are printed, not asserted (an emulated, shared lab); the guest
-# has 3 GiB so that 1024 pairs fit even at today's cost.
+# has 3 GiB so that 1024 pairs fit even at today's cost. The 1024 run also moves 3000
+# verified 8 B messages on pair 0 alone, among all 1024, and alone again (--busy-msgs):
+# asserted is that every run moved its data; the rate among 1024 idle pairs relative to
+# alone is printed, not asserted (issue 16's target is within 10%; a shared, emulated lab
+# cannot hold a rate to 10%).
 set -euo pipefail
 . "$LAB_LIB"
 ulimit -l unlimited
@@ -15,8 +19,10 @@ export NCCL_DEBUG=WARN
 for n in 256 1024; do
   out=/tmp/scale.$n.out
   rc=0
+  busy=()
+  [ "$n" = 1024 ] && busy=(--busy-msgs 3000)
   timeout 400 "$LAB_BIN/mcp-scale" --plugin "$MCPNET_BUILD_DIR/plugin/libnccl-net-mcp.so" --pairs "$n" --msgs 2 \
-    > "$out" 2> "/tmp/scale.$n.err" || rc=$?
+    "${busy[@]}" > "$out" 2> "/tmp/scale.$n.err" || rc=$?
   cat "$out"
   if [ "$rc" != 0 ]; then
     grep -E 'WARN' "/tmp/scale.$n.err" | head -20 || true
@@ -30,4 +36,11 @@ for n in 256 1024; do
   # poll set): at most a handful more for N pairs.
   fds=$(sed -n 's/^scale: memory after open:.*fds +\([0-9]*\)$/\1/p' "$out")
   lab_check "$n pairs add at most 16 file descriptors (added ${fds:-?})" test "${fds:-999}" -le 16
+  if [ ${#busy[@]} -gt 0 ]; then
+    for when in alone "among all" "alone again"; do
+      lab_grep "^scale: busy: $when [(][0-9]+ pairs? open[)]: 3000 messages" "$out" "busy pair: 3000 messages, $when"
+    done
+    lab_grep "^scale: busy: 3000 verified messages per run; with $n pairs open" "$out" \
+      "busy pair: every message verified, rate among $n idle pairs reported"
+  fi
 done
