@@ -41,7 +41,8 @@ if [ -z "${LAB_LIB:-}" ]; then # on the host: boot the lab and come back in the 
   if [ -n "${MCPNET_REF_PLUGIN:-}" ]; then
     [ -f "$MCPNET_REF_PLUGIN" ] || { echo "bench-targets: no file $MCPNET_REF_PLUGIN" >&2; exit 2; }
     mkdir -p "$build/lab/ref"
-    cp "$MCPNET_REF_PLUGIN" "$build/lab/ref/libnccl-net-ref.so" || exit 2
+    # A new file, not an overwrite: a guest of another run may have the old one mapped.
+    cp "$MCPNET_REF_PLUGIN" "$build/lab/ref/.ref.tmp" && mv "$build/lab/ref/.ref.tmp" "$build/lab/ref/libnccl-net-ref.so" || exit 2
     args=(--ref "$build/lab/ref/libnccl-net-ref.so")
   fi
   MCPNET_BUILD_DIR=$build exec "$here/lab" --pin-vcpus --mem "${BENCH_TARGETS_MEM:-4096}" \
