@@ -68,5 +68,7 @@ grep -q '^| 8 B | 13.0 | 10.0 | 20.0 | 1.30 | 0.65 |$' "$d/targets.md" ||
   { echo "check-bench-summary: FAIL: targets.md lacks the 8 B latency row"; cat "$d/targets.md"; fail=1; }
 grep -q '^| 1024 | mcpnet | 10.00 | 1.20 | 180 | 250 |$' "$d/targets.md" ||
   { echo "check-bench-summary: FAIL: targets.md lacks mcpnet's 1024-pair row"; cat "$d/targets.md"; fail=1; }
+grep -q '^Hold (4 of 11): latency 8 B / ib_write_lat; bandwidth / ib_write_bw, 16 KiB-4 MiB; 8 connections' "$d/targets.md" ||
+  { echo "check-bench-summary: FAIL: targets.md does not say which targets hold"; cat "$d/targets.md"; fail=1; }
 [ $fail = 0 ] || { echo "$out"; exit 1; }
 echo "check-bench-summary: every verdict and row as its figures earn"
