@@ -81,6 +81,8 @@ part bw || bw_rounds=0 conn_rounds=0
 mcp_so=$MCPNET_BUILD_DIR/plugin/libnccl-net-mcp.so
 # The summary finds the reference's object in callgrind's output by this name.
 [ -z "$ref" ] || basename "$ref" > "$out/ref.txt"
+# What was measured: the README block names this revision.
+"$bench" --version > "$out/version.txt" 2>&1
 export NCCL_DEBUG=WARN
 echo "bench-targets: reference plugin: ${ref:-none}; scale pairs: $scale_pairs; rounds: latency $rounds," \
   "bandwidth $bw_rounds, connections $conn_rounds"
