@@ -1,18 +1,92 @@
-# bench-targets.sh - the measurement behind the lab table in docs/benchmarking.md (issue #6's targets).
-# Not a test: it asserts no speed. Run it in the single lab with the vCPUs pinned:
+# bench-targets.sh - the measurement behind the README's benchmark section and the lab
+# table in docs/benchmarking.md (issue #16's targets). Not a test: it asserts no speed,
+# it prints each target with its figure, its spread and PASS or MISS.
 #
-#   test/lab/lab --pin-vcpus --deadline 2400 --name targets single -- bash test/lab/bench-targets.sh
+# On the host (builds nothing; build first):
 #
-# Two mcpnet-bench processes pinned to the guest's two CPUs (perftest inherits the
-# pins), rxe0 on lo, --compare. Each configuration runs as 3 fresh process pairs x 3
-# interleaved runs, so a point's median is over 9 samples; then 1 against 8
-# connections, alternating, 5 pairs x 3 runs each; then instructions per message.
-# Results (tables, JSON per invocation) land in /run/lab, i.e. the run's folder.
+#   MCPNET_REF_PLUGIN=/path/to/libnccl-net.so test/lab/bench-targets.sh \
+#     [--scale "256 1024 4096"] [--bw-rounds N] [--quick] [--parts "lat bw cpu pkts scale busy"]
+#
+# boots the single lab with the vCPUs pinned and runs itself in the guest. The optional
+# reference plugin (the Mellanox/NVIDIA IB plugin, built outside this repository; never
+# shipped or run in CI) is copied into the build tree first, so the guest sees it
+# wherever it was built. Inside a lab guest it can also be run directly:
+#
+#   test/lab/lab --pin-vcpus --mem 4096 --deadline 7200 --name targets single -- \
+#     bash test/lab/bench-targets.sh [--ref PLUGIN.so] [--scale "256 1024"]
+#
+# What it runs, in one boot (rxe0 on lo; two mcpnet-bench processes pinned to the
+# guest's two CPUs, perftest inheriting the pins):
+# - latency 8 B..2 KiB: mcpnet with ib_write_lat (--compare) and the reference plugin
+#   (--plugin), alternating, 3 fresh process pairs x 3 interleaved runs each;
+# - bandwidth 16 KiB..4 MiB against ib_write_bw, plain and --nccl-steps; 1 against 8
+#   connections, alternating;
+# - instructions per message (mcpnet-cpu-cost -b 8) for mcpnet and the reference;
+# - packets per message from rxe's hw_counters (sent_pkts before and after, two message
+#   counts, the difference of differences so connection setup cancels) for mcpnet, the
+#   reference and ib_write_lat; work requests and completions are derived from those
+#   packets and each one's known protocol (said so in the output: nothing counts WRs);
+# - scale: bin/mcp-scale at each --scale pair count for mcpnet and the reference
+#   (open and close time, resident KiB per pair, the guest's MemAvailable per pair);
+# - many idle comms + one busy: run when bin/mcp-scale has a busy mode (busy_run below).
+# Results land in /run/lab (the run's folder on the host): every JSON and text output,
+# summary.txt and targets.md (the README block; scripts/update-bench-readme puts it in).
 set -uo pipefail
+
+if [ -z "${LAB_LIB:-}" ]; then # on the host: boot the lab and come back in the guest
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  repo=$(cd "$here/../.." && pwd)
+  build=$(cd "${MCPNET_BUILD_DIR:-$repo/build}" && pwd) || exit 2
+  args=()
+  if [ -n "${MCPNET_REF_PLUGIN:-}" ]; then
+    [ -f "$MCPNET_REF_PLUGIN" ] || { echo "bench-targets: no file $MCPNET_REF_PLUGIN" >&2; exit 2; }
+    mkdir -p "$build/lab/ref"
+    # A new file, not an overwrite: a guest of another run may have the old one mapped.
+    cp "$MCPNET_REF_PLUGIN" "$build/lab/ref/.ref.tmp" && mv "$build/lab/ref/.ref.tmp" "$build/lab/ref/libnccl-net-ref.so" || exit 2
+    args=(--ref "$build/lab/ref/libnccl-net-ref.so")
+  fi
+  MCPNET_BUILD_DIR=$build exec "$here/lab" --pin-vcpus --mem "${BENCH_TARGETS_MEM:-4096}" \
+    --deadline "${BENCH_TARGETS_DEADLINE:-7200}" --name "${BENCH_TARGETS_NAME:-targets}" single -- \
+    bash "$here/bench-targets.sh" "${args[@]}" "$@"
+fi
+
 . "$LAB_LIB"
 ulimit -l unlimited
+ulimit -n 65536
 bench=$LAB_BIN/mcpnet-bench
 out=/run/lab
+ref=
+scale_pairs="256 1024"
+# Fresh process pairs per configuration: latency (mcpnet, ib_write_lat, the reference),
+# bandwidth (plain and --nccl-steps) and 1 against 8 connections. On a loaded host a
+# full run takes an hour or more; --bw-rounds 1 halves it, --quick is a smoke run.
+rounds=3 bw_rounds=3 conn_rounds=5
+# --parts: which measurements to run (default all); e.g. "scale" alone in a second boot
+# (BENCH_TARGETS_NAME=scale names its run folder) when one boot cannot hold everything.
+parts=" lat bw cpu pkts scale busy "
+while [ $# -gt 0 ]; do
+  case $1 in
+    --ref) ref=$2; shift 2 ;;
+    --scale) scale_pairs=$2; shift 2 ;;
+    --bw-rounds) bw_rounds=$2; conn_rounds=$2; shift 2 ;;
+    --quick) rounds=1 bw_rounds=1 conn_rounds=1; shift ;;
+    --parts) parts=" $2 "; shift 2 ;;
+    *) lab_fail "bench-targets: unknown argument $1" ;;
+  esac
+done
+part() { [[ $parts == *" $1 "* ]]; }
+part lat || rounds=0
+part bw || bw_rounds=0 conn_rounds=0
+[ -z "$ref" ] || [ -f "$ref" ] || lab_fail "no reference plugin at $ref"
+mcp_so=$MCPNET_BUILD_DIR/plugin/libnccl-net-mcp.so
+# The summary finds the reference's object in callgrind's output by this name.
+[ -z "$ref" ] || basename "$ref" > "$out/ref.txt"
+# What was measured: the README block names this revision.
+"$bench" --version > "$out/version.txt" 2>&1
+export NCCL_DEBUG=WARN
+echo "bench-targets: reference plugin: ${ref:-none}; scale pairs: $scale_pairs; rounds: latency $rounds," \
+  "bandwidth $bw_rounds, connections $conn_rounds"
+echo "bench-targets: the guest's load and the host's are not controlled: the host runs other work too"
 
 pair() { # pair NAME ARGS...: role a in the background, role b writes the JSON
   local name=$1
@@ -27,50 +101,103 @@ pair() { # pair NAME ARGS...: role a in the background, role b writes the JSON
   grep -E '^ +[0-9]|^# note' "$out/$name.txt"
 }
 
-for i in 1 2 3; do
-  pair "lat_$i" --compare -b 8 -e 2K -f 16 --runs 3 --point-time 0.3
-  pair "plain_$i" --compare -b 16K -e 4M -f 4 --runs 3 --point-time 0.3
-  pair "steps_$i" --compare --nccl-steps -b 16K -e 4M -f 4 --runs 3 --point-time 0.3
+# --- latency and bandwidth, interleaved: each round runs every configuration once
+for i in $(seq "$(( rounds > bw_rounds ? rounds : bw_rounds ))"); do
+  if [ "$i" -le "$rounds" ]; then
+    pair "lat_$i" --compare -b 8 -e 2K -f 16 --runs 3 --point-time 0.3
+    [ -z "$ref" ] || pair "reflat_$i" --plugin "$ref" -b 8 -e 2K -f 16 --runs 3 --point-time 0.3
+  fi
+  if [ "$i" -le "$bw_rounds" ]; then
+    pair "plain_$i" --compare -b 16K -e 4M -f 4 --runs 3 --point-time 0.3
+    pair "steps_$i" --compare --nccl-steps -b 16K -e 4M -f 4 --runs 3 --point-time 0.3
+  fi
 done
-for i in 1 2 3 4 5; do
+for i in $(seq "$conn_rounds"); do
   pair "c1_$i" -b 64K -e 1M -f 16 --runs 3 --point-time 0.3
   pair "c8_$i" --conns 8 -b 64K -e 1M -f 16 --runs 3 --point-time 0.3
 done
 
-python3 - "$out" <<'PY'
-import glob, json, statistics as st, sys
-out = sys.argv[1]
+# --- instructions per message (callgrind; deterministic enough that one run each does)
+if part cpu; then
+(cd /tmp && "$LAB_BIN/mcpnet-cpu-cost" -n 2000 -b 8) > "$out/cpu_mcp.txt" 2>&1 ||
+  echo "bench-targets: mcpnet-cpu-cost failed (see cpu_mcp.txt)"
+cat "$out/cpu_mcp.txt"
+if [ -n "$ref" ]; then
+  (cd /tmp && "$LAB_BIN/mcpnet-cpu-cost" -n 2000 -b 8 -- --plugin "$ref") > "$out/cpu_ref.txt" 2>&1 ||
+    echo "bench-targets: mcpnet-cpu-cost of the reference failed (see cpu_ref.txt)"
+  cat "$out/cpu_ref.txt"
+fi
+fi
 
-def load(prefix):
-    acc = {}
-    for f in sorted(glob.glob(f"{out}/{prefix}_*.json")):
-        for r in json.load(open(f))["results"]:
-            acc.setdefault((r["series"], r["size"]), []).extend(r["samples"])
-    return acc
+# --- packets per message: rxe0 counts both ends' packets (one device on lo)
+hwc=/sys/class/infiniband/rxe0/ports/1/hw_counters
+pkts() { cat "$hwc/sent_pkts" 2> /dev/null || echo -1; }
+# count_msgs TOOL N: send N one-way 8-byte messages with TOOL; prints the packets sent
+count_msgs() {
+  local tool=$1 n=$2 before after port=18777
+  before=$(pkts)
+  case $tool in
+    mcpnet) "$bench" --cpu-cost -n "$n" -b 8 > /dev/null 2>&1 || return 1 ;;
+    ref) "$bench" --cpu-cost -n "$n" -b 8 --plugin "$ref" > /dev/null 2>&1 || return 1 ;;
+    perftest) # one iteration is a round trip: two one-way messages
+      ib_write_lat -d rxe0 -x "$gid" -p $port -s 8 -n $((n / 2)) > /tmp/pt.srv 2>&1 &
+      sleep 2
+      ib_write_lat -d rxe0 -x "$gid" -p $port -s 8 -n $((n / 2)) 127.0.0.1 > /tmp/pt.cli 2>&1 || { wait; return 1; }
+      wait || return 1 ;;
+  esac
+  after=$(pkts)
+  echo $((after - before))
+}
+gid=$(sed -n 's/.*perftest : .*GID index \([0-9]*\).*/\1/p' "$out/lat_1.txt" 2> /dev/null | head -1)
+if [ -z "$gid" ]; then # no latency run in this boot: the IPv4 RoCE v2 GID, as --compare picks it
+  for g in /sys/class/infiniband/rxe0/ports/1/gids/*; do
+    case "$(cat "$g" 2> /dev/null)/$(cat "${g%/gids/*}/gid_attrs/types/${g##*/}" 2> /dev/null)" in
+      0000:0000:0000:0000:0000:ffff:*/"RoCE v2") gid=${g##*/}; break ;;
+    esac
+  done
+fi
+if ! part pkts; then
+  :
+elif [ "$(pkts)" = -1 ]; then
+  echo "packets: rxe0 has no hw_counters/sent_pkts here: not counted" | tee "$out/packets.txt"
+else
+  : > "$out/packets.txt"
+  for tool in mcpnet ${ref:+ref} perftest; do
+    [ "$tool" != perftest ] || [ -n "$gid" ] || { echo "packets: perftest: no GID index found" >> "$out/packets.txt"; continue; }
+    a=$(count_msgs "$tool" 200) && b=$(count_msgs "$tool" 1200) &&
+      echo "packets: $tool $a for 200 messages, $b for 1200" >> "$out/packets.txt" ||
+      echo "packets: $tool: the run failed" >> "$out/packets.txt"
+  done
+  cat "$out/packets.txt"
+fi
 
-def spread(v):
-    m = st.median(v)
-    return (max(v) - min(v)) / m * 100 if m else 0.0
+# --- scale: N comm pairs in one process, each plugin
+scale_run() { # scale_run LABEL PLUGIN N
+  local o="$out/scale_$1_$3.txt" rc=0
+  timeout 900 "$LAB_BIN/mcp-scale" --plugin "$2" --pairs "$3" --msgs 2 > "$o" 2> "/tmp/scale.$1.$3.err" || rc=$?
+  [ $rc = 0 ] || { echo "scale: FAIL: exit $rc" >> "$o"; grep WARN "/tmp/scale.$1.$3.err" | head -5 >> "$o"; }
+  echo "== scale $1 $3 pairs"
+  cat "$o"
+}
+part scale || scale_pairs=
+for n in $scale_pairs; do
+  scale_run mcp "$mcp_so" "$n"
+  [ -z "$ref" ] || scale_run ref "$ref" "$n"
+done
 
-for prefix in ("lat", "plain", "steps"):
-    a = load(prefix)
-    print(f"## {prefix}: medians over all samples; spread = (max - min) / median")
-    print(f"{'size':>9} {'mcp MB/s':>9} {'wr MB/s':>8} {'bw/wr':>6} {'mcp us':>9} {'wr us':>9} {'lat/wr':>6}"
-          f"  samples  spreads: mcp-bw wr-bw mcp-lat wr-lat")
-    for size in sorted({s for (_, s) in a}):
-        mb, wb, ml, wl = (a.get((k, size), []) for k in ("mcpnet-bw", "ib_write_bw", "mcpnet-lat", "ib_write_lat"))
-        if not (mb and wb and ml and wl):
-            print(f"{size:>9} incomplete: {len(mb)} {len(wb)} {len(ml)} {len(wl)} samples")
-            continue
-        print(f"{size:>9} {st.median(mb):9.2f} {st.median(wb):8.2f} {st.median(mb) / st.median(wb):6.3f} "
-              f"{st.median(ml):9.2f} {st.median(wl):9.2f} {st.median(ml) / st.median(wl):6.3f}"
-              f"  {len(mb)}/{len(wb)}      {spread(mb):.0f}% {spread(wb):.0f}% {spread(ml):.0f}% {spread(wl):.0f}%")
-c1, c8 = load("c1"), load("c8")
-print("## connections: aggregate MB/s, medians over all samples")
-for size in sorted({s for (_, s) in c1}):
-    a, b = c1[("mcpnet-bw", size)], c8[("mcpnet-bw", size)]
-    print(f"{size:>9}  1 conn {st.median(a):7.2f} (spread {spread(a):.0f}%)  8 conns {st.median(b):7.2f} "
-          f"(spread {spread(b):.0f}%)  8/1 {st.median(b) / st.median(a):.3f}")
-PY
+# --- many idle comms + one busy. Hook: mcp-scale's busy mode (issue 16) is expected
+# to print "scale: busy:" lines with messages/s and instructions per message for 1 and
+# for N idle comms; until it exists the summary says "not measured".
+busy_run() {
+  if "$LAB_BIN/mcp-scale" --help 2>&1 | grep -q -- '--busy'; then
+    timeout 900 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --busy-msgs 2000 > "$out/busy.txt" 2>&1 ||
+      echo "scale: busy: FAIL" >> "$out/busy.txt"
+  else
+    echo "scale: busy: not measured (bin/mcp-scale has no busy mode at this commit)" > "$out/busy.txt"
+  fi
+  cat "$out/busy.txt"
+}
+! part busy || busy_run
 
-cd /tmp && "$LAB_BIN/mcpnet-cpu-cost" -n 2000
+python3 "$MCPNET_SOURCE_DIR/test/lab/bench-targets-summary.py" "$out" |
+  tee "$out/summary.txt"

@@ -1,0 +1,77 @@
+#!/bin/bash
+# check-bench-summary.sh - test/lab/bench-targets-summary.py turns a run's raw files into
+# issue #16's verdicts: on a made-up run folder whose figures sit on both sides of each
+# goal, every target must get the verdict its figure earns, and the README block the
+# figures. The real run is an hour of emulation; its arithmetic is checked here.
+#   check-bench-summary.sh SOURCE_DIR
+set -euo pipefail
+src=$1
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+lat() { # lat FILE SERIES=SAMPLES...: a bench JSON with 8-byte latency results
+  local f=$1 first=1
+  shift
+  { echo '{"results": ['
+    for kv in "$@"; do
+      [ $first = 1 ] || echo ','
+      first=0
+      echo "{\"series\": \"${kv%%=*}\", \"size\": 8, \"samples\": [${kv#*=}]}"
+    done
+    echo ']}'; } > "$d/$f"
+}
+# mcpnet 13 us against ib_write_lat 10 (1.30: holds) and the IB plugin 20 (0.65: misses)
+lat lat_1.json mcpnet-lat=12,13,14 ib_write_lat=10,10,11
+lat lat_2.json mcpnet-lat=13,13,13 ib_write_lat=9,10,10
+lat reflat_1.json mcpnet-lat=20,20,21
+lat reflat_2.json mcpnet-lat=19,20,20
+# a third pair where mcpnet is 0.55 of the IB plugin: the medians still miss, unsurely
+lat lat_3.json mcpnet-lat=11,11,11 ib_write_lat=10,10,10
+lat reflat_3.json mcpnet-lat=20,20,20
+# bandwidth: plain at 1.00 or above, --nccl-steps 0.99 at one size
+echo '{"results": [{"series": "mcpnet-bw", "size": 16384, "samples": [100]}, {"series": "ib_write_bw", "size": 16384, "samples": [100]}]}' > "$d/plain_1.json"
+echo '{"results": [{"series": "mcpnet-bw", "size": 16384, "samples": [99]}, {"series": "ib_write_bw", "size": 16384, "samples": [100]}]}' > "$d/steps_1.json"
+echo '{"results": [{"series": "mcpnet-bw", "size": 65536, "samples": [100]}]}' > "$d/c1_1.json"
+echo '{"results": [{"series": "mcpnet-bw", "size": 65536, "samples": [96]}]}' > "$d/c8_1.json"
+printf 'cpu-cost: 900 instructions per message (isend + irecv + test, user space), 2000 messages\ncpu-cost:        400  libnccl-net-mcp.so\n' > "$d/cpu_mcp.txt"
+printf 'cpu-cost: 1100 instructions per message (isend + irecv + test, user space), 2000 messages\ncpu-cost:        399  libnccl-net-ref.so\n' > "$d/cpu_ref.txt"
+echo libnccl-net-ref.so > "$d/ref.txt"
+scale() { # scale FILE RSS AVAIL OPEN CLOSE
+  printf 'scale: opened 1024 pairs in %s s (1 ms per pair)\nscale: memory after data: VmRSS +%s KiB per pair (verbs mappings +1.0), MemAvailable -%s KiB per pair, fds +3\nscale: closed 1024 pairs in %s s (1 ms per pair)\nscale: ok: 1024 pairs opened, moved verified data and closed\n' "$4" "$2" "$3" "$5" > "$d/$1"
+}
+scale scale_mcp_1024.txt 180.4 250 10.0 1.20
+scale scale_ref_1024.txt 355.0 400 20.0 1.12
+echo 'packets: mcpnet 500 for 200 messages, 3000 for 1200' > "$d/packets.txt"
+echo 'packets: perftest 400 for 200 messages, 2400 for 1200' >> "$d/packets.txt"
+
+out=$(python3 "$src/test/lab/bench-targets-summary.py" "$d")
+fail=0
+expect() { # expect TARGET-TEXT FIGURE-TEXT VERDICT
+  local line
+  line=$(grep -F -- "$1" <<< "$out" | head -1)
+  if [[ $line != *"$2"* || $line != *" $3" || $line == *"$3 ("* ]]; then
+    echo "check-bench-summary: FAIL: '$1' should show '$2' and end in '$3'; got: ${line:-nothing}"
+    fail=1
+  fi
+}
+expect "latency 8 B / ib_write_lat" "1.30 (13.0 / 10.0 us)" PASS
+expect "latency 8 B / IB plugin" "0.65 (13.0 / 20.0 us)" "MISS (rounds on both sides)"
+expect "bandwidth / ib_write_bw" "lowest 1.00 at 16 KiB" PASS
+expect "bandwidth --nccl-steps" "lowest 0.99 at 16 KiB" MISS
+expect "8 connections / 1" "lowest 0.96 at 64 KiB" PASS
+expect "instructions per message in the plugin" "400 (all user space 900)" PASS
+expect "instructions per message / IB plugin" "1.00 (400 / 399)" MISS
+expect "resident KiB per pair at 1,024 pairs" "180.4" MISS
+expect "resident per pair / IB plugin" "0.51 (355.0 KiB)" MISS
+expect "close 1,024 pairs / IB plugin" "1.07 (1.20 / 1.12 s)" MISS
+expect "1,024 idle + 1 busy" "-" "not measured"
+for p in "mcpnet       2.50 packets" "ib_write_lat 2.00 packets"; do
+  grep -qF "$p" <<< "$out" || { echo "check-bench-summary: FAIL: no line '$p'"; fail=1; }
+done
+grep -q '^| 8 B | 13.0 | 10.0 | 20.0 | 1.30 | 0.65 |$' "$d/targets.md" ||
+  { echo "check-bench-summary: FAIL: targets.md lacks the 8 B latency row"; cat "$d/targets.md"; fail=1; }
+grep -q '^| 1024 | mcpnet | 10.00 | 1.20 | 180 | 250 |$' "$d/targets.md" ||
+  { echo "check-bench-summary: FAIL: targets.md lacks mcpnet's 1024-pair row"; cat "$d/targets.md"; fail=1; }
+grep -q '^Hold (4 of 11): latency 8 B / ib_write_lat; bandwidth / ib_write_bw, 16 KiB-4 MiB; 8 connections' "$d/targets.md" ||
+  { echo "check-bench-summary: FAIL: targets.md does not say which targets hold"; cat "$d/targets.md"; fail=1; }
+[ $fail = 0 ] || { echo "$out"; exit 1; }
+echo "check-bench-summary: every verdict and row as its figures earn"
