@@ -28,7 +28,8 @@
 #   packets and each one's known protocol (said so in the output: nothing counts WRs);
 # - scale: bin/mcp-scale at each --scale pair count for mcpnet and the reference
 #   (open and close time, resident KiB per pair, the guest's MemAvailable per pair);
-# - many idle comms + one busy: run when bin/mcp-scale has a busy mode (busy_run below).
+# - many idle comms + one busy: mcp-scale --busy-msgs, its rate among 1,024 idle pairs
+#   against alone, and its instructions per message under callgrind (busy_run below).
 # Results land in /run/lab (the run's folder on the host): every JSON and text output,
 # summary.txt and targets.md (the README block; scripts/update-bench-readme puts it in).
 set -uo pipefail
@@ -185,15 +186,31 @@ for n in $scale_pairs; do
   [ -z "$ref" ] || scale_run ref "$ref" "$n"
 done
 
-# --- many idle comms + one busy. Hook: mcp-scale's busy mode (issue 16) is expected
-# to print "scale: busy:" lines with messages/s and instructions per message for 1 and
-# for N idle comms; until it exists the summary says "not measured".
+# --- many idle comms + one busy: mcp-scale --busy-msgs moves verified 8 B messages on
+# pair 0 alone, among all 1,024 pairs and alone again, and prints the rate among them
+# relative to alone. Instructions per message: the same under callgrind with
+# --busy-cost (each call made only once its work is done), collecting only inside the
+# data-path calls; mcp-scale dumps callgrind's counts after each run, so the dumps
+# "busy alone" and "busy among all" hold the two runs' instructions.
 busy_run() {
-  if "$LAB_BIN/mcp-scale" --help 2>&1 | grep -q -- '--busy'; then
-    timeout 900 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --busy-msgs 2000 > "$out/busy.txt" 2>&1 ||
-      echo "scale: busy: FAIL" >> "$out/busy.txt"
+  local cg=/tmp/busy-cg dump alone among
+  timeout 1800 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --msgs 2 --busy-msgs 3000 \
+    > "$out/busy.txt" 2>&1 || echo "scale: busy: FAIL (rate run)" >> "$out/busy.txt"
+  rm -rf "$cg" && mkdir -p "$cg"
+  (cd "$cg" && timeout 2400 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=drv_isend \
+    --toggle-collect=drv_irecv --toggle-collect=drv_test "$LAB_BIN/mcp-scale" --plugin "$mcp_so" \
+    --pairs 1024 --msgs 2 --busy-msgs 300 --busy-cost > "$out/busy-cost.txt" 2>&1)
+  # Each dump names its trigger ("desc: Trigger: Client Request: busy alone") and its totals.
+  for dump in "$cg"/callgrind.out.*; do
+    case $(grep -m1 '^desc: Trigger' "$dump") in
+      *"Request: busy alone") alone=$(awk '/^totals:/ { print $2 }' "$dump") ;;
+      *"Request: busy among all") among=$(awk '/^totals:/ { print $2 }' "$dump") ;;
+    esac
+  done
+  if [ -n "${alone:-}" ] && [ -n "${among:-}" ]; then
+    echo "scale: busy: instructions for 300 messages: $alone alone, $among among 1024 pairs" >> "$out/busy.txt"
   else
-    echo "scale: busy: not measured (bin/mcp-scale has no busy mode at this commit)" > "$out/busy.txt"
+    echo "scale: busy: no callgrind counts (see busy-cost.txt)" >> "$out/busy.txt"
   fi
   cat "$out/busy.txt"
 }
