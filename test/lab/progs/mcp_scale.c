@@ -264,7 +264,7 @@ int main(int argc, char **argv)
   void *lc = NULL, **sc, **rc, **smh, **rmh;
   uint8_t *sbuf, *rbuf;
   struct snap s0, s1, s2, s3;
-  double t0, t_open, t_data, t_close, deadline;
+  double t0, t_open, t_data, t_close, deadline, left;
   struct busy_stats busy[3];
   void *bsmh = NULL, *brmh = NULL;
   uint8_t *bsbuf = NULL, *brbuf = NULL;
@@ -349,16 +349,10 @@ int main(int argc, char **argv)
       t0 = drv_now();
       deadline = t0 + 60 + (double)n;
     }
-    while (sc[i] == NULL || rc[i] == NULL) {
-      if ((sc[i] == NULL && drv_connect(&drv, 0, handle, &sc[i]) != ncclSuccess) ||
-          (rc[i] == NULL && drv_accept(&drv, lc, &rc[i]) != ncclSuccess)) {
-        printf("scale: FAIL: connect/accept of pair %d returned an error\n", i);
-        return 1;
-      }
-      if (drv_now() > deadline) {
-        printf("scale: FAIL: pair %d not open in time (%d opened)\n", i, i);
-        return 1;
-      }
+    left = deadline - drv_now();
+    if (drv_connect_pair(&drv, 0, handle, lc, &sc[i], &rc[i], left > 1 ? (int)left : 1, 0) != 0) {
+      printf("scale: FAIL: pair %d not open (%d opened)\n", i, i);
+      return 1;
     }
   }
   t_open += drv_now() - t0;
