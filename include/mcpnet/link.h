@@ -287,6 +287,11 @@ void mcp_recover_poll_stream(struct mcp_link *c);
 /* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
  * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
 void mcp_recover_check_events(struct mcp_link *c);
+/* Tests only: replaces recovery's lookup of our GID's index by address (RDMA netlink,
+ * rtnetlink, sysfs) on a RoCE port; fn gets the device and the index in use and returns
+ * the index found or -1. NULL restores the real lookup. Set it before any comm exists. */
+typedef int (*mcp_recover_gid_lookup_fn)(const struct mcp_net_dev *d, int index_in_use);
+void mcp_recover_test_set_gid_lookup(mcp_recover_gid_lookup_fn fn);
 /* The handler conn registers with fabric for a QP's async event (comm: the QP's context). */
 void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
 /* A failed completion that may mean the peer process died: isend/irecv/test route to

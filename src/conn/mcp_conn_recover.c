@@ -113,6 +113,10 @@ static void rec_fail(struct mcp_link *c, const char *what)
  * flap the kernel may have put it back at another index, and in a pod another
  * namespace's entry may hold the same address on the same port. -1 while it is not
  * (yet) there. */
+static mcp_recover_gid_lookup_fn gid_lookup_hook;
+
+void mcp_recover_test_set_gid_lookup(mcp_recover_gid_lookup_fn fn) { gid_lookup_hook = fn; }
+
 static int gid_find(const struct mcp_link_dev *m)
 {
   const struct mcp_net_dev *d = m->dc->info;
@@ -125,6 +129,8 @@ static int gid_find(const struct mcp_link_dev *m)
 
   if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
     return m->sgid_index; /* InfiniBand: GID 0, routed by LID */
+  if (gid_lookup_hook != NULL)
+    return gid_lookup_hook(d, m->sgid_index);
   memset(&sys, 0, sizeof(sys));
   if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
       (p = mcp_sysfs_port_find(&sys, d->port)) != NULL && p->ngid > 0 &&
