@@ -293,18 +293,19 @@ static void counters_base(struct mcp_link *c)
   for (k = 0; k < c->ndevs; k++) {
     struct mcp_link_dev *m = &c->devs[k];
     const struct mcp_net_dev *d = m->dc->info;
+    /* Read whole on this thread's stack (4.7 KB; a setup thread has megabytes) and kept
+     * trimmed to the counters the port has (a few dozen of the 64 a snapshot holds:
+     * ~1.5 KB per member and comm; mcp_cnt_diff reads only the first n): one allocation.
+     * Not realloc of a whole one: shrinking leaves a 3 KB hole per comm in the setup
+     * threads' arena that the next comm's whole snapshot does not fit. Read once, by the
+     * first walk, before the comm can be diagnosed. */
+    struct mcp_cnt_snapshot full, *kept = NULL;
 
-    /* Read whole, kept trimmed to the counters the port has (a few dozen of the 64 a
-     * snapshot holds: ~1.5 KB, not 4.7, per member and comm; mcp_cnt_diff reads only
-     * the first n). Read once, by the first walk, before the comm can be diagnosed. */
-    struct mcp_cnt_snapshot *full = malloc(sizeof(*full)), *kept = NULL;
-
-    if (full != NULL && mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, full) == 0) {
-      size_t bytes = offsetof(struct mcp_cnt_snapshot, e) + (size_t)full->n * sizeof(full->e[0]);
+    if (mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &full) == 0) {
+      size_t bytes = offsetof(struct mcp_cnt_snapshot, e) + (size_t)full.n * sizeof(full.e[0]);
       if ((kept = malloc(bytes)) != NULL)
-        memcpy(kept, full, bytes);
+        memcpy(kept, &full, bytes);
     }
-    free(full);
     free(m->cnt_base);
     m->cnt_base = kept;
     m->cnt_base_ok = kept != NULL;
