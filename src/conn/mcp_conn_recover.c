@@ -12,8 +12,8 @@
  *     destroy and re-create the QPs, repost receive WRs, reset partial slots,
  *     send RECOVER {round, new QPs, GID, the slots this receiver completed}
  *   on the peer's RECOVER of the same round:
- *     look our GID up again by address among the entries that are ours (the rule
- *     discovery used), RTR/RTS toward the new QPs (setup thread),
+ *     on the setup thread: look our GID up again by address among the entries that
+ *     are ours (the rule discovery used), then RTR/RTS toward the new QPs,
  *     send RECOVER {round, READY}
  *   on our RTS and the peer's READY:
  *     receiver: rewrite the clear-to-send of every slot still waiting;
