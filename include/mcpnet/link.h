@@ -63,7 +63,13 @@ static inline const char *mcp_wr_kind_name(unsigned kind)
   return kind < sizeof(names) / sizeof(names[0]) && names[kind] != NULL ? names[kind] : "data write";
 }
 
-enum { MCP_QP_THREAD_NONE = 0, MCP_QP_THREAD_RUNNING, MCP_QP_THREAD_OK, MCP_QP_THREAD_FAILED };
+enum {
+  MCP_QP_THREAD_NONE = 0,
+  MCP_QP_THREAD_RUNNING,
+  MCP_QP_THREAD_OK,
+  MCP_QP_THREAD_FAILED,
+  MCP_QP_THREAD_NO_GID /* a member's GID is not in its port's table (yet): nothing walked */
+};
 
 /* One RTR/RTS walk on a detached thread (mcp_conn_qp.c). ibv_modify_qp to RTR resolves the
  * peer's neighbour on RoCE and can block while the link is down, so nobody ever joins
@@ -86,6 +92,8 @@ struct mcp_recovery {
   uint32_t round; /* rounds started on this connection */
   uint64_t start_ns, deadline_ns, next_try_ns;
   uint64_t next_gid_ns; /* WAIT_PEER: when to look for our GID again */
+  int gid_missing;      /* this round's last lookup did not find our GID */
+  int gid_probe;        /* NONE: qp_job is a lookup after a GID change event */
   int peer_ready;       /* the peer's CONN_READY of this round arrived */
   int count;            /* recoveries completed */
   char cause[256];
@@ -249,6 +257,15 @@ int mcp_qp_create_qps(struct mcp_link *c);
  * resolution); poll returns 0 while running, 1 when at RTS, -1 on failure. */
 int mcp_qp_connect_start(struct mcp_link *c);
 int mcp_qp_connect_poll(struct mcp_link *c);
+/* Recovery: the same walk, after the thread looked each member's GID up again by address
+ * (mcp_recover_gid_find: netlink and sysfs, which NCCL's thread must not wait for); and
+ * that lookup alone (a GID change event). poll_gid is poll that also hands back the
+ * indices found (gid_index[k] per member, -1: not found), and returns MCP_QP_NO_GID when
+ * one was missing (then nothing was walked). */
+int mcp_qp_connect_start_gid(struct mcp_link *c);
+int mcp_qp_gid_probe_start(struct mcp_link *c);
+#define MCP_QP_NO_GID (-2)
+int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
 int mcp_qp_connect_abandon(struct mcp_link *c);
@@ -287,6 +304,15 @@ void mcp_recover_poll_stream(struct mcp_link *c);
 /* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
  * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
 void mcp_recover_check_events(struct mcp_link *c);
+/* Our GID's index in the current table of d's port, found by address among the entries
+ * that are ours (-1: not there now); index_in_use on InfiniBand. Queries the kernel (RDMA
+ * netlink, rtnetlink, sysfs) and allocates: only on a setup thread, never on NCCL's. */
+int mcp_recover_gid_find(const struct mcp_net_dev *d, struct ibv_context *ctx, int index_in_use);
+/* Tests only: replaces recovery's lookup of our GID's index by address (RDMA netlink,
+ * rtnetlink, sysfs) on a RoCE port; fn gets the device and the index in use and returns
+ * the index found or -1. NULL restores the real lookup. Set it before any comm exists. */
+typedef int (*mcp_recover_gid_lookup_fn)(const struct mcp_net_dev *d, int index_in_use);
+void mcp_recover_test_set_gid_lookup(mcp_recover_gid_lookup_fn fn);
 /* The handler conn registers with fabric for a QP's async event (comm: the QP's context). */
 void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
 /* A failed completion that may mean the peer process died: isend/irecv/test route to

@@ -247,7 +247,10 @@ struct mcp_qp_job {
   int abandoned;      /* set by the comm before it lets go: the QPs are the job's to destroy */
   struct mcp_link *c; /* referenced until the job is freed */
   int nqps, first;
-  int sgid_index[MCP_LINK_MAX_DEVS]; /* each member's, when the walk began */
+  int lookup; /* look each member's GID up first (recovery): it may have moved */
+  int ndevs;
+  struct mcp_devctx *dc[MCP_LINK_MAX_DEVS];
+  int sgid_index[MCP_LINK_MAX_DEVS]; /* each member's: when the job began, or as looked up */
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
   int remote_ndevs;                    /* QP i goes to the peer's member i % remote_ndevs */
@@ -290,18 +293,19 @@ static void counters_base(struct mcp_link *c)
   for (k = 0; k < c->ndevs; k++) {
     struct mcp_link_dev *m = &c->devs[k];
     const struct mcp_net_dev *d = m->dc->info;
+    /* Read whole on this thread's stack (4.7 KB; a setup thread has megabytes) and kept
+     * trimmed to the counters the port has (a few dozen of the 64 a snapshot holds:
+     * ~1.5 KB per member and comm; mcp_cnt_diff reads only the first n): one allocation.
+     * Not realloc of a whole one: shrinking leaves a 3 KB hole per comm in the setup
+     * threads' arena that the next comm's whole snapshot does not fit. Read once, by the
+     * first walk, before the comm can be diagnosed. */
+    struct mcp_cnt_snapshot full, *kept = NULL;
 
-    /* Read whole, kept trimmed to the counters the port has (a few dozen of the 64 a
-     * snapshot holds: ~1.5 KB, not 4.7, per member and comm; mcp_cnt_diff reads only
-     * the first n). Read once, by the first walk, before the comm can be diagnosed. */
-    struct mcp_cnt_snapshot *full = malloc(sizeof(*full)), *kept = NULL;
-
-    if (full != NULL && mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, full) == 0) {
-      size_t bytes = offsetof(struct mcp_cnt_snapshot, e) + (size_t)full->n * sizeof(full->e[0]);
+    if (mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &full) == 0) {
+      size_t bytes = offsetof(struct mcp_cnt_snapshot, e) + (size_t)full.n * sizeof(full.e[0]);
       if ((kept = malloc(bytes)) != NULL)
-        memcpy(kept, full, bytes);
+        memcpy(kept, &full, bytes);
     }
-    free(full);
     free(m->cnt_base);
     m->cnt_base = kept;
     m->cnt_base_ok = kept != NULL;
@@ -311,8 +315,20 @@ static void counters_base(struct mcp_link *c)
 static void *job_main(void *arg)
 {
   struct mcp_qp_job *j = arg;
-  int i, ok = 1;
+  int i, ok = 1, missing = 0;
 
+  /* The lookup queries the kernel (netlink sockets with a receive timeout, sysfs): here,
+   * not on NCCL's thread. The poller reads the indices after the state says done. */
+  for (i = 0; j->lookup && i < j->ndevs; i++) {
+    j->sgid_index[i] = mcp_recover_gid_find(j->dc[i]->info, j->dc[i]->ctx, j->sgid_index[i]);
+    if (j->sgid_index[i] < 0)
+      missing = 1;
+  }
+  if (missing) {
+    atomic_store(&j->state, MCP_QP_THREAD_NO_GID);
+    job_unref(j);
+    return NULL;
+  }
   if (j->first)
     counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
   for (i = 0; i < j->nqps && ok; i++) {
@@ -343,7 +359,8 @@ static void pin_library(void)
              "do not dlclose it before that thread ends");
 }
 
-int mcp_qp_connect_start(struct mcp_link *c)
+/* walk: RTR/RTS of the comm's QPs; lookup: each member's GID first. */
+static int job_start(struct mcp_link *c, int walk, int lookup)
 {
   struct mcp_qp_job *j;
   pthread_attr_t attr;
@@ -358,11 +375,15 @@ int mcp_qp_connect_start(struct mcp_link *c)
   atomic_init(&j->state, MCP_QP_THREAD_RUNNING);
   atomic_init(&j->refs, 2);
   j->c = c;
-  j->nqps = c->nqps;
-  for (i = 0; i < c->ndevs; i++)
+  j->nqps = walk ? c->nqps : 0;
+  j->lookup = lookup;
+  j->ndevs = c->ndevs;
+  for (i = 0; i < c->ndevs; i++) {
+    j->dc[i] = c->devs[i].dc;
     j->sgid_index[i] = c->devs[i].sgid_index;
-  j->first = c->rec.round == 0;
-  for (i = 0; i < c->nqps; i++) {
+  }
+  j->first = walk && c->rec.round == 0;
+  for (i = 0; i < j->nqps; i++) {
     j->qp[i] = c->qp[i];
     j->psn[i] = c->psn[i];
     j->dqpn[i] = c->remote.qps[i].qpn;
@@ -392,19 +413,34 @@ int mcp_qp_connect_start(struct mcp_link *c)
   return 0;
 }
 
-int mcp_qp_connect_poll(struct mcp_link *c)
+int mcp_qp_connect_start(struct mcp_link *c) { return job_start(c, 1, 0); }
+
+int mcp_qp_connect_start_gid(struct mcp_link *c) { return job_start(c, 1, 1); }
+
+int mcp_qp_gid_probe_start(struct mcp_link *c) { return job_start(c, 0, 1); }
+
+int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index)
 {
   struct mcp_qp_job *j = c->qp_job;
-  int st;
+  int k, st;
 
   if (j == NULL)
     return -1;
   st = atomic_load(&j->state);
   if (st == MCP_QP_THREAD_RUNNING)
     return 0;
+  for (k = 0; gid_index != NULL && k < j->ndevs; k++)
+    gid_index[k] = j->sgid_index[k];
   c->qp_job = NULL;
   job_unref(j);
-  return st == MCP_QP_THREAD_OK ? 1 : -1;
+  return st == MCP_QP_THREAD_OK ? 1 : st == MCP_QP_THREAD_NO_GID ? MCP_QP_NO_GID : -1;
+}
+
+int mcp_qp_connect_poll(struct mcp_link *c)
+{
+  int st = mcp_qp_connect_poll_gid(c, NULL);
+
+  return st < 0 ? -1 : st;
 }
 
 int mcp_qp_connect_abandon(struct mcp_link *c)

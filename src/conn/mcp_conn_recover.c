@@ -12,8 +12,8 @@
  *     destroy and re-create the QPs, repost receive WRs, reset partial slots,
  *     send RECOVER {round, new QPs, GID, the slots this receiver completed}
  *   on the peer's RECOVER of the same round:
- *     look our GID up again by address among the entries that are ours (the rule
- *     discovery used), RTR/RTS toward the new QPs (setup thread),
+ *     on the setup thread: look our GID up again by address among the entries that
+ *     are ours (the rule discovery used), then RTR/RTS toward the new QPs,
  *     send RECOVER {round, READY}
  *   on our RTS and the peer's READY:
  *     receiver: rewrite the clear-to-send of every slot still waiting;
@@ -108,14 +108,18 @@ static void rec_fail(struct mcp_link *c, const char *what)
                 down);
 }
 
-/* Our GID's index in the current table of member m's port, found by address among the
- * entries that are ours by the rule discovery used (mcp_netns_port_rows): after a link
- * flap the kernel may have put it back at another index, and in a pod another
- * namespace's entry may hold the same address on the same port. -1 while it is not
- * (yet) there. */
-static int gid_find(const struct mcp_link_dev *m)
+/* Our GID's index in the current table of d's port, found by address among the entries
+ * that are ours by the rule discovery used (mcp_netns_port_rows): after a link flap the
+ * kernel may have put it back at another index, and in a pod another namespace's entry
+ * may hold the same address on the same port. -1 while it is not (yet) there. The
+ * queries (netlink sockets with a receive timeout, sysfs, a table on the heap) run on
+ * a setup thread (mcp_conn_qp.c job_main), never on NCCL's. */
+static mcp_recover_gid_lookup_fn gid_lookup_hook;
+
+void mcp_recover_test_set_gid_lookup(mcp_recover_gid_lookup_fn fn) { gid_lookup_hook = fn; }
+
+int mcp_recover_gid_find(const struct mcp_net_dev *d, struct ibv_context *ctx, int index_in_use)
 {
-  const struct mcp_net_dev *d = m->dc->info;
   struct mcp_sysfs_dev sys;
   const struct mcp_sysfs_port *p;
   struct mcp_gid_entry *rows;
@@ -124,12 +128,14 @@ static int gid_find(const struct mcp_link_dev *m)
   int i, n, index = -1;
 
   if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
-    return m->sgid_index; /* InfiniBand: GID 0, routed by LID */
+    return index_in_use; /* InfiniBand: GID 0, routed by LID */
+  if (gid_lookup_hook != NULL)
+    return gid_lookup_hook(d, index_in_use);
   memset(&sys, 0, sizeof(sys));
   if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
       (p = mcp_sysfs_port_find(&sys, d->port)) != NULL && p->ngid > 0 &&
       (rows = calloc((size_t)p->ngid, sizeof(*rows))) != NULL) {
-    n = mcp_netns_port_rows(m->dc->ctx, "/sys", d->ibdev, p, rows, p->ngid, &info);
+    n = mcp_netns_port_rows(ctx, "/sys", d->ibdev, p, rows, p->ngid, &info);
     for (i = 0; i < n && index < 0; i++)
       if (rows[i].netdev_in_ns && memcmp(rows[i].raw, d->gid.raw, 16) == 0 && rows[i].type == d->gid.type)
         index = rows[i].index;
@@ -205,13 +211,18 @@ static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
   }
   /* A setup thread of an earlier round may still be inside ibv_modify_qp, resolving a
    * neighbour behind a link that is down: never wait for it. It takes the QPs it walks
-   * along and destroys them when it returns; this round builds new ones. */
-  if (mcp_qp_connect_abandon(c))
+   * along and destroys them when it returns; this round builds new ones. A GID lookup
+   * after an event is moot now: the round looks again. */
+  if (c->rec.gid_probe) {
+    c->rec.gid_probe = 0;
+    mcp_qp_connect_abandon(c);
+  } else if (mcp_qp_connect_abandon(c))
     MCP_INFO(NCCL_NET,
              "%s %s: round %u: the QP setup of the previous round is still running; it "
              "finishes in the background",
              dir_words(c), c->peer_name, round);
   c->rec.round = round;
+  c->rec.gid_missing = 0;
   c->rec.peer_ready = 0;
   c->rec.peer.round = 0;
   c->rec.phase = MCP_REC_WAIT_PEER;
@@ -267,32 +278,16 @@ void mcp_recover_poll_stream(struct mcp_link *c)
     on_frame(c, &m);
 }
 
+/* Toward the peer's new QPs: our GIDs are looked up again and the QPs walked on the
+ * setup thread; CONNECTING collects both (connected). */
 static int connect_round(struct mcp_link *c)
 {
   const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
-  int i, k, index[MCP_LINK_MAX_DEVS];
+  int i, k;
 
   if (ep->nqps != c->nqps) {
     rec_fail(c, "the peer re-created a different number of QPs");
     return -1;
-  }
-  /* Every member's address must be back before its QPs can walk to RTR. */
-  for (k = 0; k < c->ndevs; k++) {
-    index[k] = gid_find(&c->devs[k]);
-    if (index[k] < 0) {
-      /* Our address is not back in the GID table yet: look again in 100 ms, not on every
-       * call (the lookup reads the port's whole GID table from sysfs). */
-      c->rec.next_gid_ns = mono_ns() + RETRY_NS;
-      return 0;
-    }
-  }
-  for (k = 0; k < c->ndevs; k++) {
-    struct mcp_link_dev *m = &c->devs[k];
-
-    if (index[k] != m->sgid_index)
-      MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
-               m->dc->info->gid.text, m->sgid_index, index[k]);
-    m->sgid_index = index[k];
   }
   c->remote.lid = ep->lid;
   memcpy(c->remote.gid, ep->gid, 16);
@@ -303,15 +298,44 @@ static int connect_round(struct mcp_link *c)
   }
   for (i = 0; i < c->nqps; i++)
     c->remote.qps[i] = ep->qps[i];
-  MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",
-           dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn,
-           ep->qps[0].psn, mcp_link_dev_of(c, 0)->sgid_index);
-  if (mcp_qp_connect_start(c) != 0) {
+  if (mcp_qp_connect_start_gid(c) != 0) {
     rec_fail(c, "cannot start a thread for the QP setup");
     return -1;
   }
   c->rec.phase = MCP_REC_CONNECTING;
   return 0;
+}
+
+/* The setup thread's verdict: 0 not yet (or our GID is not back: WAIT_PEER looks again
+ * in 100 ms), 1 at RTS with the GID indices it found, -1 the walk failed. */
+static int connected(struct mcp_link *c, uint64_t now)
+{
+  const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
+  int k, index[MCP_LINK_MAX_DEVS], st = mcp_qp_connect_poll_gid(c, index);
+
+  if (st == MCP_QP_NO_GID) {
+    /* Not on every call: each lookup reads the port's whole GID table. The QPs stay at
+     * INIT, with the comm, for the next try. */
+    c->rec.gid_missing = 1;
+    c->rec.next_gid_ns = now + RETRY_NS;
+    c->rec.phase = MCP_REC_WAIT_PEER;
+    return 0;
+  }
+  if (st <= 0)
+    return st;
+  for (k = 0; k < c->ndevs; k++) {
+    struct mcp_link_dev *m = &c->devs[k];
+
+    if (index[k] != m->sgid_index)
+      MCP_INFO(NCCL_NET, "%s %s: GID %s moved from index %d to %d", dir_words(c), c->peer_name,
+               m->dc->info->gid.text, m->sgid_index, index[k]);
+    m->sgid_index = index[k]; /* what the new QPs use, and the endpoint says */
+  }
+  c->rec.gid_missing = 0;
+  MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",
+           dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn,
+           ep->qps[0].psn, mcp_link_dev_of(c, 0)->sgid_index);
+  return 1;
 }
 
 static int finish_round(struct mcp_link *c)
@@ -386,7 +410,7 @@ int mcp_recover_progress(struct mcp_link *c)
       return -1;
     break;
   case MCP_REC_CONNECTING:
-    st = mcp_qp_connect_poll(c);
+    st = connected(c, now);
     if (st < 0) {
       /* The path may still be down (address resolution): a fresh round retries. */
       begin_round(c, c->rec.round + 1, c->rec.cause);
@@ -412,7 +436,8 @@ int mcp_recover_progress(struct mcp_link *c)
     rec_fail(c,
              c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
                ? "the peer never answered with its new QPs (its host or link is still down)"
-               : c->rec.phase == MCP_REC_WAIT_PEER  ? "this host's GID did not come back on its port"
+               : c->rec.phase == MCP_REC_WAIT_PEER || c->rec.gid_missing
+               ? "this host's GID did not come back on its port"
                : c->rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
                                                     : "the peer's QPs never became ready");
     return -1;
@@ -426,6 +451,48 @@ void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type)
 
   (void)qpn;
   atomic_store(&c->qp_event, event_type + 1);
+}
+
+/* A GID change event on a member's port: whether our GID left its index takes a lookup
+ * (netlink, sysfs), made on a setup thread; a later check collects the answer and starts
+ * a round if it moved. Events during a round are moot: the round looks again. */
+static void gid_events(struct mcp_link *c)
+{
+  unsigned gen[MCP_LINK_MAX_DEVS];
+  int index[MCP_LINK_MAX_DEVS], k, st, changed = 0;
+  char cause[256];
+
+  if (c->rec.gid_probe) {
+    st = mcp_qp_connect_poll_gid(c, index);
+    if (st == 0)
+      return;
+    c->rec.gid_probe = 0;
+    for (k = 0; (st > 0 || st == MCP_QP_NO_GID) && k < c->ndevs; k++) {
+      const struct mcp_link_dev *m = &c->devs[k];
+
+      if (index[k] != m->sgid_index) {
+        snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
+                 m->dc->info->gid.text, m->sgid_index, m->dc->info->ibdev, m->dc->info->port);
+        mcp_recover_start(c, cause);
+        return;
+      }
+    }
+  }
+  for (k = 0; k < c->ndevs; k++) {
+    gen[k] = atomic_load(&c->devs[k].dc->gid_gen);
+    changed |= gen[k] != c->devs[k].gid_seen;
+  }
+  if (!changed)
+    return;
+  /* Events seen count only once a lookup that started after them is under way (a
+   * thread that cannot start now is tried again at the next check). */
+  if (c->rec.phase == MCP_REC_NONE) {
+    if (mcp_qp_gid_probe_start(c) != 0)
+      return;
+    c->rec.gid_probe = 1;
+  }
+  for (k = 0; k < c->ndevs; k++)
+    c->devs[k].gid_seen = gen[k];
 }
 
 void mcp_recover_check_events(struct mcp_link *c)
@@ -469,18 +536,5 @@ void mcp_recover_check_events(struct mcp_link *c)
     mcp_recover_start(c, cause);
     return;
   }
-  for (k = 0; k < c->ndevs; k++) {
-    struct mcp_link_dev *m = &c->devs[k];
-
-    gen = atomic_load(&m->dc->gid_gen);
-    if (gen != m->gid_seen) {
-      m->gid_seen = gen;
-      if (c->rec.phase == MCP_REC_NONE && gid_find(m) != m->sgid_index) {
-        snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
-                 m->dc->info->gid.text, m->sgid_index, m->dc->info->ibdev, m->dc->info->port);
-        mcp_recover_start(c, cause);
-        return;
-      }
-    }
-  }
+  gid_events(c);
 }

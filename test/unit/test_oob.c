@@ -10,6 +10,8 @@
  * - the INFO/WARN schedule for a long wait;
  * - frames that arrive split over many reads, or several in one, reach their stream
  *   whole and in order; a peer's CONN_REJECT reaches the stream it names;
+ * - a drained stream's inbox, handed to the next stream that gets a frame, keeps every
+ *   stream's frames its own and in order;
  * - a peer that closes (FIN) or resets (RST) in the middle of a frame kills the stream,
  *   and the FIN case says how many bytes of the frame were left.
  * The fake peers are plain sockets that speak the wire format by hand.
@@ -410,6 +412,87 @@ static void test_frames_split_and_joined(void)
   close(lfd);
 }
 
+/* Sends a CONN_REJECT whose reason is "<tag> <n>" to stream s over fd. */
+static int send_tagged(int fd, struct mcp_oob_stream *s, const char *tag, int n)
+{
+  struct mcp_wire_msg m;
+
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REJECT;
+  m.stream_id = mcp_oob_stream_id(s);
+  m.u.reject.code = MCP_WIRE_REJECT_INTERNAL;
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "%s %d", tag, n);
+  return send_msg(fd, &m);
+}
+
+/* 1 when the next frame of s is "<tag> <n>". */
+static int got_tagged(struct mcp_oob_stream *s, const char *tag, int n)
+{
+  struct mcp_wire_msg m;
+  char want[64];
+
+  snprintf(want, sizeof(want), "%s %d", tag, n);
+  if (recv_some(s, &m) != 1 || m.type != MCP_WIRE_CONN_REJECT || strcmp(m.u.reject.reason, want) != 0) {
+    fprintf(stderr, "  expected \"%s\"\n", want);
+    return 0;
+  }
+  return 1;
+}
+
+/* A drained inbox goes to the next stream that gets a frame (one spare per process):
+ * frames stay with their stream and in order while inboxes move between streams, one is
+ * drained while another holds the spare, a stream closes with frames unread, and a
+ * recycled inbox fills to its 8 frames and wraps. */
+static void test_inbox_recycled(void)
+{
+  union mcp_sockaddr a;
+  int lfd = fake_listener(&a), fd1 = -1, fd2 = -1, i;
+  struct mcp_oob_stream *s1 = stream_up(lfd, &a, 0x5555, &fd1), *s2 = stream_up(lfd, &a, 0x6666, &fd2);
+  struct mcp_wire_msg m;
+
+  CHECK(s1 != NULL && s2 != NULL);
+  if (s1 == NULL || s2 == NULL)
+    goto out;
+  CHECK_EQ_INT(send_tagged(fd1, s1, "one", 1), 0);
+  CHECK(got_tagged(s1, "one", 1)); /* drained: its inbox is the spare now */
+  CHECK_EQ_INT(send_tagged(fd2, s2, "two", 1), 0);
+  CHECK_EQ_INT(send_tagged(fd2, s2, "two", 2), 0);
+  CHECK(got_tagged(s2, "two", 1)); /* s2 holds the recycled inbox, one frame left */
+  CHECK_EQ_INT(send_tagged(fd1, s1, "one", 2), 0);
+  CHECK_EQ_INT(send_tagged(fd1, s1, "one", 3), 0);
+  CHECK(got_tagged(s1, "one", 2)); /* a fresh one for s1, meanwhile */
+  CHECK(got_tagged(s1, "one", 3));
+  mcp_oob_stream_close(s2, 0); /* with "two 2" unread */
+  s2 = NULL;
+  for (int round = 0; round < 2; round++) {
+    for (i = 0; i < 8; i++)
+      CHECK_EQ_INT(send_tagged(fd1, s1, "full", round * 8 + i), 0);
+    for (i = 0; i < 8; i++)
+      CHECK(got_tagged(s1, "full", round * 8 + i));
+    CHECK_EQ_INT(mcp_oob_stream_recv(s1, &m), 0);
+  }
+  /* Three in, two out, three in: the ring wraps in an inbox that was recycled. */
+  for (i = 0; i < 3; i++)
+    CHECK_EQ_INT(send_tagged(fd1, s1, "wrap", i), 0);
+  CHECK(got_tagged(s1, "wrap", 0));
+  CHECK(got_tagged(s1, "wrap", 1));
+  for (i = 3; i < 6; i++)
+    CHECK_EQ_INT(send_tagged(fd1, s1, "wrap", i), 0);
+  for (i = 2; i < 6; i++)
+    CHECK(got_tagged(s1, "wrap", i));
+  CHECK_EQ_INT(mcp_oob_stream_dead(s1), 0);
+out:
+  if (s1 != NULL)
+    mcp_oob_stream_close(s1, 0);
+  if (s2 != NULL)
+    mcp_oob_stream_close(s2, 0);
+  if (fd1 >= 0)
+    close(fd1);
+  if (fd2 >= 0)
+    close(fd2);
+  close(lfd);
+}
+
 /* Half a frame, then the peer's process exits (FIN) or its connection is reset (RST):
  * the stream dies either way; the FIN says what was left of the frame. */
 static void test_peer_gone_mid_frame(int rst)
@@ -483,6 +566,7 @@ int main(void)
   RUN_TEST(test_stray_dropped_real_peer_kept);
   RUN_TEST(test_silent_dialler_redials);
   RUN_TEST(test_frames_split_and_joined);
+  RUN_TEST(test_inbox_recycled);
   RUN_TEST(test_peer_fin_mid_frame);
   RUN_TEST(test_peer_rst_mid_frame);
   mcp_oob_release();

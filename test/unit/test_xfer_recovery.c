@@ -12,7 +12,9 @@
  * the replay delivers each message exactly once, in order. The loop that drives it
  * counts its turns and never bounds wall-clock time.
  */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -20,6 +22,7 @@
 #include "mcp_test.h"
 #include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
+#include "mcpnet/link.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/param.h"
@@ -58,6 +61,40 @@ static void nap(void)
   struct timespec ts = {0, 200000};
 
   nanosleep(&ts, NULL);
+}
+
+/* Recovery's lookup of our GID on a RoCE port (netlink and sysfs queries that may wait
+ * for the kernel) stands in here, counting the threads it runs on: NCCL's proxy thread
+ * (the test's, which makes every isend/irecv/test) must never be one of them. */
+static pthread_t proxy_thread;
+static atomic_int lookups_here, lookups_elsewhere, gid_answer;
+
+static int lookup_counted(const struct mcp_net_dev *d, int index_in_use)
+{
+  (void)d;
+  (void)index_in_use;
+  atomic_fetch_add(pthread_equal(pthread_self(), proxy_thread) ? &lookups_here : &lookups_elsewhere, 1);
+  return atomic_load(&gid_answer);
+}
+
+/* Both ends' devices become RoCE ports whose GID lookup is lookup_counted. */
+static void lookups_on(struct fake_pair *p, int answer)
+{
+  proxy_thread = pthread_self();
+  atomic_store(&lookups_here, 0);
+  atomic_store(&lookups_elsewhere, 0);
+  atomic_store(&gid_answer, answer);
+  fake_pair_member_info(p, FAKE_SEND_SIDE, 0)->link_layer = IBV_LINK_LAYER_ETHERNET;
+  fake_pair_member_info(p, FAKE_RECV_SIDE, 0)->link_layer = IBV_LINK_LAYER_ETHERNET;
+  mcp_recover_test_set_gid_lookup(lookup_counted);
+}
+
+static int gid_index_of(struct mcp_comm *c)
+{
+  struct mcp_wire_endpoint ep;
+
+  fake_comm_endpoint(c, &ep);
+  return ep.gid_index;
 }
 
 /* Two streams of one out-of-band connection from this process to its own listener, as
@@ -106,7 +143,7 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
 /* The link goes down under eight messages: 1-3 acknowledged, 4-5 landed without their
  * acknowledgements, 6-8 lost. Only the sender's adapter reports it (both = 0), or both
  * adapters do (both = 1). */
-static void run(int both)
+static void run(int both, int roce)
 {
   struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8};
   struct mcp_config *cfg = mcp_param_process();
@@ -129,6 +166,10 @@ static void run(int both)
     goto out;
   cfg->recovery_timeout_s = 30;
   loglen = 0;
+  if (roce) {
+    CHECK(gid_index_of(p->send) != 3 && gid_index_of(p->recv) != 3);
+    lookups_on(p, 3); /* after the flap the kernel put our GID at index 3 */
+  }
 
   for (i = 0; i < N; i++) {
     void *data = rbuf + i * 4096, *mh = rmh;
@@ -215,7 +256,15 @@ static void run(int both)
                       "RDMA path and re-created its QPs") != NULL);
   CHECK(strstr(logbuf, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from") != NULL);
   CHECK(strstr(logbuf, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from") != NULL);
+  if (roce) {
+    /* Each end looked its GID up on a setup thread, and its new QPs use what it found. */
+    CHECK_EQ_INT(atomic_load(&lookups_here), 0);
+    CHECK(atomic_load(&lookups_elsewhere) >= 2);
+    CHECK_EQ_INT(gid_index_of(p->send), 3);
+    CHECK_EQ_INT(gid_index_of(p->recv), 3);
+  }
 out:
+  mcp_recover_test_set_gid_lookup(NULL);
   cfg->recovery_timeout_s = 0;
   if (rs != NULL)
     mcp_oob_stream_close(rs, 0);
@@ -351,8 +400,110 @@ out:
 static void test_recover_fused_member_flap(void) { run_fused(0); }
 static void test_recover_fused_member_stays_down(void) { run_fused(1); }
 
-static void test_recover_sender_noticed(void) { run(0); }
-static void test_recover_both_noticed(void) { run(1); }
+static void test_recover_sender_noticed(void) { run(0, 0); }
+static void test_recover_both_noticed(void) { run(1, 0); }
+static void test_recover_roce_gid_off_proxy_thread(void) { run(0, 1); }
+
+/* A GID change event on the receiving end's device: whether our GID left its index is
+ * looked up on a thread of its own and collected by a later liveness check. Still there:
+ * nothing happens. Moved (to index 6): the connection recovers onto it, and a message
+ * posted around it arrives. The proxy thread never runs the lookup. */
+static void test_recover_gid_event_off_proxy_thread(void)
+{
+  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8};
+  struct mcp_config *cfg = mcp_param_process();
+  struct fake_pair *p;
+  struct mcp_oob_stream *ss = NULL, *rs = NULL;
+  struct mcp_mr *smh, *rmh;
+  void *r = NULL, *s = NULL, *data = rbuf, *mh;
+  size_t size = 4096;
+  int tag = 1, turn, done = 0, sdone = 0, rsize = -1, seen;
+
+  fake_verbs_install();
+  p = fake_pair_make(&o);
+  smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
+  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
+  mh = rmh;
+  memset(rbuf, 0, sizeof(rbuf));
+  CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
+  if (rs == NULL)
+    goto out;
+  cfg->recovery_timeout_s = 30;
+  loglen = 0;
+  lookups_on(p, gid_index_of(p->recv)); /* the event did not move our GID */
+  CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r), ncclSuccess);
+  CHECK(r != NULL);
+  if (r == NULL)
+    goto out;
+
+  /* The table changed, our entry did not: one lookup, off this thread, and no round. */
+  atomic_fetch_add(&fake_pair_devctx(p, FAKE_RECV_SIDE)->gid_gen, 1);
+  for (turn = 0; turn < TURNS && atomic_load(&lookups_here) + atomic_load(&lookups_elsewhere) == 0; turn++) {
+    fake_comm_check_due(p->recv);
+    CHECK_EQ_INT(mcp_net_test(r, &done, &rsize), ncclSuccess);
+    now_ns += 1000000ull;
+    nap();
+  }
+  for (turn = 0; turn < 20; turn++) { /* later checks collect the answer */
+    fake_comm_check_due(p->recv);
+    CHECK_EQ_INT(mcp_net_test(r, &done, &rsize), ncclSuccess);
+    now_ns += 1000000ull;
+    nap();
+  }
+  CHECK_EQ_INT(atomic_load(&lookups_here), 0);
+  CHECK_EQ_INT(atomic_load(&lookups_elsewhere), 1);
+  CHECK_EQ_INT(fake_comm_rec_phase(p->recv), MCP_REC_NONE);
+  CHECK_EQ_INT(done, 0);
+
+  /* A send waits on the sender's QP (held: it has not reached the wire) when the kernel
+   * moves our GID: the receiving end starts a round, the sender follows, the replay
+   * writes the message on the new QPs. */
+  fake_pattern(sbuf, 200, 77);
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
+  CHECK_EQ_INT(mcp_net_isend(p->send, sbuf, 200, 1, smh, &s), ncclSuccess);
+  CHECK(s != NULL);
+  if (s == NULL)
+    goto out;
+  seen = atomic_load(&lookups_elsewhere);
+  atomic_store(&gid_answer, 6);
+  atomic_fetch_add(&fake_pair_devctx(p, FAKE_RECV_SIDE)->gid_gen, 1);
+  for (turn = 0; turn < TURNS && (!done || !sdone); turn++) {
+    if (!done) {
+      fake_comm_check_due(p->recv);
+      CHECK_EQ_INT(mcp_net_test(r, &done, &rsize), ncclSuccess);
+    }
+    if (!sdone) {
+      fake_comm_check_due(p->send);
+      CHECK_EQ_INT(mcp_net_test(s, &sdone, NULL), ncclSuccess);
+    }
+    mcp_oob_progress();
+    now_ns += 1000000ull;
+    if (turn % 4 == 3)
+      nap();
+  }
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(sdone, 1);
+  CHECK_EQ_INT(rsize, 200);
+  CHECK(fake_same(rbuf, 200, 77));
+  CHECK(strstr(logbuf, "is no longer at index") != NULL);
+  CHECK_EQ_INT(fake_comm_recoveries(p->recv), 1);
+  CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
+  CHECK_EQ_INT(gid_index_of(p->recv), 6);
+  CHECK_EQ_INT(atomic_load(&lookups_here), 0);
+  CHECK(atomic_load(&lookups_elsewhere) > seen);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  if (fake_comm_error(p->send) | fake_comm_error(p->recv))
+    printf("  send: %s\n  recv: %s\n", fake_comm_errmsg(p->send), fake_comm_errmsg(p->recv));
+out:
+  mcp_recover_test_set_gid_lookup(NULL);
+  cfg->recovery_timeout_s = 0;
+  if (rs != NULL)
+    mcp_oob_stream_close(rs, 0);
+  if (ss != NULL)
+    mcp_oob_stream_close(ss, 0);
+  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
+  fake_pair_free(p);
+}
 
 int main(void)
 {
@@ -371,6 +522,8 @@ int main(void)
   }
   RUN_TEST(test_recover_sender_noticed);
   RUN_TEST(test_recover_both_noticed);
+  RUN_TEST(test_recover_roce_gid_off_proxy_thread);
+  RUN_TEST(test_recover_gid_event_off_proxy_thread);
   RUN_TEST(test_recover_fused_member_flap);
   RUN_TEST(test_recover_fused_member_stays_down);
   mcp_oob_release();
