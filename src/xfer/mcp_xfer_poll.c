@@ -95,7 +95,7 @@ static void complete_recv(struct mcp_comm *c, struct mcp_recv_slot *rs, int slot
   mcp_xfer_recv_landed(c);
 }
 
-static void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
+static inline __attribute__((always_inline)) void on_immediate(struct mcp_comm *c, const struct ibv_wc *wc)
 {
   uint32_t imm = ntohl(wc->imm_data);
   int qp = (int)MCP_WR_IDX(wc->wr_id);

@@ -79,8 +79,9 @@ static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *
 /* A single receive in one write (no striping): the common case of small messages, with
  * only the fields an RDMA write reads set (no memset of the work request) and the
  * handle's kind looked at once. Same wire and wr_id as the striped loop with k = 1. */
-static inline int send_one(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size, const void *mh,
-                           const struct mcp_cts_elem *e, int qp)
+static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, struct mcp_request *r,
+                                                          void *data, size_t size, const void *mh,
+                                                          const struct mcp_cts_elem *e, int qp)
 {
   struct ibv_send_wr wr;
   struct ibv_sge sge;
@@ -272,7 +273,9 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   r->data = data;
   r->mh = mhandle;
   if (n == 1) {
-    if (send_single(c, r, data, size, mhandle, &e[0]) != 0)
+    /* One QP: the one-write path straight from here (no call); else striping decides. */
+    if ((c->link.nqps == 1 ? send_one(c, r, data, size, mhandle, &e[0], 0)
+                           : send_single(c, r, data, size, mhandle, &e[0])) != 0)
       return c->link.error;
     c->seq = seq + 1;
   } else {
