@@ -259,8 +259,17 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
 int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
-/* A receive's data arrived; may write held clear-to-send entries. -1: comm failed. */
-int mcp_xfer_recv_landed(struct mcp_comm *c);
+/* A receive's data arrived; may write held clear-to-send entries. -1: comm failed.
+ * Inline: on most receives the sender still holds a batch and nothing is written, and
+ * that test is cheaper than a call; cts_release writes what is held (mcp_xfer_recv.c). */
+int mcp_xfer_cts_release(struct mcp_comm *c);
+static inline int mcp_xfer_recv_landed(struct mcp_comm *c)
+{
+  c->recv_landed++;
+  if (c->cts_pending == 0 || (int)(c->cts_published - c->recv_landed) >= c->cts_batch)
+    return 0;
+  return mcp_xfer_cts_release(c);
+}
 /* The flush QP failed a read (its port went down): every read in flight on it is lost.
  * flush_lost drops the QP and marks them; flush_retry, from test, makes a new QP and
  * posts them again, at most every 100 ms, and fails the comm once
@@ -277,10 +286,31 @@ void mcp_xfer_dereg_mr_set(void *mhandle);
 /* xfer's side of every comm, handed to conn by net (mcp_xfer_link.c). */
 extern const struct mcp_link_ops mcp_xfer_link_ops;
 
-/* Requests (mcp_xfer_req.c). */
+/* Requests (mcp_xfer_req.c). get and put are inline: they run once per message on
+ * the data path, where a call costs as much as the work. */
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind);
-struct mcp_request *mcp_req_get(struct mcp_comm *c);
-void mcp_req_put(struct mcp_request *r);
+
+static inline struct mcp_request *mcp_req_get(struct mcp_comm *c)
+{
+  struct mcp_request *r;
+
+  if (c->free_top == 0)
+    return NULL;
+  r = &c->reqs[c->free_list[--c->free_top]];
+  r->in_use = 1;
+  r->done = 0;
+  r->pending = 0;
+  r->group_next = -1;
+  return r;
+}
+
+static inline void mcp_req_put(struct mcp_request *r)
+{
+  struct mcp_comm *c = r->comm;
+
+  r->in_use = 0;
+  c->free_list[c->free_top++] = r->index;
+}
 
 /* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_poll.c): the work behind
  * net's isend, irecv, iflush and test. */

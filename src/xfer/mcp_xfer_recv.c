@@ -98,15 +98,13 @@ static int cts_flush(struct mcp_comm *c)
 /* Entries the sender holds and has not used yet, as far as this side knows. */
 static int cts_unused(const struct mcp_comm *c) { return (int)(c->cts_published - c->recv_landed); }
 
-/* A receive's data arrived: once the sender holds fewer unused entries than a batch,
- * what is held goes out, so it never runs dry while receives are posted. */
-int mcp_xfer_recv_landed(struct mcp_comm *c)
+/* A receive's data arrived (mcp_xfer_recv_landed, comm.h, counted it) and the sender
+ * holds fewer unused entries than a batch: what is held goes out, so it never runs dry
+ * while receives are posted. */
+int mcp_xfer_cts_release(struct mcp_comm *c)
 {
   int rc;
 
-  c->recv_landed++;
-  if (c->cts_pending == 0 || cts_unused(c) >= c->cts_batch)
-    return 0;
   if (c->link.rec.phase != MCP_REC_NONE || c->link.qp[0] == NULL)
     return 0; /* a recovery is draining the old QPs: its replay writes every entry */
   rc = cts_flush(c);

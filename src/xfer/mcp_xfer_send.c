@@ -27,16 +27,21 @@
 
 static uint32_t load_seq(const struct mcp_cts_elem *e) { return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE); }
 
-static int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
+/* Kept out of line: the message is built only when a post failed. */
+static __attribute__((noinline, cold)) int post_failed(struct mcp_comm *c, int qp, int rc)
+{
+  mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
+                mcp_link_dev_of(&c->link, qp)->dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name,
+                strerror(rc));
+  return rc;
+}
+
+static inline int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
 {
   struct ibv_send_wr *bad;
   int rc = ibv_post_send(c->link.qp[qp], wr, &bad);
 
-  if (rc != 0)
-    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
-                  mcp_link_dev_of(&c->link, qp)->dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name,
-                  strerror(rc));
-  return rc;
+  return __builtin_expect(rc == 0, 1) ? 0 : post_failed(c, qp, rc);
 }
 
 /* The rkey of element e for what QP qp writes: the key of the receiver's member the QP
@@ -71,18 +76,66 @@ static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *
     wr->send_flags = IBV_SEND_INLINE;
 }
 
+/* A single receive in one write (no striping): the common case of small messages, with
+ * only the fields an RDMA write reads set (no memset of the work request) and the
+ * handle's kind looked at once. Same wire and wr_id as the striped loop with k = 1. */
+static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, struct mcp_request *r,
+                                                          void *data, size_t size, const void *mh,
+                                                          const struct mcp_cts_elem *e, int qp)
+{
+  struct ibv_send_wr wr;
+  struct ibv_sge sge;
+
+  r->pending = 1;
+  wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
+  wr.next = NULL;
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.imm_data = htonl(MCP_IMM(r->seq, 1, 0));
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = e->addr;
+  wr.wr.rdma.rkey = c->link.remote_ndevs > 1 ? elem_rkey(c, e, r->seq, qp) : e->rkey;
+  wr.qp_type.xrc.remote_srqn = 0;
+  wr.sg_list = NULL;
+  wr.num_sge = 0;
+  if (size > 0) {
+    int k = c->link.ndevs > 1 ? mcp_link_dev_index(&c->link, qp) : 0;
+    int host;
+
+    if (mcp_mh_is_set(mh)) {
+      const struct mcp_mr_set *set = mh;
+      sge.lkey = set->lkey[k];
+      host = set->type == NCCL_PTR_HOST && !set->dmabuf;
+    } else {
+      const struct mcp_mr *m = mh;
+      sge.lkey = m->mr->lkey;
+      host = m->type == NCCL_PTR_HOST && !m->dmabuf;
+    }
+    sge.addr = (uintptr_t)data;
+    sge.length = (uint32_t)size;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    /* Inline is a CPU copy: host memory only, never GPU memory or DMA-BUF. */
+    if ((int)size <= c->data_inline && host)
+      wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  }
+  return post(c, qp, &wr);
+}
+
 /* A single receive: K chunks on K QPs, each a signalled WRITE_WITH_IMM. */
 static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size, const void *mh,
                        const struct mcp_cts_elem *e)
 {
   size_t chunk = size, off = 0;
-  int k = 1, j, base = (int)(r->seq % (uint32_t)c->link.nqps);
+  int k = 1, j, base;
 
-  if (c->link.nqps > 1 && size >= 2 * MCP_STRIPE_MIN) {
-    k = (int)(size / MCP_STRIPE_MIN) < c->link.nqps ? (int)(size / MCP_STRIPE_MIN) : c->link.nqps;
-    chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
-    k = (int)((size + chunk - 1) / chunk);
-  }
+  if (c->link.nqps == 1)
+    return send_one(c, r, data, size, mh, e, 0);
+  base = (int)(r->seq % (uint32_t)c->link.nqps);
+  if (size < 2 * MCP_STRIPE_MIN)
+    return send_one(c, r, data, size, mh, e, base);
+  k = (int)(size / MCP_STRIPE_MIN) < c->link.nqps ? (int)(size / MCP_STRIPE_MIN) : c->link.nqps;
+  chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
+  k = (int)((size + chunk - 1) / chunk);
   r->pending = k;
   for (j = 0; j < k; j++) {
     size_t len = size - off < chunk ? size - off : chunk;
@@ -220,7 +273,9 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   r->data = data;
   r->mh = mhandle;
   if (n == 1) {
-    if (send_single(c, r, data, size, mhandle, &e[0]) != 0)
+    /* One QP: the one-write path straight from here (no call); else striping decides. */
+    if ((c->link.nqps == 1 ? send_one(c, r, data, size, mhandle, &e[0], 0)
+                           : send_single(c, r, data, size, mhandle, &e[0])) != 0)
       return c->link.error;
     c->seq = seq + 1;
   } else {
