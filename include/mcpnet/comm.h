@@ -93,8 +93,8 @@ static inline int mcp_mh_is_set(const void *mh)
   return ((const struct mcp_mr_set *)mh)->magic == MCP_MR_SET_MAGIC;
 }
 
-/* The handle's keys on member k (a one-device handle has member 0 only), its memory
- * type and whether it is a DMA-BUF registration. */
+/* The handle's keys on member k (a one-device handle has member 0 only) and its memory
+ * type. */
 static inline uint32_t mcp_mh_lkey(const void *mh, int k)
 {
   return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->lkey[k] : ((const struct mcp_mr *)mh)->mr->lkey;
@@ -110,9 +110,13 @@ static inline int mcp_mh_type(const void *mh)
   return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->type : ((const struct mcp_mr *)mh)->type;
 }
 
-static inline int mcp_mh_dmabuf(const void *mh)
+/* Whether the CPU may read the handle's memory (an inline send is a CPU copy): host memory
+ * registered without DMA-BUF only; never GPU memory. The one rule for every inline write. */
+static inline int mcp_mh_cpu_readable(const void *mh)
 {
-  return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->dmabuf : ((const struct mcp_mr *)mh)->dmabuf;
+  if (mcp_mh_is_set(mh))
+    return ((const struct mcp_mr_set *)mh)->type == NCCL_PTR_HOST && !((const struct mcp_mr_set *)mh)->dmabuf;
+  return ((const struct mcp_mr *)mh)->type == NCCL_PTR_HOST && !((const struct mcp_mr *)mh)->dmabuf;
 }
 
 /* The completion record of a slot (grouped receives: written by the sender). */

@@ -72,13 +72,13 @@ static void wr_fill(struct mcp_comm *c, struct ibv_send_wr *wr, struct ibv_sge *
   sge->lkey = mcp_mh_lkey(mh, mcp_link_dev_index(&c->link, qp));
   wr->sg_list = sge;
   wr->num_sge = 1;
-  if ((int)len <= c->data_inline && mcp_mh_type(mh) == NCCL_PTR_HOST && !mcp_mh_dmabuf(mh))
+  if ((int)len <= c->data_inline && mcp_mh_cpu_readable(mh))
     wr->send_flags = IBV_SEND_INLINE;
 }
 
 /* A single receive in one write (no striping): the common case of small messages, with
- * only the fields an RDMA write reads set (no memset of the work request) and the
- * handle's kind looked at once. Same wire and wr_id as the striped loop with k = 1. */
+ * only the fields an RDMA write reads set (no memset of the work request). Same wire
+ * and wr_id as the striped loop with k = 1. */
 static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, struct mcp_request *r,
                                                           void *data, size_t size, const void *mh,
                                                           const struct mcp_cts_elem *e, int qp)
@@ -99,23 +99,14 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
   wr.num_sge = 0;
   if (size > 0) {
     int k = c->link.ndevs > 1 ? mcp_link_dev_index(&c->link, qp) : 0;
-    int host;
 
-    if (mcp_mh_is_set(mh)) {
-      const struct mcp_mr_set *set = mh;
-      sge.lkey = set->lkey[k];
-      host = set->type == NCCL_PTR_HOST && !set->dmabuf;
-    } else {
-      const struct mcp_mr *m = mh;
-      sge.lkey = m->mr->lkey;
-      host = m->type == NCCL_PTR_HOST && !m->dmabuf;
-    }
+    sge.lkey = mcp_mh_lkey(mh, k);
     sge.addr = (uintptr_t)data;
     sge.length = (uint32_t)size;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     /* Inline is a CPU copy: host memory only, never GPU memory or DMA-BUF. */
-    if ((int)size <= c->data_inline && host)
+    if ((int)size <= c->data_inline && mcp_mh_cpu_readable(mh))
       wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
   }
   return post(c, qp, &wr);
