@@ -197,7 +197,7 @@ busy_run() {
   timeout 1800 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --msgs 2 --busy-msgs 3000 \
     > "$out/busy.txt" 2>&1 || echo "scale: busy: FAIL (rate run)" >> "$out/busy.txt"
   rm -rf "$cg" && mkdir -p "$cg"
-  (cd "$cg" && timeout 2400 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=drv_isend \
+  (cd "$cg" && timeout 1200 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=drv_isend \
     --toggle-collect=drv_irecv --toggle-collect=drv_test "$LAB_BIN/mcp-scale" --plugin "$mcp_so" \
     --pairs 1024 --msgs 2 --busy-msgs 300 --busy-cost > "$out/busy-cost.txt" 2>&1)
   # Each dump names its trigger ("desc: Trigger: Client Request: busy alone") and its totals.
