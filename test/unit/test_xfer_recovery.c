@@ -97,6 +97,16 @@ static int gid_index_of(struct mcp_comm *c)
   return ep.gid_index;
 }
 
+/* streams_open's undoing: the streams closed, the pair back on its stub streams. */
+static void streams_close(struct fake_pair *p, struct mcp_oob_stream *ss, struct mcp_oob_stream *rs)
+{
+  if (rs != NULL)
+    mcp_oob_stream_close(rs, 0);
+  if (ss != NULL)
+    mcp_oob_stream_close(ss, 0);
+  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
+}
+
 /* Two streams of one out-of-band connection from this process to its own listener, as
  * connect and accept open them. 0 on success. */
 static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct mcp_oob_stream **rs)
@@ -266,11 +276,7 @@ static void run(int both, int roce)
 out:
   mcp_recover_test_set_gid_lookup(NULL);
   cfg->recovery_timeout_s = 0;
-  if (rs != NULL)
-    mcp_oob_stream_close(rs, 0);
-  if (ss != NULL)
-    mcp_oob_stream_close(ss, 0);
-  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
+  streams_close(p, ss, rs);
   fake_pair_free(p);
 }
 
@@ -387,11 +393,7 @@ static void run_fused(int stays_down)
   CHECK(strstr(logbuf, "local fake0_m1 port 1; re-creating the connection's 2 QP(s)") != NULL);
 out:
   cfg->recovery_timeout_s = 0;
-  if (rs != NULL)
-    mcp_oob_stream_close(rs, 0);
-  if (ss != NULL)
-    mcp_oob_stream_close(ss, 0);
-  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
+  streams_close(p, ss, rs);
   fake_pair_dereg_mh(p, FAKE_SEND_SIDE, smh);
   fake_pair_dereg_mh(p, FAKE_RECV_SIDE, rmh);
   fake_pair_free(p);
@@ -497,11 +499,7 @@ static void test_recover_gid_event_off_proxy_thread(void)
 out:
   mcp_recover_test_set_gid_lookup(NULL);
   cfg->recovery_timeout_s = 0;
-  if (rs != NULL)
-    mcp_oob_stream_close(rs, 0);
-  if (ss != NULL)
-    mcp_oob_stream_close(ss, 0);
-  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
+  streams_close(p, ss, rs);
   fake_pair_free(p);
 }
 
