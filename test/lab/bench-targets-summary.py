@@ -82,18 +82,17 @@ def main():
     by = {s: (m, w, r) for (s, m, w, r) in lat_rows}
     if 8 in by:
         m, w, r = by[8]
+        def lat_target(name, goal, other, other_runs, other_key):
+            rr = ratio_range(lat_r, ("mcpnet-lat", 8), other_runs, other_key)
+            q = st.median(m) / st.median(other)
+            target(name, f"<= {goal:.2f}", f"{q:.2f} ({st.median(m):.1f} / {st.median(other):.1f} us)",
+                   f"rounds {rr[0]:.2f}-{rr[1]:.2f}; samples {spread(m):.0f}% / {spread(other):.0f}%", q <= goal,
+                   rr[0] <= goal < rr[1])
+
         if w:
-            rr = ratio_range(lat_r, ("mcpnet-lat", 8), lat_r, ("ib_write_lat", 8))
-            q = st.median(m) / st.median(w)
-            target("latency 8 B / ib_write_lat", "<= 1.30", f"{q:.2f} ({st.median(m):.1f} / {st.median(w):.1f} us)",
-                   f"rounds {rr[0]:.2f}-{rr[1]:.2f}; samples {spread(m):.0f}% / {spread(w):.0f}%", q <= 1.30,
-                   rr[0] <= 1.30 < rr[1])
+            lat_target("latency 8 B / ib_write_lat", 1.30, w, lat_r, ("ib_write_lat", 8))
         if r:
-            rr = ratio_range(lat_r, ("mcpnet-lat", 8), rlat_r, ("mcpnet-lat", 8))
-            q = st.median(m) / st.median(r)
-            target("latency 8 B / IB plugin", "<= 0.60", f"{q:.2f} ({st.median(m):.1f} / {st.median(r):.1f} us)",
-                   f"rounds {rr[0]:.2f}-{rr[1]:.2f}; samples {spread(m):.0f}% / {spread(r):.0f}%", q <= 0.60,
-                   rr[0] <= 0.60 < rr[1])
+            lat_target("latency 8 B / IB plugin", 0.60, r, rlat_r, ("mcpnet-lat", 8))
         else:
             target("latency 8 B / IB plugin", "<= 0.60", "-", "-", None)
     else:
