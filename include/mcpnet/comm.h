@@ -267,10 +267,15 @@ void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
  * Inline: on most receives the sender still holds a batch and nothing is written, and
  * that test is cheaper than a call; cts_release writes what is held (mcp_xfer_recv.c). */
 int mcp_xfer_cts_release(struct mcp_comm *c);
+/* Entries the sender holds and has not used yet, as far as this side knows. */
+static inline int mcp_xfer_cts_unused(const struct mcp_comm *c)
+{
+  return (int)(c->cts_published - c->recv_landed);
+}
 static inline int mcp_xfer_recv_landed(struct mcp_comm *c)
 {
   c->recv_landed++;
-  if (c->cts_pending == 0 || (int)(c->cts_published - c->recv_landed) >= c->cts_batch)
+  if (c->cts_pending == 0 || mcp_xfer_cts_unused(c) >= c->cts_batch)
     return 0;
   return mcp_xfer_cts_release(c);
 }

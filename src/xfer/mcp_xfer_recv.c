@@ -95,9 +95,6 @@ static int cts_flush(struct mcp_comm *c)
   return 0;
 }
 
-/* Entries the sender holds and has not used yet, as far as this side knows. */
-static int cts_unused(const struct mcp_comm *c) { return (int)(c->cts_published - c->recv_landed); }
-
 /* A receive's data arrived (mcp_xfer_recv_landed, comm.h, counted it) and the sender
  * holds fewer unused entries than a batch: what is held goes out, so it never runs dry
  * while receives are posted. */
@@ -211,7 +208,8 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   c->seq = seq + 1;
   c->cts_pending++;
   /* Held back only while the sender has a batch in hand, and never across the ring's end. */
-  if (optional || c->cts_pending >= c->cts_batch || slot == MCP_SLOTS - 1 || cts_unused(c) < c->cts_batch) {
+  if (optional || c->cts_pending >= c->cts_batch || slot == MCP_SLOTS - 1 ||
+      mcp_xfer_cts_unused(c) < c->cts_batch) {
     rc = cts_flush(c);
     if (rc != 0) {
       c->seq = seq;
