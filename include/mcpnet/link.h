@@ -81,6 +81,7 @@ struct mcp_qp_job;
 /* Recovery phases (mcp_conn_recover.c). */
 enum {
   MCP_REC_NONE = 0,
+  MCP_REC_REBUILD, /* the setup thread destroys the old QPs and creates new ones */
   MCP_REC_WAIT_PEER,
   MCP_REC_CONNECTING,
   MCP_REC_WAIT_READY,
@@ -266,6 +267,15 @@ int mcp_qp_connect_start_gid(struct mcp_link *c);
 int mcp_qp_gid_probe_start(struct mcp_link *c);
 #define MCP_QP_NO_GID (-2)
 int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index);
+/* Recovery's rebuild on a setup thread (mcp_conn_qp.c): the comm's QPs leave qp[] (all
+ * NULL until take) and the thread destroys them, then creates new ones at INIT. The
+ * destroy can wait for the driver to drain work a downed port holds, and NCCL's thread
+ * must not. poll: 0 running, 1 done (drain the CQ of the old QPs' completions, then
+ * take the new QPs), -1 failed (nothing to take; the WARN of the step that failed was
+ * logged). start returns -1 (the QPs stay the comm's) when no thread could start. */
+int mcp_qp_rebuild_start(struct mcp_link *c);
+int mcp_qp_rebuild_poll(struct mcp_link *c);
+void mcp_qp_rebuild_take(struct mcp_link *c);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
 int mcp_qp_connect_abandon(struct mcp_link *c);

@@ -89,8 +89,10 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
   return mcp_qp_create_qps(c);
 }
 
-/* The comm's QPs on its CQ, at INIT, with fresh PSNs: at setup and again in recovery. */
-int mcp_qp_create_qps(struct mcp_link *c)
+/* The comm's QPs on its CQ, at INIT, with fresh PSNs, into qp[], psn[] and *max_inline:
+ * at setup into the comm's own, in recovery into the rebuild job's on its thread (it
+ * reads only what setup fixed: depths, inline size, members). */
+static int create_qps(struct mcp_link *c, struct ibv_qp **qp, uint32_t *psn, int *max_inline)
 {
   int inline_try[3] = {256, 64, 0};
   int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
@@ -115,32 +117,33 @@ int mcp_qp_create_qps(struct mcp_link *c)
       init.cap.max_send_sge = 1;
       init.cap.max_recv_sge = 1;
       init.cap.max_inline_data = (uint32_t)inline_try[t];
-      c->qp[i] = mcp_ibv.create_qp(m->dc->pd, &init);
-      if (c->qp[i] != NULL)
+      qp[i] = mcp_ibv.create_qp(m->dc->pd, &init);
+      if (qp[i] != NULL)
         break;
     }
-    if (c->qp[i] == NULL) {
+    if (qp[i] == NULL) {
       MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)", m->dc->info->name,
                strerror(errno), sq_depth, rq_depth);
       return -1;
     }
-    c->max_inline = (int)init.cap.max_inline_data;
-    c->psn[i] = random_psn();
+    *max_inline = (int)init.cap.max_inline_data;
+    psn[i] = random_psn();
     memset(&attr, 0, sizeof(attr));
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = (uint16_t)m->dc->info->pkey_index;
     attr.port_num = (uint8_t)m->dc->info->port;
     attr.qp_access_flags = QP_ACCESS;
-    if (mcp_ibv.modify_qp(c->qp[i], &attr,
+    if (mcp_ibv.modify_qp(qp[i], &attr,
                           IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
       MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)", m->dc->info->name,
-               m->dc->info->port, c->qp[i]->qp_num, strerror(errno), m->dc->info->pkey,
-               m->dc->info->pkey_index);
+               m->dc->info->port, qp[i]->qp_num, strerror(errno), m->dc->info->pkey, m->dc->info->pkey_index);
       return -1;
     }
   }
   return 0;
 }
+
+int mcp_qp_create_qps(struct mcp_link *c) { return create_qps(c, c->qp, c->psn, &c->max_inline); }
 
 static void fill_av(const struct mcp_link *c, const struct mcp_net_dev *d, int sgid_index,
                     struct ibv_ah_attr *ah, const uint8_t *dgid, uint16_t dlid)
@@ -247,6 +250,10 @@ struct mcp_qp_job {
   int abandoned;      /* set by the comm before it lets go: the QPs are the job's to destroy */
   struct mcp_link *c; /* referenced until the job is freed */
   int nqps, first;
+  /* A recovery round's rebuild: destroy old_qp[], then create qp[] (the job's to destroy
+   * until mcp_qp_rebuild_take hands them to the comm). */
+  int rebuild, max_inline;
+  struct ibv_qp *old_qp[MCP_MAX_QPS];
   int lookup; /* look each member's GID up first (recovery): it may have moved */
   int ndevs;
   struct mcp_devctx *dc[MCP_LINK_MAX_DEVS];
@@ -275,7 +282,7 @@ static void job_unref(struct mcp_qp_job *j)
 
   if (atomic_fetch_sub(&j->refs, 1) != 1)
     return;
-  if (j->abandoned)
+  if (j->abandoned || j->rebuild)
     for (i = 0; i < j->nqps; i++)
       if (j->qp[i] != NULL)
         mcp_ibv.destroy_qp(j->qp[i]);
@@ -316,6 +323,19 @@ static void *job_main(void *arg)
 {
   struct mcp_qp_job *j = arg;
   int i, ok = 1, missing = 0;
+
+  if (j->rebuild) {
+    /* rxe's destroy waits for the QP's work in flight to drain, which a port that is
+     * down (here or at the peer) can hold until the link is back: here, not on NCCL's
+     * thread. */
+    for (i = 0; i < j->nqps; i++)
+      if (j->old_qp[i] != NULL)
+        mcp_ibv.destroy_qp(j->old_qp[i]);
+    ok = create_qps(j->c, j->qp, j->psn, &j->max_inline) == 0;
+    atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
+    job_unref(j);
+    return NULL;
+  }
 
   /* The lookup queries the kernel (netlink sockets with a receive timeout, sysfs): here,
    * not on NCCL's thread. The poller reads the indices after the state says done. */
@@ -359,13 +379,35 @@ static void pin_library(void)
              "do not dlclose it before that thread ends");
 }
 
+/* Starts j's detached thread with a reference on the comm; j becomes the comm's job. */
+static int job_launch(struct mcp_link *c, struct mcp_qp_job *j)
+{
+  pthread_attr_t attr;
+  pthread_t tid;
+  int rc;
+
+  atomic_fetch_add(&c->refs, 1);
+  rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (rc == 0)
+      rc = pthread_create(&tid, &attr, job_main, j);
+    pthread_attr_destroy(&attr);
+  }
+  if (rc != 0) {
+    atomic_fetch_sub(&c->refs, 1);
+    free(j);
+    return -1;
+  }
+  c->qp_job = j;
+  return 0;
+}
+
 /* walk: RTR/RTS of the comm's QPs; lookup: each member's GID first. */
 static int job_start(struct mcp_link *c, int walk, int lookup)
 {
   struct mcp_qp_job *j;
-  pthread_attr_t attr;
-  pthread_t tid;
-  int i, rc;
+  int i;
 
   if (c->qp_job != NULL)
     mcp_qp_connect_abandon(c);
@@ -396,21 +438,7 @@ static int job_start(struct mcp_link *c, int walk, int lookup)
     remote_member_addr(&c->remote, i, &gid, &j->dlid[i]);
     memcpy(j->dgid[i], gid, 16);
   }
-  atomic_fetch_add(&c->refs, 1);
-  rc = pthread_attr_init(&attr);
-  if (rc == 0) {
-    rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (rc == 0)
-      rc = pthread_create(&tid, &attr, job_main, j);
-    pthread_attr_destroy(&attr);
-  }
-  if (rc != 0) {
-    atomic_fetch_sub(&c->refs, 1);
-    free(j);
-    return -1;
-  }
-  c->qp_job = j;
-  return 0;
+  return job_launch(c, j);
 }
 
 int mcp_qp_connect_start(struct mcp_link *c) { return job_start(c, 1, 0); }
@@ -418,6 +446,62 @@ int mcp_qp_connect_start(struct mcp_link *c) { return job_start(c, 1, 0); }
 int mcp_qp_connect_start_gid(struct mcp_link *c) { return job_start(c, 1, 1); }
 
 int mcp_qp_gid_probe_start(struct mcp_link *c) { return job_start(c, 0, 1); }
+
+int mcp_qp_rebuild_start(struct mcp_link *c)
+{
+  struct mcp_qp_job *j;
+  int i;
+
+  if (c->qp_job != NULL)
+    mcp_qp_connect_abandon(c);
+  j = calloc(1, sizeof(*j));
+  if (j == NULL)
+    return -1;
+  atomic_init(&j->state, MCP_QP_THREAD_RUNNING);
+  atomic_init(&j->refs, 2);
+  j->c = c;
+  j->rebuild = 1;
+  j->nqps = c->nqps;
+  for (i = 0; i < c->nqps; i++)
+    j->old_qp[i] = c->qp[i];
+  if (job_launch(c, j) != 0)
+    return -1; /* the old QPs stay the comm's */
+  for (i = 0; i < c->nqps; i++)
+    c->qp[i] = NULL;
+  return 0;
+}
+
+int mcp_qp_rebuild_poll(struct mcp_link *c)
+{
+  struct mcp_qp_job *j = c->qp_job;
+  int st;
+
+  if (j == NULL || !j->rebuild)
+    return -1;
+  st = atomic_load(&j->state);
+  if (st == MCP_QP_THREAD_RUNNING)
+    return 0;
+  if (st == MCP_QP_THREAD_OK)
+    return 1;
+  c->qp_job = NULL;
+  job_unref(j); /* destroys what it created */
+  return -1;
+}
+
+void mcp_qp_rebuild_take(struct mcp_link *c)
+{
+  struct mcp_qp_job *j = c->qp_job;
+  int i;
+
+  for (i = 0; i < j->nqps; i++) {
+    c->qp[i] = j->qp[i];
+    c->psn[i] = j->psn[i];
+    j->qp[i] = NULL;
+  }
+  c->max_inline = j->max_inline;
+  c->qp_job = NULL;
+  job_unref(j);
+}
 
 int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index)
 {
@@ -453,8 +537,9 @@ int mcp_qp_connect_abandon(struct mcp_link *c)
   c->qp_job = NULL;
   running = atomic_load(&j->state) == MCP_QP_THREAD_RUNNING;
   if (running) {
-    /* Its QPs may be inside ibv_modify_qp: they leave the comm with the job. */
-    for (i = 0; i < j->nqps; i++)
+    /* Its QPs may be inside ibv_modify_qp: they leave the comm with the job (a rebuild's
+     * are the job's already). */
+    for (i = 0; !j->rebuild && i < j->nqps; i++)
       if (c->qp[i] == j->qp[i])
         c->qp[i] = NULL;
     j->abandoned = 1;

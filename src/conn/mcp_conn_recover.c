@@ -145,19 +145,16 @@ int mcp_recover_gid_find(const struct mcp_net_dev *d, struct ibv_context *ctx, i
   return index;
 }
 
-/* Destroy the QPs (their completions become stale with the epoch) and build new ones. */
-static int rebuild_qps(struct mcp_link *c)
+/* The rebuild thread has destroyed the old QPs and built new ones: count what the old
+ * ones completed, move to a new epoch, and take the new QPs. */
+static int adopt_qps(struct mcp_link *c)
 {
   int i;
 
-  for (i = 0; i < c->nqps; i++) {
-    if (c->qp[i] != NULL)
-      mcp_ibv.destroy_qp(c->qp[i]);
-    c->qp[i] = NULL;
-  }
   /* The destroyed QPs add nothing more to the CQ. What they completed successfully
    * still counts: a receive whose data landed was acknowledged, so its sender may have
-   * finished with it and will not write it again. Errors are ignored (phase is set). */
+   * finished with it and will not write it again. Errors are ignored (phase is set).
+   * qp[] is all NULL meanwhile, so no receive WR is reposted on the way. */
   while (c->error == 0 && c->ops->poll(c) > 0)
     ;
   if (c->error != 0)
@@ -167,8 +164,7 @@ static int rebuild_qps(struct mcp_link *c)
     c->recv_posted[i] = 0;
     c->recv_consumed[i] = 0;
   }
-  if (mcp_qp_create_qps(c) != 0)
-    return -1;
+  mcp_qp_rebuild_take(c);
   if (c->kind == MCP_COMM_RECV) {
     for (i = 0; i < c->nqps; i++)
       if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
@@ -209,6 +205,14 @@ static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
   } else {
     MCP_INFO(NCCL_NET, "%s %s: recovery round %u: %s", dir_words(c), c->peer_name, round, cause);
   }
+  /* The rebuild of an earlier round is still destroying its QPs (a port down holds the
+   * driver's drain): this round goes on from there and sends its QPs when it is done. */
+  if (c->rec.phase == MCP_REC_REBUILD) {
+    c->rec.round = round;
+    c->rec.peer_ready = 0;
+    c->rec.peer.round = 0;
+    return;
+  }
   /* A setup thread of an earlier round may still be inside ibv_modify_qp, resolving a
    * neighbour behind a link that is down: never wait for it. It takes the QPs it walks
    * along and destroys them when it returns; this round builds new ones. A GID lookup
@@ -225,13 +229,28 @@ static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
   c->rec.gid_missing = 0;
   c->rec.peer_ready = 0;
   c->rec.peer.round = 0;
-  c->rec.phase = MCP_REC_WAIT_PEER;
-  if (rebuild_qps(c) != 0) {
+  c->rec.phase = MCP_REC_REBUILD;
+  if (mcp_qp_rebuild_start(c) != 0)
+    rec_fail(c, "cannot start a thread for the QP setup");
+}
+
+/* REBUILD: once the thread is done, the new QPs go to the peer in RECOVER. */
+static int rebuilt(struct mcp_link *c)
+{
+  int st = mcp_qp_rebuild_poll(c);
+
+  if (st == 0)
+    return 0;
+  if (st < 0 || adopt_qps(c) != 0) {
     rec_fail(c, "the QPs could not be re-created");
-    return;
+    return -1;
   }
-  if (send_recover(c, MCP_WIRE_RECOVER_QPS) != 0)
+  c->rec.phase = MCP_REC_WAIT_PEER;
+  if (send_recover(c, MCP_WIRE_RECOVER_QPS) != 0) {
     rec_fail(c, "the RECOVER frame could not be queued on the out-of-band connection");
+    return -1;
+  }
+  return 0;
 }
 
 void mcp_recover_start(struct mcp_link *c, const char *cause)
@@ -405,6 +424,10 @@ int mcp_recover_progress(struct mcp_link *c)
       return -1;
   }
   switch (c->rec.phase) {
+  case MCP_REC_REBUILD:
+    if (rebuilt(c) != 0)
+      return -1;
+    break;
   case MCP_REC_WAIT_PEER:
     if (c->rec.peer.round == c->rec.round && now >= c->rec.next_gid_ns && connect_round(c) != 0)
       return -1;
@@ -434,7 +457,10 @@ int mcp_recover_progress(struct mcp_link *c)
     return -1;
   if (c->rec.phase != MCP_REC_NONE && now >= c->rec.deadline_ns) {
     rec_fail(c,
-             c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
+             c->rec.phase == MCP_REC_REBUILD
+               ? "the old QPs were still being destroyed (the driver drains their work in flight, "
+                 "which a port that is down holds)"
+               : c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
                ? "the peer never answered with its new QPs (its host or link is still down)"
                : c->rec.phase == MCP_REC_WAIT_PEER || c->rec.gid_missing
                ? "this host's GID did not come back on its port"

@@ -8,7 +8,10 @@
  * speed: a recovery round still connecting reports "not yet" while the step blocks and
  * fails the comm when the clock passes its deadline; a new round starts without waiting
  * for the old step; close returns at once; the QPs the blocked step walks are destroyed
- * only after it returns, and the comm (with its CQ) only after them. A failed completion
+ * only after it returns, and the comm (with its CQ) only after them. A round's first
+ * step, destroying the old QPs, can wait in the driver too (rxe drains their work in
+ * flight while a port is down): it runs on the rebuild thread, and a destroy that blocks
+ * leaves the calls reporting "not yet" until the deadline. A failed completion
  * that may mean the peer died does not sleep while the out-of-band channel decides: the
  * calls that follow report "not yet" until the peer's close is seen or 200 ms pass.
  */
@@ -21,13 +24,14 @@
 #include "mcp_test.h"
 #include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
+#include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 
 /* ---- fake verbs: RTR blocks until released (or 10 s, so a build that waits ends) ---- */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-static int released, in_rtr, next_event = 1, next_qpn = 0x100;
+static int released, in_rtr, in_destroy, created, block_destroy, next_event = 1, next_qpn = 0x100;
 static int ev_rtr_returned, ev_cq_destroyed, qps_destroyed;
 static struct ibv_qp *destroyed[8];
 static int ev_destroyed[8];
@@ -61,13 +65,21 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
   (void)init;
   pthread_mutex_lock(&lock);
   qp->qp_num = (uint32_t)next_qpn++;
+  created++;
+  pthread_cond_broadcast(&cond);
   pthread_mutex_unlock(&lock);
   return qp;
 }
 
+/* With block_destroy, waits until released as rxe's destroy waits for the QP's work in
+ * flight to drain, which a port that is down holds. */
 static int fake_destroy_qp(struct ibv_qp *qp)
 {
   pthread_mutex_lock(&lock);
+  in_destroy++;
+  pthread_cond_broadcast(&cond);
+  while (block_destroy && !released)
+    pthread_cond_wait(&cond, &lock);
   if (qps_destroyed < 8) {
     destroyed[qps_destroyed] = qp;
     ev_destroyed[qps_destroyed] = event();
@@ -154,6 +166,9 @@ static void reset(void)
   pthread_mutex_lock(&lock);
   released = 0;
   in_rtr = 0;
+  in_destroy = 0;
+  created = 0;
+  block_destroy = 0;
   ev_rtr_returned = 0;
   ev_cq_destroyed = 0;
   qps_destroyed = 0;
@@ -215,12 +230,13 @@ static void test_deadline_and_close(void)
 }
 
 /* The peer (or a new error) starts a new round while the old round's RTR blocks: the new
- * round builds new QPs at once; the old step destroys its own when it returns. */
+ * round builds new QPs without waiting for it; the old step destroys its own when it
+ * returns. */
 static void test_new_round_does_not_wait(void)
 {
   struct mcp_comm *c;
   struct ibv_qp *old;
-  int ev_started, ev_closed;
+  int ev_started, ev_closed, i, old_at = -1, others = 0;
 
   reset();
   c = comm_connecting();
@@ -228,14 +244,16 @@ static void test_new_round_does_not_wait(void)
   CHECK_EQ_INT(mcp_qp_connect_start(&c->link), 0);
   CHECK_EQ_INT(wait_for(&in_rtr, 1), 1);
 
-  /* The out-of-band connection is marked dead so that the fake needs no peer: the
-   * RECOVER frame of the new round then fails the comm, after the round began. */
-  mcp_oob_test_stream_end(stream, 1, 0, NULL);
   mcp_recover_start(&c->link, "another fake error");
   ev_started = now_event();
   CHECK_EQ_INT(fake_comm_rec_round(c), 2);
-  CHECK(fake_comm_qp(c, 0) != NULL && fake_comm_qp(c, 0) != old);
-  CHECK(strstr(fake_comm_errmsg(c), "RECOVER frame") != NULL);
+  CHECK_EQ_INT(fake_comm_rec_phase(c), MCP_REC_REBUILD);
+  CHECK_EQ_INT(wait_for(&created, 1), 1); /* the rebuild thread made the new QP */
+  /* The out-of-band connection is marked dead so that the fake needs no peer: the next
+   * call then fails the comm, after the round began. */
+  mcp_oob_test_stream_end(stream, 1, 0, "a fake dead peer");
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
+  CHECK(strstr(fake_comm_errmsg(c), "a fake dead peer") != NULL);
 
   fake_comm_detach_stream(c);
   free(stream);
@@ -248,13 +266,70 @@ static void test_new_round_does_not_wait(void)
   CHECK(ev_rtr_returned > ev_started);
   CHECK(ev_rtr_returned > ev_closed);
   CHECK_EQ_INT(qps_destroyed, 2);
-  /* The old QP goes once its RTR returned; the new one with the comm, which that step
-   * held until then, and the CQ last. */
-  CHECK(destroyed[0] == old);
-  CHECK(destroyed[1] != NULL && destroyed[1] != old);
-  CHECK(ev_destroyed[0] > ev_rtr_returned);
+  /* The old QP goes once its RTR returned; the new one with the rebuild, and the CQ last. */
+  for (i = 0; i < 2; i++) {
+    if (destroyed[i] == old)
+      old_at = i;
+    else if (destroyed[i] != NULL)
+      others++;
+    CHECK(ev_cq_destroyed > ev_destroyed[i]);
+  }
+  CHECK(old_at >= 0 && ev_destroyed[old_at] > ev_rtr_returned);
+  CHECK_EQ_INT(others, 1);
+  pthread_mutex_unlock(&lock);
+}
+
+/* A round's first step, destroying the old QPs, can wait in the driver for as long as a
+ * port is down (rxe drains the QP's work in flight first; the lab saw NCCL's thread held
+ * until the link came back): it runs on the rebuild thread, so the calls report "not
+ * yet", the round fails at its deadline naming that step, close returns at once, and
+ * the thread frees what it made (and the comm, CQ last) when the destroy returns. */
+static void test_rebuild_destroy_blocks(void)
+{
+  struct mcp_comm *c;
+  struct ibv_qp *old;
+  int ev_failed, ev_closed, i, old_at = -1;
+
+  reset();
+  block_destroy = 1;
+  mcp_param_process()->recovery_timeout_s = 6;
+  c = comm_connecting();
+  fake_comm_set_rec_phase(c, MCP_REC_NONE);
+  old = fake_comm_qp(c, 0);
+  mcp_recover_start(&c->link, "a fake port went down");
+  CHECK_EQ_INT(fake_comm_rec_phase(c), MCP_REC_REBUILD);
+  CHECK_EQ_INT(wait_for(&in_destroy, 1), 1);
+  CHECK(fake_comm_qp(c, 0) == NULL);
+
+  fake_now += 1000000000ull; /* 1 s in: still destroying, no verdict, no wait */
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), 0);
+  CHECK_EQ_INT(fake_comm_error(c), 0);
+
+  fake_now += 6000000000ull; /* past the deadline */
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
+  ev_failed = now_event();
+  CHECK(strstr(fake_comm_errmsg(c), "the old QPs were still being destroyed") != NULL);
+  CHECK(strstr(fake_comm_errmsg(c), "MCPNET_RECOVERY_TIMEOUT=6") != NULL);
+
+  fake_comm_detach_stream(c);
+  free(stream);
+  mcp_comm_destroy(&c->link);
+  ev_closed = now_event();
+  release();
+  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
+
+  pthread_mutex_lock(&lock);
+  CHECK_EQ_INT(qps_destroyed, 2); /* the old QP, then the one the thread created */
+  for (i = 0; i < 2; i++)
+    if (destroyed[i] == old)
+      old_at = i;
+  CHECK_EQ_INT(old_at, 0);
+  CHECK(ev_destroyed[0] > ev_failed);
+  CHECK(ev_destroyed[0] > ev_closed);
+  CHECK(destroyed[1] != NULL && destroyed[1] != old && ev_destroyed[1] > ev_destroyed[0]);
   CHECK(ev_cq_destroyed > ev_destroyed[1]);
   pthread_mutex_unlock(&lock);
+  mcp_param_process()->recovery_timeout_s = 0;
 }
 
 /* A remote access error: the peer's process may have died (its FIN is on the way). */
@@ -314,6 +389,7 @@ int main(void)
 
   test_deadline_and_close();
   test_new_round_does_not_wait();
+  test_rebuild_destroy_blocks();
   test_verdict(1);
   test_verdict(0);
   return mcp_test_failures != 0;
