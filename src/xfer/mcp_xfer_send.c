@@ -194,13 +194,48 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   return post(c, qp, &wr);
 }
 
+/* The failures isend finds in what it was given, out of line (the success path keeps
+ * its registers). */
+static __attribute__((noinline, cold)) int isend_corrupt(struct mcp_comm *c, int n, uint32_t seq)
+{
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
+                c->link.peer_name, n, seq);
+  return MCP_ERR_REMOTE;
+}
+
+static __attribute__((noinline, cold)) int isend_too_big(struct mcp_comm *c, size_t size, uint64_t room,
+                                                         uint32_t seq, int tag)
+{
+  mcp_comm_fail(&c->link, MCP_ERR_USAGE,
+                "send of %zu bytes to %s is larger than the posted receive "
+                "buffer of %llu bytes (seq %u, tag %d)",
+                size, c->link.peer_name, (unsigned long long)room, seq, tag);
+  return MCP_ERR_USAGE;
+}
+
+static __attribute__((noinline, cold)) int isend_no_handle(struct mcp_comm *c, size_t size)
+{
+  mcp_comm_fail(&c->link, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size,
+                c->link.peer_name);
+  return MCP_ERR_ARG;
+}
+
+/* Not yet: the head receive has no free buffer for this tag (PXN ranks out of step).
+ * Remembered for the watchdog, which names who waits for whom if it lasts. */
+static __attribute__((noinline)) int isend_refused(struct mcp_comm *c, int tag, uint32_t seq)
+{
+  c->tag_refused = tag;
+  c->tag_refused_seq = seq;
+  return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+}
+
 int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
 {
   struct mcp_comm *c = send_comm;
   uint32_t seq = c->seq;
   int slot = (int)(seq % MCP_SLOTS);
   const struct mcp_cts_elem *e = c->ring_elems[slot].e;
-  struct mcp_send_slot *ss = &c->sslots[slot];
+  struct mcp_send_slot *ss;
   struct mcp_request *r;
   int n, i;
 
@@ -212,47 +247,56 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   if (load_seq(&e[0]) != seq)
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   n = e[0].n;
-  if (n < 1 || n > MCP_MAX_RECVS) {
-    mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
-                  c->link.peer_name, n, seq);
-    return MCP_ERR_REMOTE;
+  if (n == 1) {
+    /* A single receive (every small message): its one element, no per-slot matching
+     * state, straight to the write. */
+    if (e[0].tag != tag)
+      return isend_refused(c, tag, seq);
+    if (size > e[0].size)
+      return isend_too_big(c, size, e[0].size, seq, tag);
+    if (size > 0 && mhandle == NULL)
+      return isend_no_handle(c, size);
+    /* Every request is out (MCP_SEND_REQS): not yet, as for a clear-to-send still on its
+     * way; nothing above changed state that a later call would not set up the same way. */
+    r = mcp_req_get(c);
+    if (r == NULL)
+      return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+    r->kind = MCP_REQ_SEND;
+    r->seq = seq;
+    r->size = (int)size;
+    r->n = 1;
+    r->elem = 0;
+    r->data = data;
+    r->mh = mhandle;
+    /* One QP: the one-write path straight from here (no call); else striping decides. */
+    if ((c->link.nqps == 1 ? send_one(c, r, data, size, mhandle, &e[0], 0)
+                           : send_single(c, r, data, size, mhandle, &e[0])) != 0)
+      return c->link.error;
+    c->seq = seq + 1;
+    c->wd_progress++;
+    *request = r;
+    return 0;
   }
+  if (n < 1 || n > MCP_MAX_RECVS)
+    return isend_corrupt(c, n, seq);
   for (i = 1; i < n; i++)
     if (load_seq(&e[i]) != seq)
       return 0; /* the entry is still arriving */
-  if (n == 1) {
-    i = e[0].tag == tag ? 0 : 1; /* a single receive needs no per-slot matching state */
-  } else {
-    if (ss->seq != seq) {
-      memset(ss, 0, sizeof(*ss));
-      ss->seq = seq;
-      ss->n = n;
-    }
-    for (i = 0; i < n; i++)
-      if (!ss->used[i] && e[i].tag == tag)
-        break;
+  ss = &c->sslots[slot];
+  if (ss->seq != seq) {
+    memset(ss, 0, sizeof(*ss));
+    ss->seq = seq;
+    ss->n = n;
   }
-  if (i == n) {
-    /* Not yet: the head receive has no free buffer for this tag (PXN ranks out of step).
-     * Remembered for the watchdog, which names who waits for whom if it lasts. */
-    c->tag_refused = tag;
-    c->tag_refused_seq = seq;
-    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
-  }
-  if (size > e[i].size) {
-    mcp_comm_fail(&c->link, MCP_ERR_USAGE,
-                  "send of %zu bytes to %s is larger than the posted receive "
-                  "buffer of %llu bytes (seq %u, tag %d)",
-                  size, c->link.peer_name, (unsigned long long)e[i].size, seq, tag);
-    return MCP_ERR_USAGE;
-  }
-  if (size > 0 && mhandle == NULL) {
-    mcp_comm_fail(&c->link, MCP_ERR_ARG, "send of %zu bytes to %s without a memory handle", size,
-                  c->link.peer_name);
-    return MCP_ERR_ARG;
-  }
-  /* Every request is out (MCP_SEND_REQS): not yet, as for a clear-to-send still on its
-   * way; nothing above changed state that a later call would not set up the same way. */
+  for (i = 0; i < n; i++)
+    if (!ss->used[i] && e[i].tag == tag)
+      break;
+  if (i == n)
+    return isend_refused(c, tag, seq);
+  if (size > e[i].size)
+    return isend_too_big(c, size, e[i].size, seq, tag);
+  if (size > 0 && mhandle == NULL)
+    return isend_no_handle(c, size);
   r = mcp_req_get(c);
   if (r == NULL)
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
@@ -263,23 +307,15 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   r->elem = (uint8_t)i;
   r->data = data;
   r->mh = mhandle;
-  if (n == 1) {
-    /* One QP: the one-write path straight from here (no call); else striping decides. */
-    if ((c->link.nqps == 1 ? send_one(c, r, data, size, mhandle, &e[0], 0)
-                           : send_single(c, r, data, size, mhandle, &e[0])) != 0)
+  if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
+    return c->link.error;
+  ss->used[i] = 1;
+  ss->reqs[i] = r;
+  r->pending = 1;
+  if (++ss->matched == n) {
+    if (send_group_final(c, ss, slot) != 0)
       return c->link.error;
     c->seq = seq + 1;
-  } else {
-    if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
-      return c->link.error;
-    ss->used[i] = 1;
-    ss->reqs[i] = r;
-    r->pending = 1;
-    if (++ss->matched == n) {
-      if (send_group_final(c, ss, slot) != 0)
-        return c->link.error;
-      c->seq = seq + 1;
-    }
   }
   c->wd_progress++;
   *request = r;
