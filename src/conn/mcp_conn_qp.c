@@ -403,20 +403,30 @@ static int job_launch(struct mcp_link *c, struct mcp_qp_job *j)
   return 0;
 }
 
-/* walk: RTR/RTS of the comm's QPs; lookup: each member's GID first. */
-static int job_start(struct mcp_link *c, int walk, int lookup)
+/* A job for c, the comm's previous one let go of; NULL without memory. */
+static struct mcp_qp_job *job_new(struct mcp_link *c)
 {
   struct mcp_qp_job *j;
-  int i;
 
   if (c->qp_job != NULL)
     mcp_qp_connect_abandon(c);
   j = calloc(1, sizeof(*j));
   if (j == NULL)
-    return -1;
+    return NULL;
   atomic_init(&j->state, MCP_QP_THREAD_RUNNING);
   atomic_init(&j->refs, 2);
   j->c = c;
+  return j;
+}
+
+/* walk: RTR/RTS of the comm's QPs; lookup: each member's GID first. */
+static int job_start(struct mcp_link *c, int walk, int lookup)
+{
+  struct mcp_qp_job *j = job_new(c);
+  int i;
+
+  if (j == NULL)
+    return -1;
   j->nqps = walk ? c->nqps : 0;
   j->lookup = lookup;
   j->ndevs = c->ndevs;
@@ -449,17 +459,11 @@ int mcp_qp_gid_probe_start(struct mcp_link *c) { return job_start(c, 0, 1); }
 
 int mcp_qp_rebuild_start(struct mcp_link *c)
 {
-  struct mcp_qp_job *j;
+  struct mcp_qp_job *j = job_new(c);
   int i;
 
-  if (c->qp_job != NULL)
-    mcp_qp_connect_abandon(c);
-  j = calloc(1, sizeof(*j));
   if (j == NULL)
     return -1;
-  atomic_init(&j->state, MCP_QP_THREAD_RUNNING);
-  atomic_init(&j->refs, 2);
-  j->c = c;
   j->rebuild = 1;
   j->nqps = c->nqps;
   for (i = 0; i < c->nqps; i++)
