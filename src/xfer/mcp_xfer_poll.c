@@ -348,6 +348,19 @@ static __attribute__((noinline, cold)) int test_bad_request(void *request)
   return MCP_ERR_ARG;
 }
 
+/* After the poll, for a request it did not finish: flush retry and liveness. Also
+ * test_progress's tail; out of line, since a working comm's test rarely needs it. */
+static __attribute__((noinline)) int test_waiting(struct mcp_comm *c, struct mcp_request *r)
+{
+  if (!r->done && c->link.error == 0 && c->flush_lost_ns != 0)
+    mcp_xfer_flush_retry(c, mcp_clock_coarse_ns());
+  if (!r->done && c->link.error == 0)
+    mcp_xfer_check_alive(c);
+  if (!r->done && c->link.error != 0)
+    return c->link.error;
+  return 0;
+}
+
 /* The request is not done yet and the comm is not plainly working (a recovery, an
  * error): recovery, poll, flush retry and liveness, in that order. */
 static __attribute__((noinline)) int test_progress(struct mcp_comm *c, struct mcp_request *r)
@@ -360,26 +373,7 @@ static __attribute__((noinline)) int test_progress(struct mcp_comm *c, struct mc
   }
   if (c->link.error == 0)
     poll_all(c);
-  if (!r->done && c->link.error == 0 && c->flush_lost_ns != 0)
-    mcp_xfer_flush_retry(c, mcp_clock_coarse_ns());
-  if (!r->done && c->link.error == 0)
-    mcp_xfer_check_alive(c);
-  if (!r->done && c->link.error != 0)
-    return c->link.error;
-  return 0;
-}
-
-/* The tail of test_progress, for a working comm whose poll (made inline by test) did
- * not finish the request: flush retry and liveness. */
-static __attribute__((noinline)) int test_waiting(struct mcp_comm *c, struct mcp_request *r)
-{
-  if (!r->done && c->link.error == 0 && c->flush_lost_ns != 0)
-    mcp_xfer_flush_retry(c, mcp_clock_coarse_ns());
-  if (!r->done && c->link.error == 0)
-    mcp_xfer_check_alive(c);
-  if (!r->done && c->link.error != 0)
-    return c->link.error;
-  return 0;
+  return test_waiting(c, r);
 }
 
 int mcp_xfer_test(void *request, int *done, int *sizes)

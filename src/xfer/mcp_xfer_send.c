@@ -229,6 +229,24 @@ static __attribute__((noinline)) int isend_refused(struct mcp_comm *c, int tag, 
   return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
 }
 
+/* A request for element elem of message seq's n receives; NULL when every one is out. */
+static inline __attribute__((always_inline)) struct mcp_request *
+send_req(struct mcp_comm *c, uint32_t seq, size_t size, int n, int elem, void *data, void *mhandle)
+{
+  struct mcp_request *r = mcp_req_get(c);
+
+  if (r != NULL) {
+    r->kind = MCP_REQ_SEND;
+    r->seq = seq;
+    r->size = (int)size;
+    r->n = n;
+    r->elem = (uint8_t)elem;
+    r->data = data;
+    r->mh = mhandle;
+  }
+  return r;
+}
+
 int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request)
 {
   struct mcp_comm *c = send_comm;
@@ -258,16 +276,9 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
       return isend_no_handle(c, size);
     /* Every request is out (MCP_SEND_REQS): not yet, as for a clear-to-send still on its
      * way; nothing above changed state that a later call would not set up the same way. */
-    r = mcp_req_get(c);
+    r = send_req(c, seq, size, 1, 0, data, mhandle);
     if (r == NULL)
       return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
-    r->kind = MCP_REQ_SEND;
-    r->seq = seq;
-    r->size = (int)size;
-    r->n = 1;
-    r->elem = 0;
-    r->data = data;
-    r->mh = mhandle;
     /* One QP: the one-write path straight from here (no call); else striping decides. */
     if ((c->link.nqps == 1 ? send_one(c, r, data, size, mhandle, &e[0], 0)
                            : send_single(c, r, data, size, mhandle, &e[0])) != 0)
@@ -297,16 +308,9 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     return isend_too_big(c, size, e[i].size, seq, tag);
   if (size > 0 && mhandle == NULL)
     return isend_no_handle(c, size);
-  r = mcp_req_get(c);
+  r = send_req(c, seq, size, n, i, data, mhandle);
   if (r == NULL)
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
-  r->kind = MCP_REQ_SEND;
-  r->seq = seq;
-  r->size = (int)size;
-  r->n = n;
-  r->elem = (uint8_t)i;
-  r->data = data;
-  r->mh = mhandle;
   if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
     return c->link.error;
   ss->used[i] = 1;

@@ -185,6 +185,21 @@ static void release(void)
   pthread_mutex_unlock(&lock);
 }
 
+/* NCCL's close (or abort) while the fake blocks, then the block released; returns the
+ * close's event once the comm's CQ, freed last, is gone. */
+static int close_then_release(struct mcp_comm *c)
+{
+  int ev;
+
+  fake_comm_detach_stream(c); /* a fake: nothing of the out-of-band channel to close */
+  free(stream);
+  mcp_comm_destroy(&c->link);
+  ev = now_event();
+  release();
+  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
+  return ev;
+}
+
 /* The round's deadline passes while RTR blocks: the comm fails then, and close does not
  * wait for the step either. */
 static void test_deadline_and_close(void)
@@ -210,12 +225,7 @@ static void test_deadline_and_close(void)
   CHECK(strstr(fake_comm_errmsg(c), "did not reach RTS") != NULL);
   CHECK(strstr(fake_comm_errmsg(c), "round 1") != NULL);
 
-  fake_comm_detach_stream(c); /* a fake: nothing of the out-of-band channel to close */
-  free(stream);
-  mcp_comm_destroy(&c->link); /* NCCL's close (or abort) */
-  ev_closed = now_event();
-  release();
-  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
+  ev_closed = close_then_release(c);
 
   pthread_mutex_lock(&lock);
   /* The verdict and the close came while RTR still blocked... */
@@ -255,12 +265,7 @@ static void test_new_round_does_not_wait(void)
   CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
   CHECK(strstr(fake_comm_errmsg(c), "a fake dead peer") != NULL);
 
-  fake_comm_detach_stream(c);
-  free(stream);
-  mcp_comm_destroy(&c->link);
-  ev_closed = now_event();
-  release();
-  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
+  ev_closed = close_then_release(c);
 
   pthread_mutex_lock(&lock);
   CHECK(ev_rtr_returned > ev_started);
@@ -311,12 +316,7 @@ static void test_rebuild_destroy_blocks(void)
   CHECK(strstr(fake_comm_errmsg(c), "the old QPs were still being destroyed") != NULL);
   CHECK(strstr(fake_comm_errmsg(c), "MCPNET_RECOVERY_TIMEOUT=6") != NULL);
 
-  fake_comm_detach_stream(c);
-  free(stream);
-  mcp_comm_destroy(&c->link);
-  ev_closed = now_event();
-  release();
-  CHECK_EQ_INT(wait_for(&ev_cq_destroyed, 1) > 0, 1);
+  ev_closed = close_then_release(c);
 
   pthread_mutex_lock(&lock);
   CHECK_EQ_INT(qps_destroyed, 2); /* the old QP, then the one the thread created */
