@@ -404,7 +404,7 @@ static int verdict(struct mcp_link *c)
 int mcp_recover_progress(struct mcp_link *c)
 {
   uint64_t now;
-  int st;
+  int st, k;
 
   if (c->error != 0)
     return -1;
@@ -419,6 +419,11 @@ int mcp_recover_progress(struct mcp_link *c)
   now = mono_ns();
   if (now >= c->rec.next_try_ns) {
     c->rec.next_try_ns = now + RETRY_NS / 10;
+    /* ibv_destroy_qp returns only once the QP's async events are acknowledged: while the
+     * rebuild thread destroys, read them (the liveness check that does otherwise waits
+     * for the round), or a QP_FATAL a driver raised with the error holds the round. */
+    for (k = 0; c->rec.phase == MCP_REC_REBUILD && k < c->ndevs; k++)
+      mcp_devctx_poll_events(c->devs[k].dc);
     mcp_recover_poll_stream(c);
     if (c->error != 0)
       return -1;

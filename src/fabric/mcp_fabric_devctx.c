@@ -126,8 +126,9 @@ void mcp_devctx_put(struct mcp_devctx *dc)
 void mcp_devctx_poll_events(struct mcp_devctx *dc)
 {
   struct ibv_async_event ev;
+  int fl = fcntl(dc->ctx->async_fd, F_GETFL);
 
-  if (!(fcntl(dc->ctx->async_fd, F_GETFL) & O_NONBLOCK) || pthread_mutex_trylock(&dc->ev_lock) != 0)
+  if (fl < 0 || !(fl & O_NONBLOCK) || pthread_mutex_trylock(&dc->ev_lock) != 0)
     return;
   while (mcp_ibv.get_async_event(dc->ctx, &ev) == 0) {
     switch (ev.event_type) {

@@ -383,6 +383,8 @@ int main(void)
   fake_dev.port = 1;
   fake_dev.link_layer = IBV_LINK_LAYER_INFINIBAND;
   fake_dc.info = &fake_dev;
+  fake_dc.ctx = &fake_ctx; /* no async events: recovery's reads of them see a bad fd */
+  fake_ctx.async_fd = -1;
   fake_dc.refs = 1000; /* never closed by the comms' puts */
   fake_now = 1000000000000ull;
   mcp_clock_test_set(test_clock);
