@@ -462,7 +462,11 @@ int mcp_recover_progress(struct mcp_link *c)
     return -1;
   if (c->rec.phase != MCP_REC_NONE && now >= c->rec.deadline_ns) {
     rec_fail(c,
-             c->rec.phase == MCP_REC_REBUILD
+             c->rec.phase == MCP_REC_REBUILD && c->rec.peer.round != c->rec.round
+               ? "the peer never answered with its new QPs (its host or link is still down), and the old "
+                 "QPs were still being destroyed (the driver drains their work in flight, which a "
+                 "port that is down holds)"
+               : c->rec.phase == MCP_REC_REBUILD
                ? "the old QPs were still being destroyed (the driver drains their work in flight, "
                  "which a port that is down holds)"
                : c->rec.phase == MCP_REC_WAIT_PEER && c->rec.peer.round != c->rec.round
