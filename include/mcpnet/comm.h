@@ -43,6 +43,15 @@
 _Static_assert(MCP_SEND_REQS >= MCP_MAX_RECVS, "a group's sends always find requests");
 _Static_assert(MCP_RECV_INFLIGHT <= MCP_SLOTS, "receives in flight fit the ring");
 #define MCP_STRIPE_MIN (64 * 1024) /* smallest chunk worth a QP of its own */
+/* A send's WRs on one QP: a request's at most MCP_SEND_REQS * 3 / 2 (mcp_xfer_link.c),
+ * plus landings, which hold no WR count of a request (their request is done at post):
+ * at most MCP_LAND_WINDOW not yet known complete, one in MCP_LAND_SIGNAL_EVERY signalled,
+ * and one more for a recovery's rewrite of the lines or close's last signalled write. */
+#define MCP_LAND_SIGNAL_EVERY 8
+#define MCP_LAND_WINDOW 14
+#define MCP_SEND_SQ_DEPTH (MCP_SEND_REQS + MCP_SEND_REQS / 2 + MCP_LAND_WINDOW + 1)
+_Static_assert(MCP_SEND_SQ_DEPTH <= 63,
+               "a send QP's queue stays at 64 entries in rxe (depth + 1, rounded up)");
 
 /* One element of a CTS entry: 32 bytes, written by the receiver's NIC. */
 struct mcp_cts_elem {
@@ -50,11 +59,18 @@ struct mcp_cts_elem {
   uint64_t size;
   uint32_t rkey;
   int32_t tag;
-  uint16_t n;   /* buffers in this receive */
-  uint16_t idx; /* this element's position */
-  uint32_t seq; /* written with the rest; equal to the expected seq when current */
+  uint16_t n;    /* buffers in this receive */
+  uint8_t idx;   /* this element's position */
+  uint8_t flags; /* MCP_CTS_LAND; was idx's high byte, always 0 (read only for a fused receiver) */
+  uint32_t seq;  /* written with the rest; equal to the expected seq when current */
 };
 _Static_assert(sizeof(struct mcp_cts_elem) == 32, "CTS element is 32 bytes on the wire");
+
+/* The receive may complete by a landing (struct mcp_landing): one buffer, in host memory
+ * the receiver's CPU may write, and a receiver of one member. A sender that does not
+ * know the flag never reads it: it reads idx only from a fused receiver, which never
+ * sets it. */
+#define MCP_CTS_LAND 0x01
 
 struct mcp_cts_slot {
   struct mcp_cts_elem e[MCP_MAX_RECVS];
@@ -128,6 +144,24 @@ struct mcp_record {
 };
 _Static_assert(sizeof(struct mcp_record) == 64, "record is one cache line");
 
+/* A landing: a small message from host memory to host memory, written by one inline
+ * RDMA write (no immediate, no receive WQE, no completion at the receiver) into the slot's
+ * line of the receiver's record ring, data first and ending at the trailer; the
+ * receiver's test sees the trailer's seq and copies the data to the user's buffer with
+ * the CPU (host memory only). The write is one aligned 64-byte line written in address
+ * order, the seq last, as a NIC places a single packet (and rxe copies it). A slot's
+ * line is otherwise a grouped receive's record, whose trailer bytes are zero padding;
+ * irecv writes a seq no landing can carry (~seq) before it advertises the slot. The
+ * sender keeps the same line in its own records (slot for slot), which is what a
+ * recovery writes again. */
+#define MCP_LAND_TRAILER 56 /* the trailer's offset in the line: data is at most this long */
+struct mcp_landing {
+  uint8_t data[MCP_LAND_TRAILER]; /* the message's bytes end here: [56 - size, 56) */
+  uint32_t size;
+  uint32_t seq; /* written last */
+};
+_Static_assert(sizeof(struct mcp_landing) == sizeof(struct mcp_record), "a landing is a record's line");
+
 /* Immediate data: seq low 16 bits | completions expected << 16 | record flag << 24. */
 #define MCP_IMM(seq, k, rec) (((uint32_t)(seq)&0xffffu) | ((uint32_t)(k) << 16) | ((uint32_t)(rec) << 24))
 #define MCP_IMM_SEQ(imm) ((imm)&0xffffu)
@@ -145,13 +179,14 @@ struct mcp_request {
   int pending; /* completions still expected */
   uint32_t seq;
   int n;
-  int size; /* send: bytes */
+  int size; /* send: bytes; receive with land: the buffer's size */
   int sizes[MCP_MAX_RECVS];
   int16_t group_next; /* grouped sends: the next request completed by the same write */
   uint16_t index;
   uint8_t elem;   /* send: the CTS element it matched */
   uint8_t repost; /* flush: its read was lost with the flush QP; post it again */
-  void *data;     /* send: what a recovery replays; flush: the buffer read */
+  uint8_t land;   /* receive: advertised with MCP_CTS_LAND (its slot's line may complete it) */
+  void *data;     /* send: what a recovery replays; flush: the buffer read; receive: a landing's buffer */
   const void *mh; /* struct mcp_mr, or struct mcp_mr_set on a fused comm (mcp_mh_*) */
   struct mcp_comm *comm;
 };
@@ -203,6 +238,17 @@ struct mcp_comm {
   /* Send side. */
   struct mcp_send_slot *sslots; /* MCP_SLOTS */
   int next_qp;
+  /* Landings (struct mcp_landing), on QP 0, unsignalled but every MCP_LAND_SIGNAL_EVERY-th:
+   * the largest that lands (-1: none; also while a recovery's rewrite of the lines is in
+   * flight), landing writes posted and known complete (counts, all time since the QPs were
+   * made; wr_id carries the count of a signalled one). */
+  int land_max, land_max_ok;
+  uint32_t land_posted, land_acked;
+  int land_used; /* a landing was posted since the QPs were made: a recovery rewrites the lines */
+  /* Receive side: whether receives are advertised for landing (one member, and landings
+   * not switched off), and how many completed by one since the CQ was last polled. */
+  int land_recv;
+  int land_unpolled;
   int32_t tag_refused;      /* the last isend whose tag had no free buffer in the head */
   uint32_t tag_refused_seq; /* receive, and that receive's seq (0: none; seqs start at 1) */
 
@@ -261,6 +307,8 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
 
 /* Replay after recovery (mcp_xfer_send.c, mcp_xfer_recv.c). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
+/* Before a send comm's QPs go: waits until its landings are acknowledged (mcp_xfer_send.c). */
+void mcp_xfer_send_drain(struct mcp_comm *c);
 int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
 /* A receive's data arrived; may write held clear-to-send entries. -1: comm failed.
@@ -291,6 +339,10 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns);
 int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, uint64_t offset, int fd,
                         void **mhandle);
 void mcp_xfer_dereg_mr_set(void *mhandle);
+
+/* Which messages land (struct mcp_landing), from the QPs' inline size and
+ * MCPNET_INLINE_BYTES (data_inline); link_up calls it (mcp_xfer_link.c). */
+void mcp_xfer_land_setup(struct mcp_comm *c);
 
 /* xfer's side of every comm, handed to conn by net (mcp_xfer_link.c). */
 extern const struct mcp_link_ops mcp_xfer_link_ops;

@@ -74,8 +74,9 @@ static int link_alloc(struct mcp_link *l)
         return -1;
     /* The send side's QPs post the writes; one receive WR is never used. A request puts
      * at most one WR on a QP (a stripe each, or a group's part), and a group of n >= 2
-     * requests one record more: MCP_SEND_REQS * 3 / 2 WRs outstanding per QP at most. */
-    c->link.sq_depth = MCP_SEND_REQS + MCP_SEND_REQS / 2;
+     * requests one record more: MCP_SEND_REQS * 3 / 2 WRs outstanding per QP at most;
+     * landings have a window of their own on QP 0. */
+    c->link.sq_depth = MCP_SEND_SQ_DEPTH; /* and landings: comm.h */
     /* Inline: small messages (MCPNET_INLINE_BYTES, at most this) and nothing else; a
      * record (64 bytes) goes from its registered copy. 48 keeps rxe's send-queue entry
      * at 256 bytes (208 plus inline, rounded up to a power of two): 256 bytes of
@@ -120,6 +121,22 @@ static void link_up(struct mcp_link *l)
   for (k = 1; k < c->link.remote_ndevs && k < c->link.remote.ndevs; k++)
     c->remote_rkeys[k] = c->link.remote.more[k - 1].ring_rkey;
   c->data_inline = c->link.max_inline < inline_bytes ? c->link.max_inline : inline_bytes;
+  mcp_xfer_land_setup(c);
+}
+
+void mcp_xfer_land_setup(struct mcp_comm *c)
+{
+  /* A landing is inline data plus its 8-byte trailer in one line; none when data is never
+   * inlined. A receiver advertises them only with one member: a sender that predates them
+   * reads an element's idx (whose high byte carries the flag) from a fused one. */
+  c->land_max_ok = -1;
+  if (c->data_inline > 0) {
+    c->land_max_ok = c->link.max_inline - 8 < c->data_inline ? c->link.max_inline - 8 : c->data_inline;
+    if (c->land_max_ok > MCP_LAND_TRAILER)
+      c->land_max_ok = MCP_LAND_TRAILER;
+  }
+  c->land_max = c->land_max_ok;
+  c->land_recv = c->link.ndevs == 1;
 }
 
 static void free_ring(struct ibv_mr **mr, void **mem)
@@ -172,6 +189,8 @@ static void qps_replaced(struct mcp_link *l)
   int i;
 
   c->cts_unsignaled = 0;
+  c->land_posted = c->land_acked = 0; /* the old QPs' landings: the replay writes the lines again */
+  c->land_unpolled = 0;
   if (c->link.kind != MCP_COMM_RECV)
     return;
   /* Partial counts of the old QPs are void: the sender writes those slots again. */

@@ -281,6 +281,12 @@ static __attribute__((noinline)) void on_other(struct mcp_comm *c, const struct 
     }
     break;
   case MCP_WR_RECV: on_immediate(c, w); break;
+  case MCP_WR_LAND:
+    /* Every landing up to this count completed (one QP: in order); a recovery's rewrite
+     * of the lines is among them, after which the copies may change again. */
+    c->land_acked = MCP_WR_IDX(w->wr_id);
+    c->land_max = c->land_max_ok;
+    break;
   default: break; /* signalled clear-to-send writes only free send-queue space */
   }
 }
@@ -376,31 +382,68 @@ static __attribute__((noinline)) int test_progress(struct mcp_comm *c, struct mc
   return test_waiting(c, r);
 }
 
-int mcp_xfer_test(void *request, int *done, int *sizes)
+static __attribute__((noinline, cold)) void land_bad(struct mcp_comm *c, const struct mcp_request *r,
+                                                     uint32_t size)
 {
-  struct mcp_request *r = request;
-  struct mcp_comm *c;
-  int i, rc;
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                "receive from %s: a landing of %u bytes for seq %u, larger than the %d the receive "
+                "takes that way (protocol error)",
+                c->link.peer_name, size, r->seq, r->size);
+}
 
-  if (__builtin_expect(r == NULL || !r->in_use, 0)) {
-    *done = 0;
-    return test_bad_request(request);
+/* A receive advertised for landing: done when its line's trailer carries its seq (the
+ * sender's one write put the data there first), the data then copied to the user's host
+ * buffer. Every MCP_CQ_BATCH such receives the CQ is polled, which the clear-to-send
+ * writes' completions need (their send queue frees no space until they are polled). */
+static inline __attribute__((always_inline)) int land_arrived(struct mcp_comm *c, struct mcp_request *r)
+{
+  int slot = (int)(r->seq % MCP_SLOTS);
+  const struct mcp_landing *ld = (const struct mcp_landing *)(const void *)&c->ring_records[slot];
+  uint32_t size;
+
+  if (__atomic_load_n(&ld->seq, __ATOMIC_ACQUIRE) != r->seq)
+    return 0;
+  size = ld->size;
+  if (__builtin_expect(size > (uint32_t)r->size, 0)) {
+    land_bad(c, r, size);
+    return 0;
   }
-  c = r->comm;
-  if (!r->done) {
-    /* A working comm polls here, inline (what test_progress does when there is no
-     * recovery and no error); everything else goes through test_progress. */
-    if (__builtin_expect(c->link.rec.phase == MCP_REC_NONE && c->link.error == 0, 1)) {
-      poll_all(c);
-      rc = r->done ? 0 : test_waiting(c, r);
-    } else {
-      rc = test_progress(c, r);
-    }
-    if (rc != 0 || !r->done) {
-      *done = 0;
-      return rc;
-    }
+  if (size > 0)
+    memcpy(r->data, ld->data + MCP_LAND_TRAILER - size, size);
+  r->sizes[0] = (int)size;
+  c->rslots[slot].req = NULL;
+  r->done = 1;
+  c->wd_progress++;
+  mcp_xfer_recv_landed(c);
+  if (__builtin_expect(++c->land_unpolled >= MCP_CQ_BATCH, 0)) {
+    c->land_unpolled = 0;
+    if (c->link.rec.phase == MCP_REC_NONE && c->link.error == 0)
+      mcp_xfer_poll(c);
   }
+  return 1;
+}
+
+/* The request is not done: a working comm polls (what test_progress does when there is
+ * no recovery and no error), anything else goes through test_progress. Out of line, so
+ * that a test that finds its request done (a landing's send, a receive that landed) sets
+ * up no frame for the poll's batch. */
+static __attribute__((noinline)) int test_poll(struct mcp_comm *c, struct mcp_request *r)
+{
+  if (__builtin_expect(c->link.rec.phase == MCP_REC_NONE && c->link.error == 0, 1)) {
+    poll_all(c);
+    if (!r->done && r->land) /* it may have landed meanwhile */
+      land_arrived(c, r);
+    return r->done ? 0 : test_waiting(c, r);
+  }
+  return test_progress(c, r);
+}
+
+/* A done request: its sizes to NCCL, and back to the pool. */
+static inline __attribute__((always_inline)) int test_finish(struct mcp_request *r, int *done, int *sizes)
+{
+  struct mcp_comm *c = r->comm;
+  int i;
+
   *done = 1;
   if (r->kind == MCP_REQ_RECV) {
     if (sizes != NULL) {
@@ -414,4 +457,34 @@ int mcp_xfer_test(void *request, int *done, int *sizes)
   }
   mcp_req_put(r);
   return 0;
+}
+
+/* The request was not done at the call: a landing, else the poll. Out of line, so that
+ * test of a request already done (a landing's send) needs no frame at all. */
+static __attribute__((noinline)) int test_not_done(struct mcp_request *r, int *done, int *sizes)
+{
+  struct mcp_comm *c = r->comm;
+  int rc;
+
+  if (!(r->land && land_arrived(c, r))) {
+    rc = test_poll(c, r);
+    if (rc != 0 || !r->done) {
+      *done = 0;
+      return rc;
+    }
+  }
+  return test_finish(r, done, sizes);
+}
+
+int mcp_xfer_test(void *request, int *done, int *sizes)
+{
+  struct mcp_request *r = request;
+
+  if (__builtin_expect(r == NULL || !r->in_use, 0)) {
+    *done = 0;
+    return test_bad_request(request);
+  }
+  if (!r->done)
+    return test_not_done(r, done, sizes);
+  return test_finish(r, done, sizes);
 }

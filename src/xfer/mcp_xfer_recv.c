@@ -149,6 +149,38 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
   return 0;
 }
 
+static __attribute__((noinline, cold)) int irecv_no_handle(struct mcp_comm *c, struct mcp_request *r,
+                                                           size_t size)
+{
+  mcp_req_put(r);
+  MCP_WARN("irecv of %zu bytes from %s without a memory handle", size, c->link.peer_name);
+  return MCP_ERR_ARG;
+}
+
+/* The elements of a grouped receive (n >= 2); out of line, as its only caller's rare case. */
+static __attribute__((noinline)) int irecv_group(struct mcp_comm *c, struct mcp_request *r, uint32_t seq,
+                                                 struct mcp_cts_elem *e, int n, void **data, size_t *sizes,
+                                                 int *tags, void **mhandles)
+{
+  int i;
+
+  for (i = 0; i < n; i++) {
+    const void *mh = mhandles[i];
+    if (mh == NULL && sizes[i] > 0)
+      return irecv_no_handle(c, r, sizes[i]);
+    e[i].addr = (uintptr_t)data[i];
+    e[i].size = sizes[i];
+    e[i].rkey = mh != NULL ? mcp_mh_rkey(mh, 0) : 0;
+    e[i].tag = tags[i];
+    e[i].n = (uint16_t)n;
+    e[i].idx = (uint8_t)i;
+    e[i].flags = 0;
+    e[i].seq = seq;
+  }
+  r->land = 0;
+  return 0;
+}
+
 int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
                    void **request)
 {
@@ -175,20 +207,34 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   if (c->rslots[slot].req != NULL || c->inflight == MCP_RECV_INFLIGHT || (r = mcp_req_get(c)) == NULL)
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   e = c->staging[slot].e;
-  for (i = 0; i < n; i++) {
-    const void *mh = mhandles[i];
-    if (mh == NULL && sizes[i] > 0) {
-      mcp_req_put(r);
-      MCP_WARN("irecv of %zu bytes from %s without a memory handle", sizes[i], c->link.peer_name);
-      return MCP_ERR_ARG;
+  if (n == 1) {
+    /* A single receive (every small message): its one element, set field by field. */
+    const void *mh = mhandles[0];
+
+    if (mh == NULL && sizes[0] > 0)
+      return irecv_no_handle(c, r, sizes[0]);
+    e->addr = (uintptr_t)data[0];
+    e->size = sizes[0];
+    e->rkey = mh != NULL ? mcp_mh_rkey(mh, 0) : 0;
+    e->tag = tags[0];
+    e->n = 1;
+    e->idx = 0;
+    e->seq = seq;
+    /* A host buffer the CPU may write: the sender may land a small message in the
+     * slot's line (struct mcp_landing), whose seq must not be this one until it does.
+     * Not under the optional-completion hint: there the GPU polls the buffer itself for
+     * LL/LL128 flags, which only the NIC's own write puts there in time. */
+    r->land = c->land_recv && !optional && (mh != NULL ? mcp_mh_cpu_readable(mh) : sizes[0] == 0);
+    e->flags = r->land ? MCP_CTS_LAND : 0;
+    if (r->land) {
+      struct mcp_landing *ld = (struct mcp_landing *)(void *)&c->ring_records[slot];
+
+      __atomic_store_n(&ld->seq, ~seq, __ATOMIC_RELAXED);
+      r->data = data[0];
+      r->size = sizes[0] < (size_t)MCP_LAND_TRAILER ? (int)sizes[0] : MCP_LAND_TRAILER;
     }
-    e[i].addr = (uintptr_t)data[i];
-    e[i].size = sizes[i];
-    e[i].rkey = mh != NULL ? mcp_mh_rkey(mh, 0) : 0;
-    e[i].tag = tags[i];
-    e[i].n = (uint16_t)n;
-    e[i].idx = (uint16_t)i;
-    e[i].seq = seq;
+  } else if (irecv_group(c, r, seq, e, n, data, sizes, tags, mhandles) != 0) {
+    return MCP_ERR_ARG;
   }
   if (c->link.ndevs > 1) {
     struct mcp_cts_rkeys *t = (struct mcp_cts_rkeys *)(void *)((char *)c->staging + MCP_CTS_RKEYS_OFFSET);
@@ -430,6 +476,7 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
     return MCP_ERR_INTERNAL;
   }
   r->kind = MCP_REQ_FLUSH;
+  r->land = 0; /* the request may have been a receive's */
   r->n = 0;
   r->pending = c->link.ndevs;
   r->data = data[last];

@@ -19,7 +19,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/err.h"
 #include "mcpnet/log.h"
@@ -110,6 +112,78 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
       wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
   }
   return post(c, qp, &wr);
+}
+
+/* Landing writes not known complete have a bound (MCP_LAND_WINDOW): at the bound, the
+ * CQ's completions say how many are; out of line, once in several landings at most. */
+static __attribute__((noinline)) int land_wait_room(struct mcp_comm *c)
+{
+  if (mcp_xfer_poll(c) < 0)
+    return 0;
+  return c->land_posted - c->land_acked < MCP_LAND_WINDOW;
+}
+
+static inline int land_room(struct mcp_comm *c)
+{
+  return c->land_posted - c->land_acked < MCP_LAND_WINDOW || land_wait_room(c);
+}
+
+/* Posts the landing line of slot (already in c->records, ending at the trailer): size
+ * bytes and the trailer, inline, on QP 0; signalled every MCP_LAND_SIGNAL_EVERY-th, its
+ * wr_id carrying the count, which says every landing up to it completed. */
+static inline int post_land(struct mcp_comm *c, int slot, uint32_t size)
+{
+  struct ibv_send_wr wr;
+  struct ibv_sge sge;
+  uint32_t count = ++c->land_posted;
+
+  sge.addr = (uintptr_t)c->records + (uint64_t)slot * sizeof(struct mcp_record) + MCP_LAND_TRAILER - size;
+  sge.length = size + 8;
+  sge.lkey = c->records_mr->lkey;
+  wr.wr_id = MCP_WR(MCP_WR_LAND, c->link.id, c->link.epoch, count);
+  wr.next = NULL;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.imm_data = 0;
+  wr.send_flags = count % MCP_LAND_SIGNAL_EVERY == 0 ? IBV_SEND_INLINE | IBV_SEND_SIGNALED : IBV_SEND_INLINE;
+  wr.qp_type.xrc.remote_srqn = 0;
+  wr.wr.rdma.remote_addr =
+    c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record) + MCP_LAND_TRAILER - size;
+  wr.wr.rdma.rkey = c->remote_rkey;
+  c->land_used = 1;
+  return post(c, 0, &wr);
+}
+
+/* A landing (struct mcp_landing): the message into this comm's copy of the slot's line,
+ * then one inline write of it. The request is done at once: the data left the buffer
+ * with the post (inline), and the copy is what a recovery writes again; so it needs only
+ * what test reads of a done send (a landing is never replayed from its request). */
+static inline __attribute__((always_inline)) int isend_land(struct mcp_comm *c, uint32_t seq, void *data,
+                                                            size_t size, void **request)
+{
+  int slot = (int)(seq % MCP_SLOTS);
+  struct mcp_landing *ld = (struct mcp_landing *)(void *)&c->records[slot];
+  struct mcp_request *r;
+
+  if (c->free_top == 0) /* every request is out: not yet */
+    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+  r = &c->reqs[c->free_list[--c->free_top]];
+  r->in_use = 1;
+  r->done = 1;
+  r->kind = MCP_REQ_SEND;
+  r->seq = seq;
+  r->size = (int)size;
+  if (size > 0)
+    memcpy(ld->data + MCP_LAND_TRAILER - size, data, size);
+  ld->size = (uint32_t)size;
+  ld->seq = seq;
+  if (post_land(c, slot, (uint32_t)size) != 0)
+    return c->link.error;
+  c->seq = seq + 1;
+  c->wd_progress++;
+  *request = r;
+  return 0;
 }
 
 /* A single receive: K chunks on K QPs, each a signalled WRITE_WITH_IMM. */
@@ -274,6 +348,10 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
       return isend_too_big(c, size, e[0].size, seq, tag);
     if (size > 0 && mhandle == NULL)
       return isend_no_handle(c, size);
+    /* Host memory to host memory and small: a landing. */
+    if ((int)size <= c->land_max && (e[0].flags & MCP_CTS_LAND) &&
+        (size == 0 || mcp_mh_cpu_readable(mhandle)) && land_room(c))
+      return isend_land(c, seq, data, size, request);
     /* Every request is out (MCP_SEND_REQS): not yet, as for a clear-to-send still on its
      * way; nothing above changed state that a later call would not set up the same way. */
     r = send_req(c, seq, size, 1, 0, data, mhandle);
@@ -336,9 +414,38 @@ static int receiver_has(const uint32_t *done, uint32_t seq)
 /* After recovery: complete what the receiver already has, write the rest again from
  * the CTS ring, which still holds the destination of every incomplete receive. A
  * group is written again whole (parts, then the record when all parts are matched). */
+/* After recovery, before any other write: every line of this comm's records, which hold
+ * each slot's last landing (and grouped sends' records), into the receiver's ring in one
+ * write. A landing the receiver has not seen arrives with it; one it has seen, or a line
+ * that is not the slot's current message, is bytes it already has or never reads (its
+ * seq is not the slot's). The copies must not change while the write reads them: no
+ * landing until its completion (on_other restores land_max). */
+static int land_rewrite(struct mcp_comm *c)
+{
+  struct ibv_send_wr wr;
+  struct ibv_sge sge;
+
+  memset(&wr, 0, sizeof(wr));
+  sge.addr = (uintptr_t)c->records;
+  sge.length = MCP_SLOTS * sizeof(struct mcp_record);
+  sge.lkey = c->records_mr->lkey;
+  wr.wr_id = MCP_WR(MCP_WR_LAND, c->link.id, c->link.epoch, ++c->land_posted);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = c->remote_ring;
+  wr.wr.rdma.rkey = c->remote_rkey;
+  c->land_max = -1;
+  return post(c, 0, &wr);
+}
+
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
 {
   int i, j, replayed = 0, completed = 0;
+
+  if (c->land_used && land_rewrite(c) != 0)
+    return -1;
 
   for (i = 0; i < c->nreqs; i++) {
     struct mcp_request *r = &c->reqs[i];
@@ -378,7 +485,61 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
   }
   MCP_INFO(NCCL_NET,
            "send to %s: after recovery %d message(s) written again, %d completed by the "
-           "receiver's table",
-           c->link.peer_name, replayed, completed);
+           "receiver's table%s",
+           c->link.peer_name, replayed, completed, c->land_used ? ", the landing lines written again" : "");
   return 0;
+}
+
+/* Close: a landing's request was done at its post, before the write was acknowledged;
+ * NCCL's own transport says done only once it was, and may close right after. So before
+ * the QPs go, one signalled empty write follows the last landing, and its completion (in
+ * order: every landing before it is acknowledged too) is waited for, as long as the QP
+ * itself would retry it (what NCCL's transport would wait for its send). Not on a failed
+ * comm or during a recovery (their writes are void), nor when every landing is known
+ * complete, nor once the peer's process is known to be gone (its out-of-band connection
+ * closed: nobody is left to receive). */
+static int peer_gone(struct mcp_comm *c)
+{
+  mcp_oob_progress();
+  return mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream);
+}
+
+void mcp_xfer_send_drain(struct mcp_comm *c)
+{
+  const struct mcp_config *p = mcp_param_process();
+  struct ibv_send_wr wr;
+  uint64_t start = mcp_clock_coarse_ns(), limit;
+  uint32_t last;
+
+  if (c->link.kind != MCP_COMM_SEND || c->link.error != 0 || c->link.rec.phase != MCP_REC_NONE ||
+      c->link.qp[0] == NULL || c->land_posted == c->land_acked || peer_gone(c))
+    return;
+  /* The QP's own give-up time (4.096 us * 2^timeout per try, retry_cnt + 1 tries), and a
+   * second more. */
+  limit =
+    (4096ull << (p->ib_timeout < 31 ? p->ib_timeout : 31)) * (uint64_t)(p->ib_retry_cnt + 1) + 1000000000ull;
+  memset(&wr, 0, sizeof(wr));
+  last = ++c->land_posted;
+  wr.wr_id = MCP_WR(MCP_WR_LAND, c->link.id, c->link.epoch, last);
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = c->remote_ring;
+  wr.wr.rdma.rkey = c->remote_rkey;
+  if (post(c, 0, &wr) != 0)
+    return;
+  while (c->land_acked != last && c->link.error == 0 && c->link.rec.phase == MCP_REC_NONE) {
+    struct timespec ts = {0, 20000};
+
+    if (mcp_xfer_poll(c) < 0)
+      break;
+    if (c->land_acked == last || peer_gone(c))
+      break;
+    if (mcp_clock_coarse_ns() - start > limit) {
+      MCP_WARN("close of the send comm to %s: its last small messages were not acknowledged within "
+               "%.1f s; closing anyway (the receiver may not have them)",
+               c->link.peer_name, (double)limit / 1e9);
+      break;
+    }
+    nanosleep(&ts, NULL);
+  }
 }

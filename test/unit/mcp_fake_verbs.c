@@ -647,6 +647,8 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   s->data_inline = r->data_inline = o != NULL && o->data_inline > 0 ? o->data_inline : 64;
   if (s->data_inline > s->link.max_inline)
     s->data_inline = r->data_inline = s->link.max_inline;
+  mcp_xfer_land_setup(s); /* as link_up: which messages land */
+  mcp_xfer_land_setup(r);
   connect_qps(p);
   cur_pair = p;
   return p;

@@ -704,6 +704,124 @@ static void test_outstanding_bounds(void)
   fake_pair_free(p);
 }
 
+/* A landing's request is done at its post (the bytes are in the work request), so NCCL
+ * may reuse the buffer at once. Writes lost with the QPs then come back from the
+ * sender's copy of each landing line, not from the buffer: overwritten here after done,
+ * the receiver must still get the original bytes, each message exactly once. */
+static void test_landing_replay_from_copy(void)
+{
+  struct fake_pair *p = pair(1, 8, 0);
+  const struct fake_post *log;
+  void *r[8], *s[8];
+  int i, n, lands = 0, sizes[1];
+  ncclResult_t rc;
+
+  for (i = 0; i < 8; i++) {
+    r[i] = irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+    fake_pattern(sbuf + (size_t)i * 4096, 8 + (size_t)i, (unsigned)(60 + i));
+  }
+  fake_progress();
+  fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
+  fake_posts_reset();
+  for (i = 0; i < 8; i++) {
+    s[i] = isend(p, (size_t)i * 4096, 8 + (size_t)i, 1, &rc);
+    CHECK(s[i] != NULL);
+    CHECK_EQ_INT(fake_wait_done(s[i], NULL, 1), 1); /* done at the first test */
+  }
+  n = fake_posts(&log);
+  for (i = 0; i < n; i++)
+    lands += log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE &&
+      (log[i].send_flags & IBV_SEND_INLINE) && log[i].len == 8 + 8 + (uint32_t)lands;
+  CHECK_EQ_INT(lands, 8);
+  for (i = 0; i < 8; i++) /* NCCL reuses the buffers */
+    memset(sbuf + (size_t)i * 4096, 0xee, 64);
+  fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 3);
+  fake_pair_break(p, FAKE_SEND_SIDE, 0, 0);
+  fake_pair_break(p, FAKE_RECV_SIDE, 0, 0);
+  CHECK_EQ_INT(fake_pair_recover(p), 0);
+  for (i = 0; i < 8; i++) {
+    CHECK_EQ_INT(fake_wait_done(r[i], sizes, POLLS), 1);
+    CHECK_EQ_INT(sizes[0], 8 + i);
+    CHECK(fake_same(rbuf + (size_t)i * 4096, 8 + (size_t)i, (unsigned)(60 + i)));
+  }
+  CHECK_EQ_INT(fake_comm_inflight(p->recv), 0);
+  CHECK_EQ_INT(one_message(p, 12, 4096, 78), 12);
+  CHECK_EQ_INT(one_message(p, 20, 4096, 79), 20);
+  CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+  fake_pair_free(p);
+}
+
+/* Close of a send comm waits until its landings are acknowledged (they were done at
+ * post): a write still queued when the QPs go would never reach the receiver. The
+ * control case shows that the queue's loss is real: without the drain the receive
+ * never completes. */
+static void test_landing_close_drains(void)
+{
+  int drain;
+
+  for (drain = 1; drain >= 0; drain--) {
+    struct fake_pair *p = pair(1, 8, 0);
+    void *r, *s;
+    int sizes[1] = {-1}, done = 0, i;
+    ncclResult_t rc;
+
+    r = irecv1(p, 0, 4096, 1, 0);
+    fake_pattern(sbuf, 8, 91);
+    s = isend(p, 0, 8, 1, &rc);
+    CHECK(s != NULL);
+    CHECK_EQ_INT(fake_wait_done(s, NULL, 1), 1);
+    if (drain)
+      mcp_xfer_send_drain(p->send);           /* what close does first */
+    fake_pair_break(p, FAKE_SEND_SIDE, 0, 0); /* the QPs go */
+    for (i = 0; i < POLLS && !done; i++)
+      CHECK_EQ_INT(mcp_net_test(r, &done, sizes), ncclSuccess);
+    CHECK_EQ_INT(done, drain);
+    if (drain) {
+      CHECK_EQ_INT(sizes[0], 8);
+      CHECK(fake_same(rbuf, 8, 91));
+    }
+    fake_pair_free(p);
+  }
+}
+
+/* Only host memory lands: a receive into GPU memory or a DMA-BUF registration is never
+ * advertised for it (the receiver's CPU would copy into it), and takes the write with
+ * immediate. Nor does a receive under the optional-completion hint (k = 3), whose buffer
+ * the GPU polls for LL flags: only the NIC's write puts them there without a test. */
+static void test_landing_host_only(void)
+{
+  int k;
+
+  for (k = 0; k < 4; k++) {
+    struct fake_pair *p = pair(1, 8, 0);
+    struct mcp_mr *kinds[4] = {rmh, fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_CUDA),
+                               fake_pair_reg_dmabuf(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_HOST), rmh};
+    void *data = rbuf, *mh = kinds[k], *req = k == 3 ? (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL, *s;
+    const struct fake_post *log;
+    size_t size = 4096;
+    int tag = 1, i, n, lands = 0, imms = 0, sizes[1];
+    ncclResult_t rc;
+
+    CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &req), ncclSuccess);
+    fake_pattern(sbuf, 8, 92);
+    fake_posts_reset();
+    s = isend(p, 0, 8, 1, &rc);
+    CHECK(s != NULL);
+    n = fake_posts(&log);
+    for (i = 0; i < n; i++) {
+      lands += log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE;
+      imms += log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    }
+    CHECK_EQ_INT(lands, k == 0);
+    CHECK_EQ_INT(imms, k != 0);
+    CHECK_EQ_INT(fake_wait_done(req, sizes, POLLS), 1);
+    CHECK_EQ_INT(sizes[0], 8);
+    CHECK(fake_same(rbuf, 8, 92));
+    CHECK_EQ_INT(fake_wait_done(s, NULL, POLLS), 1);
+    fake_pair_free(p);
+  }
+}
+
 int main(void)
 {
   setvbuf(stdout, NULL, _IONBF, 0);
@@ -730,6 +848,9 @@ int main(void)
   RUN_TEST(test_post_failure);
   RUN_TEST(test_link_members);
   RUN_TEST(test_outstanding_bounds);
+  RUN_TEST(test_landing_replay_from_copy);
+  RUN_TEST(test_landing_close_drains);
+  RUN_TEST(test_landing_host_only);
   free(sbuf);
   free(rbuf);
   return TEST_EXIT();
