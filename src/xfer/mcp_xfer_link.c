@@ -127,16 +127,19 @@ static void link_up(struct mcp_link *l)
 void mcp_xfer_land_setup(struct mcp_comm *c)
 {
   /* A landing is inline data plus its 8-byte trailer in one line; none when data is never
-   * inlined. A receiver advertises them only with one member: a sender that predates them
+   * inlined. Only on a connection of one QP (both ends have the same count): a recovery's
+   * rewrite of the lines on QP 0 must come before any grouped receive's record written
+   * into the same ring, which on another QP it could overtake (architecture 6.10b). A
+   * receiver advertises them only with one member, too: a sender that predates them
    * reads an element's idx (whose high byte carries the flag) from a fused one. */
   c->land_max_ok = -1;
-  if (c->data_inline > 0) {
+  c->land_recv = c->link.ndevs == 1 && c->link.nqps == 1;
+  if (c->data_inline > 0 && c->link.nqps == 1) {
     c->land_max_ok = c->link.max_inline - 8 < c->data_inline ? c->link.max_inline - 8 : c->data_inline;
     if (c->land_max_ok > MCP_LAND_TRAILER)
       c->land_max_ok = MCP_LAND_TRAILER;
   }
   c->land_max = c->land_max_ok;
-  c->land_recv = c->link.ndevs == 1;
 }
 
 static void free_ring(struct ibv_mr **mr, void **mem)

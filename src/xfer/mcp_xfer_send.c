@@ -411,15 +411,15 @@ static int receiver_has(const uint32_t *done, uint32_t seq)
   return (int32_t)(done[seq % MCP_SLOTS] - seq) >= 0;
 }
 
-/* After recovery: complete what the receiver already has, write the rest again from
- * the CTS ring, which still holds the destination of every incomplete receive. A
- * group is written again whole (parts, then the record when all parts are matched). */
 /* After recovery, before any other write: every line of this comm's records, which hold
  * each slot's last landing (and grouped sends' records), into the receiver's ring in one
  * write. A landing the receiver has not seen arrives with it; one it has seen, or a line
  * that is not the slot's current message, is bytes it already has or never reads (its
  * seq is not the slot's). The copies must not change while the write reads them: no
  * landing until its completion (on_other restores land_max). */
+/* One QP only (mcp_xfer_land_setup): a grouped send's record, replayed or new, rewrites
+ * its line after this write on the same QP, so a line this write read while the CPU
+ * refilled it never has the last word. */
 static int land_rewrite(struct mcp_comm *c)
 {
   struct ibv_send_wr wr;
@@ -440,6 +440,9 @@ static int land_rewrite(struct mcp_comm *c)
   return post(c, 0, &wr);
 }
 
+/* After recovery: complete what the receiver already has, write the rest again from
+ * the CTS ring, which still holds the destination of every incomplete receive. A
+ * group is written again whole (parts, then the record when all parts are matched). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
 {
   int i, j, replayed = 0, completed = 0;

@@ -787,15 +787,17 @@ static void test_landing_close_drains(void)
 /* Only host memory lands: a receive into GPU memory or a DMA-BUF registration is never
  * advertised for it (the receiver's CPU would copy into it), and takes the write with
  * immediate. Nor does a receive under the optional-completion hint (k = 3), whose buffer
- * the GPU polls for LL flags: only the NIC's write puts them there without a test. */
+ * the GPU polls for LL flags: only the NIC's write puts them there without a test. Nor
+ * a connection of two QPs (k = 4: a recovery's rewrite of the lines must not be
+ * overtaken by a record on another QP). */
 static void test_landing_host_only(void)
 {
   int k;
 
-  for (k = 0; k < 4; k++) {
-    struct fake_pair *p = pair(1, 8, 0);
-    struct mcp_mr *kinds[4] = {rmh, fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_CUDA),
-                               fake_pair_reg_dmabuf(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_HOST), rmh};
+  for (k = 0; k < 5; k++) {
+    struct fake_pair *p = pair(k == 4 ? 2 : 1, 8, 0);
+    struct mcp_mr *kinds[5] = {rmh, fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_CUDA),
+                               fake_pair_reg_dmabuf(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_HOST), rmh, rmh};
     void *data = rbuf, *mh = kinds[k], *req = k == 3 ? (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL, *s;
     const struct fake_post *log;
     size_t size = 4096;
