@@ -1,3 +1,4 @@
+#!/bin/bash
 # bench-targets.sh - the measurement behind the README's benchmark section and the lab
 # table in docs/benchmarking.md (issue #16's targets). Not a test: it asserts no speed,
 # it prints each target with its figure, its spread and PASS or MISS.
