@@ -48,10 +48,12 @@ _Static_assert(MCP_RECV_INFLIGHT <= MCP_SLOTS, "receives in flight fit the ring"
  * at most MCP_LAND_WINDOW not yet known complete, one in MCP_LAND_SIGNAL_EVERY signalled,
  * and one more for a recovery's rewrite of the lines or close's last signalled write. */
 #define MCP_LAND_SIGNAL_EVERY 8
-#define MCP_LAND_WINDOW 14
+#define MCP_LAND_WINDOW 13
 #define MCP_SEND_SQ_DEPTH (MCP_SEND_REQS + MCP_SEND_REQS / 2 + MCP_LAND_WINDOW + 1)
-_Static_assert(MCP_SEND_SQ_DEPTH <= 63,
-               "a send QP's queue stays at 64 entries in rxe (depth + 1, rounded up)");
+/* The CQ holds every WR of the send queue and the one receive WR (a QP in error flushes
+ * all, unsignalled ones too): rxe rounds depth + 1 up to a power of two, so 63 keeps it
+ * at 64 entries, 64 would double it (issue 16's memory per pair). */
+_Static_assert(MCP_SEND_SQ_DEPTH + 1 <= 63, "a send comm's CQ stays at 64 entries in rxe");
 
 /* One element of a CTS entry: 32 bytes, written by the receiver's NIC. */
 struct mcp_cts_elem {
