@@ -45,9 +45,8 @@ _Static_assert(MCP_RECV_INFLIGHT <= MCP_SLOTS, "receives in flight fit the ring"
 #define MCP_STRIPE_MIN (64 * 1024) /* smallest chunk worth a QP of its own */
 /* A send's WRs on one QP: a request's at most MCP_SEND_REQS * 3 / 2 (mcp_xfer_link.c),
  * plus landings, which hold no WR count of a request (their request is done at post):
- * at most MCP_LAND_WINDOW not yet known complete, one in MCP_LAND_SIGNAL_EVERY signalled,
+ * at most MCP_LAND_WINDOW not yet known complete (each signalled, polled when the window is full),
  * and one more for a recovery's rewrite of the lines or close's last signalled write. */
-#define MCP_LAND_SIGNAL_EVERY 8
 #define MCP_LAND_WINDOW 13
 #define MCP_SEND_SQ_DEPTH (MCP_SEND_REQS + MCP_SEND_REQS / 2 + MCP_LAND_WINDOW + 1)
 /* The CQ holds every WR of the send queue and the one receive WR (a QP in error flushes
@@ -185,11 +184,12 @@ struct mcp_request {
   int sizes[MCP_MAX_RECVS];
   int16_t group_next; /* grouped sends: the next request completed by the same write */
   uint16_t index;
-  uint8_t elem;   /* send: the CTS element it matched */
-  uint8_t repost; /* flush: its read was lost with the flush QP; post it again */
-  uint8_t land;   /* receive: advertised with MCP_CTS_LAND (its slot's line may complete it) */
-  void *data;     /* send: what a recovery replays; flush: the buffer read; receive: a landing's buffer */
-  const void *mh; /* struct mcp_mr, or struct mcp_mr_set on a fused comm (mcp_mh_*) */
+  uint8_t elem;       /* send: the CTS element it matched */
+  uint8_t repost;     /* flush: its read was lost with the flush QP; post it again */
+  uint8_t land;       /* receive: advertised with MCP_CTS_LAND (its slot's line may complete it) */
+  uint32_t land_mark; /* send: landings posted before its write (its completion says they are) */
+  void *data;         /* send: what a recovery replays; flush: the buffer read; receive: a landing's buffer */
+  const void *mh;     /* struct mcp_mr, or struct mcp_mr_set on a fused comm (mcp_mh_*) */
   struct mcp_comm *comm;
 };
 
@@ -240,7 +240,7 @@ struct mcp_comm {
   /* Send side. */
   struct mcp_send_slot *sslots; /* MCP_SLOTS */
   int next_qp;
-  /* Landings (struct mcp_landing), on QP 0, unsignalled but every MCP_LAND_SIGNAL_EVERY-th:
+  /* Landings (struct mcp_landing), on QP 0, signalled but polled only when MCP_LAND_WINDOW is full:
    * the largest that lands (-1: none; also while a recovery's rewrite of the lines is in
    * flight), landing writes posted and known complete (counts, all time since the QPs were
    * made; wr_id carries the count of a signalled one). */

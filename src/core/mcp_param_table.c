@@ -317,7 +317,8 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           " [planned: not in effect yet]",
           "-1 leaves the thread unpinned"),
   INT_ROW(MCP_PARAM_INLINE_BYTES, "MCPNET_INLINE_BYTES", 64, 0, 1024, inline_bytes,
-          "Largest data message from host memory written inline (GPU memory never is); 0 never inlines data",
+          "Largest data message from host memory written inline (GPU memory never is); 0 never inlines data, "
+          "and no message lands",
           "devices inline at most about 1 KiB"),
   INT_ROW(MCP_PARAM_CTS_BATCH, "MCPNET_CTS_BATCH", 4, 1, 16, cts_batch,
           "While the sender already holds this many unused clear-to-send entries, new receives "

@@ -272,6 +272,8 @@ static __attribute__((noinline)) void on_other(struct mcp_comm *c, const struct 
     r = &c->reqs[MCP_WR_IDX(w->wr_id)];
     if (--r->pending == 0)
       r->done = 1;
+    if ((int32_t)(r->land_mark - c->land_acked) > 0)
+      c->land_acked = r->land_mark;
     break;
   case MCP_WR_GROUP:
     for (r = &c->reqs[MCP_WR_IDX(w->wr_id)]; r != NULL;
@@ -281,13 +283,7 @@ static __attribute__((noinline)) void on_other(struct mcp_comm *c, const struct 
     }
     break;
   case MCP_WR_RECV: on_immediate(c, w); break;
-  case MCP_WR_LAND:
-    /* Every landing up to this count completed (one QP: in order); a recovery's rewrite
-     * of the lines is among them, after which the copies may change again. */
-    c->land_acked = MCP_WR_IDX(w->wr_id);
-    c->land_max = c->land_max_ok;
-    break;
-  default: break; /* signalled clear-to-send writes only free send-queue space */
+  default: break; /* signalled clear-to-send writes only free send-queue space (landings: poll_dev) */
   }
 }
 
@@ -317,10 +313,20 @@ static inline __attribute__((always_inline)) int poll_dev(struct mcp_comm *c, st
         on_immediate(c, w);
         continue;
       }
+      if (hi == ((uint32_t)MCP_WR_LAND << 24 | self)) {
+        /* Every landing up to this count completed (one QP: in order); a recovery's
+         * rewrite of the lines is among them, after which the copies may change. */
+        c->land_acked = MCP_WR_IDX(w->wr_id);
+        c->land_max = c->land_max_ok;
+        continue;
+      }
       if (hi == ((uint32_t)MCP_WR_SEND << 24 | self)) {
         struct mcp_request *r = &c->reqs[MCP_WR_IDX(w->wr_id)];
         if (--r->pending == 0)
           r->done = 1;
+        /* Landings share its one QP (architecture 6.10b): those before it completed. */
+        if ((int32_t)(r->land_mark - c->land_acked) > 0)
+          c->land_acked = r->land_mark;
         continue;
       }
     }

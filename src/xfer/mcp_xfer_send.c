@@ -89,6 +89,7 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
   struct ibv_sge sge;
 
   r->pending = 1;
+  r->land_mark = c->land_posted;
   wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
   wr.next = NULL;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -129,8 +130,9 @@ static inline int land_room(struct mcp_comm *c)
 }
 
 /* Posts the landing line of slot (already in c->records, ending at the trailer): size
- * bytes and the trailer, inline, on QP 0; signalled every MCP_LAND_SIGNAL_EVERY-th, its
- * wr_id carrying the count, which says every landing up to it completed. */
+ * bytes and the trailer, inline, on QP 0; signalled, its wr_id carrying the count, which
+ * says every landing up to it completed. Its completion is polled only when the window
+ * is full or at close, which then finds the last landing acknowledged with no wait. */
 static inline int post_land(struct mcp_comm *c, int slot, uint32_t size)
 {
   struct ibv_send_wr wr;
@@ -146,7 +148,7 @@ static inline int post_land(struct mcp_comm *c, int slot, uint32_t size)
   wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.imm_data = 0;
-  wr.send_flags = count % MCP_LAND_SIGNAL_EVERY == 0 ? IBV_SEND_INLINE | IBV_SEND_SIGNALED : IBV_SEND_INLINE;
+  wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
   wr.qp_type.xrc.remote_srqn = 0;
   wr.wr.rdma.remote_addr =
     c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record) + MCP_LAND_TRAILER - size;
@@ -202,6 +204,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
   chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
   k = (int)((size + chunk - 1) / chunk);
   r->pending = k;
+  r->land_mark = c->land_posted;
   for (j = 0; j < k; j++) {
     size_t len = size - off < chunk ? size - off : chunk;
     struct ibv_send_wr wr;
@@ -513,10 +516,14 @@ void mcp_xfer_send_drain(struct mcp_comm *c)
   struct ibv_send_wr wr;
   uint64_t start = mcp_clock_coarse_ns(), limit;
   uint32_t last;
+  int spins;
 
   if (c->link.kind != MCP_COMM_SEND || c->link.error != 0 || c->link.rec.phase != MCP_REC_NONE ||
-      c->link.qp[0] == NULL || c->land_posted == c->land_acked || peer_gone(c))
+      c->link.qp[0] == NULL || c->land_posted == c->land_acked)
     return;
+  if (mcp_xfer_poll(c) < 0 || c->land_posted == c->land_acked || c->link.rec.phase != MCP_REC_NONE ||
+      peer_gone(c))
+    return; /* (every landing is signalled: long acknowledged ones say so here) */
   /* The QP's own give-up time (4.096 us * 2^timeout per try, retry_cnt + 1 tries), and a
    * second more. */
   limit =
@@ -530,12 +537,14 @@ void mcp_xfer_send_drain(struct mcp_comm *c)
   wr.wr.rdma.rkey = c->remote_rkey;
   if (post(c, 0, &wr) != 0)
     return;
-  while (c->land_acked != last && c->link.error == 0 && c->link.rec.phase == MCP_REC_NONE) {
+  for (spins = 0; c->land_acked != last && c->link.error == 0 && c->link.rec.phase == MCP_REC_NONE; spins++) {
     struct timespec ts = {0, 20000};
 
-    if (mcp_xfer_poll(c) < 0)
+    if (mcp_xfer_poll(c) < 0 || c->land_acked == last)
       break;
-    if (c->land_acked == last || peer_gone(c))
+    if (spins < 4096) /* an acknowledgement is a round trip away: no sleep for it */
+      continue;
+    if (peer_gone(c))
       break;
     if (mcp_clock_coarse_ns() - start > limit) {
       MCP_WARN("close of the send comm to %s: its last small messages were not acknowledged within "

@@ -199,9 +199,10 @@ def main():
             who, a, na, b, nb = mm.groups()
             pk[who] = (int(b) - int(a)) / (int(nb) - int(na))
     derived = {  # per one-way 8-byte message, receives posted ahead: from each one's protocol
-        "mcpnet": "1 landing RDMA WRITE (data and trailer, inline; 1 in 8 signalled) + CTS writes "
+        "mcpnet": "1 landing RDMA WRITE (data and trailer, inline, signalled) + CTS writes "
                   "(one per batch) send WRs, no receive WR; no receive completion (the receiver "
-                  "watches the landing line), 1 send completion in 8, CTS 1 in 16 signalled",
+                  "watches the landing line), 1 send completion (reaped 13 at a time), "
+                  "CTS 1 in 16 signalled",
         "ref": "1 data WRITE_WITH_IMM + 1 CTS write send WRs, 1 receive WR; "
                "1 send + 1 receive completion, CTS writes signalled now and then",
         "perftest": "1 RDMA WRITE, no receive WR; 1 send completion (the receiver polls memory)",

@@ -784,6 +784,30 @@ static void test_landing_close_drains(void)
   }
 }
 
+/* A landing followed by a signalled write on the one QP is known complete once that
+ * write completes: close then posts nothing and waits for nothing. */
+static void test_landing_acknowledged_by_next_send(void)
+{
+  struct fake_pair *p = pair(1, 8, 0);
+  const struct fake_post *log;
+  void *r1, *r2, *s1, *s2;
+  ncclResult_t rc;
+
+  r1 = irecv1(p, 0, 4096, 1, 0);
+  r2 = irecv1(p, 4096, 4096, 1, 0);
+  s1 = isend(p, 0, 8, 1, &rc);    /* lands */
+  s2 = isend(p, 0, 4096, 1, &rc); /* a write with immediate, signalled */
+  CHECK(s1 != NULL && s2 != NULL);
+  CHECK_EQ_INT(fake_wait_done(s1, NULL, 1), 1);
+  CHECK_EQ_INT(fake_wait_done(s2, NULL, POLLS), 1);
+  CHECK_EQ_INT(fake_wait_done(r1, NULL, POLLS), 1);
+  CHECK_EQ_INT(fake_wait_done(r2, NULL, POLLS), 1);
+  fake_posts_reset();
+  mcp_xfer_send_drain(p->send);
+  CHECK_EQ_INT(fake_posts(&log), 0);
+  fake_pair_free(p);
+}
+
 /* Only host memory lands: a receive into GPU memory or a DMA-BUF registration is never
  * advertised for it (the receiver's CPU would copy into it), and takes the write with
  * immediate. Nor does a receive under the optional-completion hint (k = 3), whose buffer
@@ -852,6 +876,7 @@ int main(void)
   RUN_TEST(test_outstanding_bounds);
   RUN_TEST(test_landing_replay_from_copy);
   RUN_TEST(test_landing_close_drains);
+  RUN_TEST(test_landing_acknowledged_by_next_send);
   RUN_TEST(test_landing_host_only);
   free(sbuf);
   free(rbuf);
