@@ -68,7 +68,8 @@ struct mcp_cts_elem {
 _Static_assert(sizeof(struct mcp_cts_elem) == 32, "CTS element is 32 bytes on the wire");
 
 /* The receive may complete by a landing (struct mcp_landing): one buffer, in host memory
- * the receiver's CPU may write, and a receiver of one member. A sender that does not
+ * the receiver's CPU may write, a receiver of one member and a connection of one QP
+ * (mcp_xfer_land_setup). A sender that does not
  * know the flag never reads it: it reads idx only from a fused receiver, which never
  * sets it. */
 #define MCP_CTS_LAND 0x01
@@ -240,13 +241,13 @@ struct mcp_comm {
   /* Send side. */
   struct mcp_send_slot *sslots; /* MCP_SLOTS */
   int next_qp;
-  /* Landings (struct mcp_landing), on QP 0, signalled but polled only when MCP_LAND_WINDOW is full:
+  /* Landings (struct mcp_landing), on QP 0, each signalled, reaped when the window is full:
    * the largest that lands (-1: none; also while a recovery's rewrite of the lines is in
-   * flight), landing writes posted and known complete (counts, all time since the QPs were
-   * made; wr_id carries the count of a signalled one). */
+   * flight), landing writes posted and known complete (counts since the QPs were made;
+   * a landing's wr_id carries its count, a send request its land_mark). */
   int land_max, land_max_ok;
   uint32_t land_posted, land_acked;
-  int land_used; /* a landing was posted since the QPs were made: a recovery rewrites the lines */
+  int land_used; /* a landing was ever posted: a recovery rewrites the lines */
   /* Receive side: whether receives are advertised for landing (one member, and landings
    * not switched off), and how many completed by one since the CQ was last polled. */
   int land_recv;

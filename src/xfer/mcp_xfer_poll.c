@@ -1,8 +1,9 @@
 /*
  * mcp_xfer_poll.c - completions and test().
  *
- * test() polls the comm's completion queue in batches and turns work completions into
- * finished requests: a send when all its signalled writes are acknowledged, a receive
+ * test() of a receive advertised for landing first looks at its slot's landing line
+ * (struct mcp_landing). Otherwise it polls the comm's completion queue in batches and
+ * turns work completions into finished requests: a send when all its signalled writes are acknowledged, a receive
  * when all the immediates of its slot have arrived (the size being the sum of the
  * writes, or the sizes record of a grouped receive), a flush when its read returns.
  * Receive WRs consumed by immediates are reposted in batches. Every 100 ms a waiting

@@ -14,7 +14,9 @@
  * pace, so a tag's next step can come before another tag's current one: that send gets
  * a NULL request and NCCL calls again; it never looks ahead to a later receive.
  * Data is inlined (a CPU copy in the provider) only from host-memory registrations:
- * GPU memory (NCCL_PTR_CUDA, DMA-BUF) is never touched by the CPU.
+ * GPU memory (NCCL_PTR_CUDA, DMA-BUF) is never touched by the CPU. A small message from
+ * host memory to a receive advertised for it lands instead (struct mcp_landing): one
+ * inline write into the receiver's record ring, done at post.
  */
 #include <arpa/inet.h>
 #include <errno.h>
