@@ -43,12 +43,9 @@
 _Static_assert(MCP_SEND_REQS >= MCP_MAX_RECVS, "a group's sends always find requests");
 _Static_assert(MCP_RECV_INFLIGHT <= MCP_SLOTS, "receives in flight fit the ring");
 #define MCP_STRIPE_MIN (64 * 1024) /* smallest chunk worth a QP of its own */
-/* A send's WRs on one QP: a request's at most MCP_SEND_REQS * 3 / 2 (mcp_xfer_link.c),
- * plus landings, which hold no WR count of a request (their request is done at post):
- * at most MCP_LAND_WINDOW not yet known complete (each signalled, polled when the window is full),
- * and one more for a recovery's rewrite of the lines or close's last signalled write. */
-#define MCP_LAND_WINDOW 13
-#define MCP_SEND_SQ_DEPTH (MCP_SEND_REQS + MCP_SEND_REQS / 2 + MCP_LAND_WINDOW + 1)
+/* A send's WRs on one QP: a request's at most MCP_SEND_REQS * 3 / 2 (mcp_xfer_link.c);
+ * a landing is a request's one WR like any other. */
+#define MCP_SEND_SQ_DEPTH (MCP_SEND_REQS + MCP_SEND_REQS / 2)
 /* The CQ holds every WR of the send queue and the one receive WR (a QP in error flushes
  * all, unsignalled ones too): rxe rounds depth + 1 up to a power of two, so 63 keeps it
  * at 64 entries, 64 would double it (issue 16's memory per pair). */
@@ -155,7 +152,8 @@ _Static_assert(sizeof(struct mcp_record) == 64, "record is one cache line");
  * line is otherwise a grouped receive's record, whose trailer bytes are zero padding;
  * irecv writes a seq no landing can carry (~seq) before it advertises the slot. The
  * sender keeps the same line in its own records (slot for slot), which is what a
- * recovery writes again. */
+ * recovery writes again when the receiver does not have it. The sender's request is
+ * done when the write's completion says it was acknowledged, as any send's. */
 #define MCP_LAND_TRAILER 56 /* the trailer's offset in the line: data is at most this long */
 struct mcp_landing {
   uint8_t data[MCP_LAND_TRAILER]; /* the message's bytes end here: [56 - size, 56) */
@@ -185,12 +183,11 @@ struct mcp_request {
   int sizes[MCP_MAX_RECVS];
   int16_t group_next; /* grouped sends: the next request completed by the same write */
   uint16_t index;
-  uint8_t elem;       /* send: the CTS element it matched */
-  uint8_t repost;     /* flush: its read was lost with the flush QP; post it again */
-  uint8_t land;       /* receive: advertised with MCP_CTS_LAND (its slot's line may complete it) */
-  uint32_t land_mark; /* send: landings posted before its write (its completion says they are) */
-  void *data;         /* send: what a recovery replays; flush: the buffer read; receive: a landing's buffer */
-  const void *mh;     /* struct mcp_mr, or struct mcp_mr_set on a fused comm (mcp_mh_*) */
+  uint8_t elem;   /* send: the CTS element it matched */
+  uint8_t repost; /* flush: its read was lost with the flush QP; post it again */
+  uint8_t land;   /* receive: advertised with MCP_CTS_LAND (its slot's line may complete it) */
+  void *data;     /* send: what a recovery replays; flush: the buffer read; receive: a landing's buffer */
+  const void *mh; /* struct mcp_mr, or struct mcp_mr_set on a fused comm (mcp_mh_*) */
   struct mcp_comm *comm;
 };
 
@@ -241,13 +238,8 @@ struct mcp_comm {
   /* Send side. */
   struct mcp_send_slot *sslots; /* MCP_SLOTS */
   int next_qp;
-  /* Landings (struct mcp_landing), on QP 0, each signalled, reaped when the window is full:
-   * the largest that lands (-1: none; also while a recovery's rewrite of the lines is in
-   * flight), landing writes posted and known complete (counts since the QPs were made;
-   * a landing's wr_id carries its count, a send request its land_mark). */
-  int land_max, land_max_ok;
-  uint32_t land_posted, land_acked;
-  int land_used; /* a landing was ever posted: a recovery rewrites the lines */
+  /* Landings (struct mcp_landing), on QP 0: the largest message that lands (-1: none). */
+  int land_max;
   /* Receive side: whether receives are advertised for landing (one member, and landings
    * not switched off), and how many completed by one since the CQ was last polled. */
   int land_recv;
@@ -310,8 +302,6 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
 
 /* Replay after recovery (mcp_xfer_send.c, mcp_xfer_recv.c). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
-/* Before a send comm's QPs go: waits until its landings are acknowledged (mcp_xfer_send.c). */
-void mcp_xfer_send_drain(struct mcp_comm *c);
 int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
 /* A receive's data arrived; may write held clear-to-send entries. -1: comm failed.

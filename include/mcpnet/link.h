@@ -50,21 +50,14 @@
 #define MCP_WR_EPOCH(wr) ((uint8_t)((wr) >> 48))
 #define MCP_WR_COMM(wr) ((uint16_t)((wr) >> 32))
 #define MCP_WR_IDX(wr) ((uint32_t)(wr))
-enum {
-  MCP_WR_SEND = 1,
-  MCP_WR_GROUP = 2,
-  MCP_WR_CTS = 3,
-  MCP_WR_RECV = 4,
-  MCP_WR_FLUSH = 5,
-  MCP_WR_LAND = 6
-};
+enum { MCP_WR_SEND = 1, MCP_WR_GROUP = 2, MCP_WR_CTS = 3, MCP_WR_RECV = 4, MCP_WR_FLUSH = 5 };
 /* What messages call each kind: one table, so that every message names a WR alike.
  * Any other value reads as a data write, as the messages always did. */
 static inline const char *mcp_wr_kind_name(unsigned kind)
 {
   static const char *const names[] = {
     [MCP_WR_SEND] = "data write", [MCP_WR_GROUP] = "data write", [MCP_WR_CTS] = "clear-to-send write",
-    [MCP_WR_RECV] = "receive",    [MCP_WR_FLUSH] = "flush read", [MCP_WR_LAND] = "landing write",
+    [MCP_WR_RECV] = "receive",    [MCP_WR_FLUSH] = "flush read",
   };
 
   return kind < sizeof(names) / sizeof(names[0]) && names[kind] != NULL ? names[kind] : "data write";

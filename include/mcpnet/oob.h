@@ -88,6 +88,11 @@ void mcp_oob_stream_set_remote_id(struct mcp_oob_stream *s, uint32_t remote_id);
 int mcp_oob_stream_dead(const struct mcp_oob_stream *s);
 const char *mcp_oob_stream_dead_reason(const struct mcp_oob_stream *s);
 int mcp_oob_stream_closed_by_peer(const struct mcp_oob_stream *s);
+/* Either: nobody is left at the other end to receive or answer. */
+static inline int mcp_oob_stream_gone(const struct mcp_oob_stream *s)
+{
+  return mcp_oob_stream_dead(s) || mcp_oob_stream_closed_by_peer(s);
+}
 /* Unit tests: a stream on no connection, and its end as the channel would mark it. */
 struct mcp_oob_stream *mcp_oob_test_stream_new(void);
 void mcp_oob_test_stream_end(struct mcp_oob_stream *s, int dead, int closed_by_peer, const char *reason);

@@ -393,7 +393,7 @@ static int verdict(struct mcp_link *c)
     c->rec.next_try_ns = now + RETRY_NS / 10;
     mcp_oob_progress();
   }
-  gone = mcp_oob_stream_dead(c->stream) || mcp_oob_stream_closed_by_peer(c->stream);
+  gone = mcp_oob_stream_gone(c->stream);
   if (!gone && now < c->rec.verdict_ns)
     return 0;
   c->rec.phase = MCP_REC_NONE;

@@ -153,8 +153,6 @@ static ncclResult_t close_comm(void *comm, int kind)
     MCP_WARN("close of %p: not a %s comm of mcpnet", comm, kind == MCP_COMM_SEND ? "send" : "receive");
     return ncclInvalidArgument;
   }
-  if (kind == MCP_COMM_SEND)
-    mcp_xfer_send_drain(c);
   mcp_comm_destroy(&c->link);
   return ncclSuccess;
 }

@@ -74,9 +74,8 @@ static int link_alloc(struct mcp_link *l)
         return -1;
     /* The send side's QPs post the writes; one receive WR is never used. A request puts
      * at most one WR on a QP (a stripe each, or a group's part), and a group of n >= 2
-     * requests one record more: MCP_SEND_REQS * 3 / 2 WRs outstanding per QP at most;
-     * landings have a window of their own on QP 0. */
-    c->link.sq_depth = MCP_SEND_SQ_DEPTH; /* and landings: comm.h */
+     * requests one record more: MCP_SEND_REQS * 3 / 2 WRs outstanding per QP at most. */
+    c->link.sq_depth = MCP_SEND_SQ_DEPTH;
     /* Inline: small messages (MCPNET_INLINE_BYTES, at most this) and nothing else; a
      * record (64 bytes) goes from its registered copy. 48 keeps rxe's send-queue entry
      * at 256 bytes (208 plus inline, rounded up to a power of two): 256 bytes of
@@ -127,19 +126,18 @@ static void link_up(struct mcp_link *l)
 void mcp_xfer_land_setup(struct mcp_comm *c)
 {
   /* A landing is inline data plus its 8-byte trailer in one line; none when data is never
-   * inlined. Only on a connection of one QP (both ends have the same count): a recovery's
-   * rewrite of the lines on QP 0 must come before any grouped receive's record written
-   * into the same ring, which on another QP it could overtake (architecture 6.10b). A
-   * receiver advertises them only with one member, too: a sender that predates them
-   * reads an element's idx (whose high byte carries the flag) from a fused one. */
-  c->land_max_ok = -1;
+   * inlined. Only on a connection of one QP (both ends have the same count), NCCL's
+   * default and the case the tests cover; with more, messages keep the write with
+   * immediate. A receiver advertises them only with one member, too: a sender that
+   * predates them reads an element's idx (whose high byte carries the flag) from a
+   * fused one. */
+  c->land_max = -1;
   c->land_recv = c->link.ndevs == 1 && c->link.nqps == 1;
   if (c->data_inline > 0 && c->link.nqps == 1) {
-    c->land_max_ok = c->link.max_inline - 8 < c->data_inline ? c->link.max_inline - 8 : c->data_inline;
-    if (c->land_max_ok > MCP_LAND_TRAILER)
-      c->land_max_ok = MCP_LAND_TRAILER;
+    c->land_max = c->link.max_inline - 8 < c->data_inline ? c->link.max_inline - 8 : c->data_inline;
+    if (c->land_max > MCP_LAND_TRAILER)
+      c->land_max = MCP_LAND_TRAILER;
   }
-  c->land_max = c->land_max_ok;
 }
 
 static void free_ring(struct ibv_mr **mr, void **mem)
@@ -192,7 +190,6 @@ static void qps_replaced(struct mcp_link *l)
   int i;
 
   c->cts_unsignaled = 0;
-  c->land_posted = c->land_acked = 0; /* the old QPs' landings: the replay writes the lines again */
   c->land_unpolled = 0;
   if (c->link.kind != MCP_COMM_RECV)
     return;

@@ -39,7 +39,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
    * receive leaves completions in our queue behind its FIN or CLOSE: take them all, and
    * when that finished anything, let the caller look again before the peer's going
    * counts as lost work (the next check, 100 ms on, decides). */
-  if (mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream)) {
+  if (mcp_oob_stream_gone(c->link.stream)) {
     int n, got = 0;
     while ((n = mcp_xfer_poll(c)) > 0)
       got += n;
@@ -198,7 +198,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
   if (c->link.error != 0 || c->link.rec.phase == MCP_REC_VERDICT)
     return;
   if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
-      !mcp_oob_stream_dead(c->link.stream) && !mcp_oob_stream_closed_by_peer(c->link.stream)) {
+      !mcp_oob_stream_gone(c->link.stream)) {
     const struct mcp_link_dev *m = mcp_link_dev_of_qpn(&c->link, wc->qp_num);
     char why[256];
 
@@ -218,7 +218,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
   if (wc->status == IBV_WC_REM_ACCESS_ERR || wc->status == IBV_WC_REM_INV_REQ_ERR ||
       wc->status == IBV_WC_REM_OP_ERR || mcp_recover_status_recoverable(wc->status)) {
     mcp_oob_progress();
-    if (mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream))
+    if (mcp_oob_stream_gone(c->link.stream))
       mcp_xfer_fail_wc(c, wc, 1);
     else
       mcp_recover_await_verdict(&c->link, wc);
@@ -273,8 +273,6 @@ static __attribute__((noinline)) void on_other(struct mcp_comm *c, const struct 
     r = &c->reqs[MCP_WR_IDX(w->wr_id)];
     if (--r->pending == 0)
       r->done = 1;
-    if ((int32_t)(r->land_mark - c->land_acked) > 0)
-      c->land_acked = r->land_mark;
     break;
   case MCP_WR_GROUP:
     for (r = &c->reqs[MCP_WR_IDX(w->wr_id)]; r != NULL;
@@ -284,7 +282,7 @@ static __attribute__((noinline)) void on_other(struct mcp_comm *c, const struct 
     }
     break;
   case MCP_WR_RECV: on_immediate(c, w); break;
-  default: break; /* signalled clear-to-send writes only free send-queue space (landings: poll_dev) */
+  default: break; /* signalled clear-to-send writes only free send-queue space */
   }
 }
 
@@ -314,20 +312,10 @@ static inline __attribute__((always_inline)) int poll_dev(struct mcp_comm *c, st
         on_immediate(c, w);
         continue;
       }
-      if (hi == ((uint32_t)MCP_WR_LAND << 24 | self)) {
-        /* Every landing up to this count completed (one QP: in order); a recovery's
-         * rewrite of the lines is among them, after which the copies may change. */
-        c->land_acked = MCP_WR_IDX(w->wr_id);
-        c->land_max = c->land_max_ok;
-        continue;
-      }
       if (hi == ((uint32_t)MCP_WR_SEND << 24 | self)) {
         struct mcp_request *r = &c->reqs[MCP_WR_IDX(w->wr_id)];
         if (--r->pending == 0)
           r->done = 1;
-        /* Landings share its one QP (architecture 6.10b): those before it completed. */
-        if ((int32_t)(r->land_mark - c->land_acked) > 0)
-          c->land_acked = r->land_mark;
         continue;
       }
     }

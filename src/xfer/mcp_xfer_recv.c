@@ -119,9 +119,19 @@ void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done)
   int i;
 
   /* A slot holds either its last completed seq, or the seq in flight there, whose
-   * predecessor 64 earlier is complete (a slot is reused only after its data landed). */
-  for (i = 0; i < MCP_SLOTS; i++)
-    done[i] = c->rslots[i].req == NULL ? c->rslots[i].seq : c->rslots[i].seq - MCP_SLOTS;
+   * predecessor 64 earlier is complete (a slot is reused only after its data landed).
+   * A landing whose line arrived is complete too, though test has not seen it yet:
+   * the sender then completes it without writing it again, as a write with immediate
+   * whose completion arrived here. */
+  for (i = 0; i < MCP_SLOTS; i++) {
+    const struct mcp_recv_slot *rs = &c->rslots[i];
+    const struct mcp_landing *ld = (const struct mcp_landing *)(const void *)&c->ring_records[i];
+
+    if (rs->req == NULL || (rs->req->land && __atomic_load_n(&ld->seq, __ATOMIC_ACQUIRE) == rs->seq))
+      done[i] = rs->seq;
+    else
+      done[i] = rs->seq - MCP_SLOTS;
+  }
 }
 
 /* After recovery: every slot still waiting asks for its data again, oldest first. The

@@ -16,18 +16,16 @@
  * Data is inlined (a CPU copy in the provider) only from host-memory registrations:
  * GPU memory (NCCL_PTR_CUDA, DMA-BUF) is never touched by the CPU. A small message from
  * host memory to a receive advertised for it lands instead (struct mcp_landing): one
- * inline write into the receiver's record ring, done at post.
+ * inline write into the receiver's record ring, done, like every send, when its
+ * completion says the receiver's adapter acknowledged it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
-#include "mcpnet/clock.h"
 #include "mcpnet/comm.h"
 #include "mcpnet/err.h"
 #include "mcpnet/log.h"
-#include "mcpnet/param.h"
 
 static uint32_t load_seq(const struct mcp_cts_elem *e) { return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE); }
 
@@ -91,7 +89,6 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
   struct ibv_sge sge;
 
   r->pending = 1;
-  r->land_mark = c->land_posted;
   wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
   wr.next = NULL;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
@@ -117,34 +114,27 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
   return post(c, qp, &wr);
 }
 
-/* Landing writes not known complete have a bound (MCP_LAND_WINDOW): at the bound, the
- * CQ's completions say how many are; out of line, once in several landings at most. */
-static __attribute__((noinline)) int land_wait_room(struct mcp_comm *c)
+/* Whether a single receive's message lands (struct mcp_landing): small, from host memory,
+ * into a receive advertised for it. isend decides with it, and a recovery's replay again
+ * (the element stays in the ring until the slot's next message). */
+static inline int lands(const struct mcp_comm *c, const struct mcp_cts_elem *e, size_t size, const void *mh)
 {
-  if (mcp_xfer_poll(c) < 0)
-    return 0;
-  return c->land_posted - c->land_acked < MCP_LAND_WINDOW;
+  return (int)size <= c->land_max && (e->flags & MCP_CTS_LAND) && (size == 0 || mcp_mh_cpu_readable(mh));
 }
 
-static inline int land_room(struct mcp_comm *c)
-{
-  return c->land_posted - c->land_acked < MCP_LAND_WINDOW || land_wait_room(c);
-}
-
-/* Posts the landing line of slot (already in c->records, ending at the trailer): size
- * bytes and the trailer, inline, on QP 0; signalled, its wr_id carrying the count, which
- * says every landing up to it completed. Its completion is polled only when the window
- * is full or at close, which then finds the last landing acknowledged with no wait. */
-static inline int post_land(struct mcp_comm *c, int slot, uint32_t size)
+/* Posts request r's landing line of slot (already in c->records, ending at the
+ * trailer): its size bytes and the trailer, inline, signalled on QP 0, with the request
+ * in wr_id as any send's write. */
+static inline int post_land(struct mcp_comm *c, const struct mcp_request *r, int slot)
 {
   struct ibv_send_wr wr;
   struct ibv_sge sge;
-  uint32_t count = ++c->land_posted;
+  uint64_t off = (uint64_t)slot * sizeof(struct mcp_record) + MCP_LAND_TRAILER - (uint32_t)r->size;
 
-  sge.addr = (uintptr_t)c->records + (uint64_t)slot * sizeof(struct mcp_record) + MCP_LAND_TRAILER - size;
-  sge.length = size + 8;
+  sge.addr = (uintptr_t)c->records + off;
+  sge.length = (uint32_t)r->size + 8;
   sge.lkey = c->records_mr->lkey;
-  wr.wr_id = MCP_WR(MCP_WR_LAND, c->link.id, c->link.epoch, count);
+  wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
   wr.next = NULL;
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -152,42 +142,25 @@ static inline int post_land(struct mcp_comm *c, int slot, uint32_t size)
   wr.imm_data = 0;
   wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
   wr.qp_type.xrc.remote_srqn = 0;
-  wr.wr.rdma.remote_addr =
-    c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record) + MCP_LAND_TRAILER - size;
+  wr.wr.rdma.remote_addr = c->remote_ring + off;
   wr.wr.rdma.rkey = c->remote_rkey;
-  c->land_used = 1;
   return post(c, 0, &wr);
 }
 
 /* A landing (struct mcp_landing): the message into this comm's copy of the slot's line,
- * then one inline write of it. The request is done at once: the data left the buffer
- * with the post (inline), and the copy is what a recovery writes again; so it needs only
- * what test reads of a done send (a landing is never replayed from its request). */
-static inline __attribute__((always_inline)) int isend_land(struct mcp_comm *c, uint32_t seq, void *data,
-                                                            size_t size, void **request)
+ * then one inline write of it. The copy stays until the slot's next message, which the
+ * receiver advertises only once it has this one: a recovery writes it again from there. */
+static inline __attribute__((always_inline)) int isend_land(struct mcp_comm *c, struct mcp_request *r,
+                                                            int slot)
 {
-  int slot = (int)(seq % MCP_SLOTS);
   struct mcp_landing *ld = (struct mcp_landing *)(void *)&c->records[slot];
-  struct mcp_request *r;
 
-  if (c->free_top == 0) /* every request is out: not yet */
-    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
-  r = &c->reqs[c->free_list[--c->free_top]];
-  r->in_use = 1;
-  r->done = 1;
-  r->kind = MCP_REQ_SEND;
-  r->seq = seq;
-  r->size = (int)size;
-  if (size > 0)
-    memcpy(ld->data + MCP_LAND_TRAILER - size, data, size);
-  ld->size = (uint32_t)size;
-  ld->seq = seq;
-  if (post_land(c, slot, (uint32_t)size) != 0)
-    return c->link.error;
-  c->seq = seq + 1;
-  c->wd_progress++;
-  *request = r;
-  return 0;
+  r->pending = 1;
+  if (r->size > 0)
+    memcpy(ld->data + MCP_LAND_TRAILER - r->size, r->data, (size_t)r->size);
+  ld->size = (uint32_t)r->size;
+  ld->seq = r->seq;
+  return post_land(c, r, slot);
 }
 
 /* A single receive: K chunks on K QPs, each a signalled WRITE_WITH_IMM. */
@@ -206,7 +179,6 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
   chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
   k = (int)((size + chunk - 1) / chunk);
   r->pending = k;
-  r->land_mark = c->land_posted;
   for (j = 0; j < k; j++) {
     size_t len = size - off < chunk ? size - off : chunk;
     struct ibv_send_wr wr;
@@ -334,7 +306,7 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   const struct mcp_cts_elem *e = c->ring_elems[slot].e;
   struct mcp_send_slot *ss;
   struct mcp_request *r;
-  int n, i;
+  int n, i, rc;
 
   *request = NULL;
   if (c->link.error != 0)
@@ -353,18 +325,20 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
       return isend_too_big(c, size, e[0].size, seq, tag);
     if (size > 0 && mhandle == NULL)
       return isend_no_handle(c, size);
-    /* Host memory to host memory and small: a landing. */
-    if ((int)size <= c->land_max && (e[0].flags & MCP_CTS_LAND) &&
-        (size == 0 || mcp_mh_cpu_readable(mhandle)) && land_room(c))
-      return isend_land(c, seq, data, size, request);
     /* Every request is out (MCP_SEND_REQS): not yet, as for a clear-to-send still on its
      * way; nothing above changed state that a later call would not set up the same way. */
     r = send_req(c, seq, size, 1, 0, data, mhandle);
     if (r == NULL)
       return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
-    /* One QP: the one-write path straight from here (no call); else striping decides. */
-    if ((c->link.nqps == 1 ? send_one(c, r, data, size, mhandle, &e[0], 0)
-                           : send_single(c, r, data, size, mhandle, &e[0])) != 0)
+    /* Host memory to host memory and small: a landing. Else on one QP the one-write
+     * path straight from here (no call); on more, striping decides. */
+    if (lands(c, &e[0], size, mhandle))
+      rc = isend_land(c, r, slot);
+    else if (c->link.nqps == 1)
+      rc = send_one(c, r, data, size, mhandle, &e[0], 0);
+    else
+      rc = send_single(c, r, data, size, mhandle, &e[0]);
+    if (rc != 0)
       return c->link.error;
     c->seq = seq + 1;
     c->wd_progress++;
@@ -416,44 +390,13 @@ static int receiver_has(const uint32_t *done, uint32_t seq)
   return (int32_t)(done[seq % MCP_SLOTS] - seq) >= 0;
 }
 
-/* After recovery, before any other write: every line of this comm's records, which hold
- * each slot's last landing (and grouped sends' records), into the receiver's ring in one
- * write. A landing the receiver has not seen arrives with it; one it has seen, or a line
- * that is not the slot's current message, is bytes it already has or never reads (its
- * seq is not the slot's). The copies must not change while the write reads them: no
- * landing until its completion (on_other restores land_max). */
-/* One QP only (mcp_xfer_land_setup): a grouped send's record, replayed or new, rewrites
- * its line after this write on the same QP, so a line this write read while the CPU
- * refilled it never has the last word. */
-static int land_rewrite(struct mcp_comm *c)
-{
-  struct ibv_send_wr wr;
-  struct ibv_sge sge;
-
-  memset(&wr, 0, sizeof(wr));
-  sge.addr = (uintptr_t)c->records;
-  sge.length = MCP_SLOTS * sizeof(struct mcp_record);
-  sge.lkey = c->records_mr->lkey;
-  wr.wr_id = MCP_WR(MCP_WR_LAND, c->link.id, c->link.epoch, ++c->land_posted);
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = c->remote_ring;
-  wr.wr.rdma.rkey = c->remote_rkey;
-  c->land_max = -1;
-  return post(c, 0, &wr);
-}
-
 /* After recovery: complete what the receiver already has, write the rest again from
- * the CTS ring, which still holds the destination of every incomplete receive. A
- * group is written again whole (parts, then the record when all parts are matched). */
+ * the CTS ring, which still holds the destination of every incomplete receive (a
+ * landing from its line's copy). A group is written again whole (parts, then the
+ * record when all parts are matched). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
 {
   int i, j, replayed = 0, completed = 0;
-
-  if (c->land_used && land_rewrite(c) != 0)
-    return -1;
 
   for (i = 0; i < c->nreqs; i++) {
     struct mcp_request *r = &c->reqs[i];
@@ -473,7 +416,9 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
       continue;
     }
     if (r->n == 1) {
-      if (send_single(c, r, r->data, (size_t)r->size, r->mh, &cs->e[0]) != 0)
+      if (lands(c, &cs->e[0], (size_t)r->size, r->mh)
+            ? post_land(c, r, slot) != 0
+            : send_single(c, r, r->data, (size_t)r->size, r->mh, &cs->e[0]) != 0)
         return -1;
       replayed++;
       continue;
@@ -493,67 +438,7 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
   }
   MCP_INFO(NCCL_NET,
            "send to %s: after recovery %d message(s) written again, %d completed by the "
-           "receiver's table%s",
-           c->link.peer_name, replayed, completed, c->land_used ? ", the landing lines written again" : "");
+           "receiver's table",
+           c->link.peer_name, replayed, completed);
   return 0;
-}
-
-/* Close: a landing's request was done at its post, before the write was acknowledged;
- * NCCL's own transport says done only once it was, and may close right after. So before
- * the QPs go, one signalled empty write follows the last landing, and its completion (in
- * order: every landing before it is acknowledged too) is waited for, as long as the QP
- * itself would retry it (what NCCL's transport would wait for its send). Not on a failed
- * comm or during a recovery (their writes are void), nor when every landing is known
- * complete, nor once the peer's process is known to be gone (its out-of-band connection
- * closed: nobody is left to receive). */
-static int peer_gone(struct mcp_comm *c)
-{
-  mcp_oob_progress();
-  return mcp_oob_stream_dead(c->link.stream) || mcp_oob_stream_closed_by_peer(c->link.stream);
-}
-
-void mcp_xfer_send_drain(struct mcp_comm *c)
-{
-  const struct mcp_config *p = mcp_param_process();
-  struct ibv_send_wr wr;
-  uint64_t start = mcp_clock_coarse_ns(), limit;
-  uint32_t last;
-  int spins;
-
-  if (c->link.kind != MCP_COMM_SEND || c->link.error != 0 || c->link.rec.phase != MCP_REC_NONE ||
-      c->link.qp[0] == NULL || c->land_posted == c->land_acked)
-    return;
-  if (mcp_xfer_poll(c) < 0 || c->land_posted == c->land_acked || c->link.rec.phase != MCP_REC_NONE ||
-      peer_gone(c))
-    return; /* (every landing is signalled: long acknowledged ones say so here) */
-  /* The QP's own give-up time (4.096 us * 2^timeout per try, retry_cnt + 1 tries), and a
-   * second more. */
-  limit =
-    (4096ull << (p->ib_timeout < 31 ? p->ib_timeout : 31)) * (uint64_t)(p->ib_retry_cnt + 1) + 1000000000ull;
-  memset(&wr, 0, sizeof(wr));
-  last = ++c->land_posted;
-  wr.wr_id = MCP_WR(MCP_WR_LAND, c->link.id, c->link.epoch, last);
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = c->remote_ring;
-  wr.wr.rdma.rkey = c->remote_rkey;
-  if (post(c, 0, &wr) != 0)
-    return;
-  for (spins = 0; c->land_acked != last && c->link.error == 0 && c->link.rec.phase == MCP_REC_NONE; spins++) {
-    struct timespec ts = {0, 20000};
-
-    if (mcp_xfer_poll(c) < 0 || c->land_acked == last)
-      break;
-    if (spins < 4096) /* an acknowledgement is a round trip away: no sleep for it */
-      continue;
-    if (peer_gone(c))
-      break;
-    if (mcp_clock_coarse_ns() - start > limit) {
-      MCP_WARN("close of the send comm to %s: its last small messages were not acknowledged within "
-               "%.1f s; closing anyway (the receiver may not have them)",
-               c->link.peer_name, (double)limit / 1e9);
-      break;
-    }
-    nanosleep(&ts, NULL);
-  }
 }
