@@ -201,7 +201,7 @@ def main():
     derived = {  # per one-way 8-byte message, receives posted ahead: from each one's protocol
         "mcpnet": "1 landing RDMA WRITE (data and trailer, inline, signalled) + CTS writes "
                   "(one per batch) send WRs, no receive WR; no receive completion (the receiver "
-                  "watches the landing line), 1 send completion (reaped 13 at a time), "
+                  "watches the landing line), 1 send completion, "
                   "CTS 1 in 16 signalled",
         "ref": "1 data WRITE_WITH_IMM + 1 CTS write send WRs, 1 receive WR; "
                "1 send + 1 receive completion, CTS writes signalled now and then",
