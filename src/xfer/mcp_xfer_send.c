@@ -116,7 +116,8 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
 
 /* Whether a single receive's message lands (struct mcp_landing): small, from host memory,
  * into a receive advertised for it. isend decides with it, and a recovery's replay again
- * (the element stays in the ring until the slot's next message). */
+ * with the same answer: the element stays in the ring until the slot's next message, and
+ * land_max is set once, at link_up. */
 static inline int lands(const struct mcp_comm *c, const struct mcp_cts_elem *e, size_t size, const void *mh)
 {
   return (int)size <= c->land_max && (e->flags & MCP_CTS_LAND) && (size == 0 || mcp_mh_cpu_readable(mh));
