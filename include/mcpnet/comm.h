@@ -305,18 +305,22 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
 int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
 /* A receive's data arrived; may write held clear-to-send entries. -1: comm failed.
- * Inline: on most receives the sender still holds a batch and nothing is written, and
+ * Inline: on most receives the sender still holds enough and nothing is written, and
  * that test is cheaper than a call; cts_release writes what is held (mcp_xfer_recv.c). */
 int mcp_xfer_cts_release(struct mcp_comm *c);
-/* Entries the sender holds and has not used yet, as far as this side knows. */
+/* Entries the sender holds and has not used yet (or whose data is still on its way),
+ * as far as this side knows. */
 static inline int mcp_xfer_cts_unused(const struct mcp_comm *c)
 {
   return (int)(c->cts_published - c->recv_landed);
 }
+/* New entries are held back only while the sender has at least this many: when they go
+ * out it still has one to write with while they travel (section 6.1). */
+#define MCP_CTS_HOLD 2
 static inline int mcp_xfer_recv_landed(struct mcp_comm *c)
 {
   c->recv_landed++;
-  if (c->cts_pending == 0 || mcp_xfer_cts_unused(c) >= c->cts_batch)
+  if (c->cts_pending == 0 || mcp_xfer_cts_unused(c) >= MCP_CTS_HOLD)
     return 0;
   return mcp_xfer_cts_release(c);
 }

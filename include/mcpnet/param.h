@@ -152,7 +152,7 @@ struct mcp_config {
   bool force_flush;
   int progress_cpu; /* -1 = not pinned */
   int inline_bytes;
-  int cts_batch;           /* clear-to-send entries per write once the sender holds as many */
+  int cts_batch;           /* most clear-to-send entries in one write */
   const char *config_path; /* MCPNET_CONFIG */
 
   /* Derived from the above at load, so users need not parse again. */

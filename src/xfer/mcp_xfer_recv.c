@@ -4,12 +4,13 @@
  * irecv takes the next sequence number, records which request waits on its slot and
  * stages the clear-to-send entry; entries are RDMA-written into the sender's ring on
  * QP 0 (inline when they fit), only every 16th such write signalled, to keep the send
- * queue drained. While the sender already holds MCPNET_CTS_BATCH unused entries, new
- * ones wait and go out together, up to that many in one write: a receive posted 8
- * ahead, as NCCL posts them, then costs a fraction of a write instead of one (on
- * soft-RoCE a write and its ACK are most of a small message's CPU time), and the
- * sender never waits on a held entry. An optional-completion receive is advertised at
- * once (NCCL may stop calling us while its kernel polls for the data).
+ * queue drained. While the sender still holds MCP_CTS_HOLD (2) unused entries, new
+ * ones wait and go out together, up to MCPNET_CTS_BATCH (8) in one write: receives
+ * posted 8 ahead, as NCCL posts them, then cost one write per 7 instead of one each
+ * (on soft-RoCE a write and its ACK are most of a small message's CPU time, and a
+ * round trip that carries one is slower), and the held entries leave while the sender
+ * still has one to write with. An optional-completion receive is advertised at once
+ * (NCCL may stop calling us while its kernel polls for the data).
  * iflush reads one byte of the last received buffer back through a loopback QP, which
  * orders the NIC's earlier PCIe writes before NCCL's kernel reads GPU memory; it is
  * only needed for GPU buffers, or when MCPNET_FORCE_FLUSH=1 makes it run on host
@@ -266,9 +267,10 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
 
   c->seq = seq + 1;
   c->cts_pending++;
-  /* Held back only while the sender has a batch in hand, and never across the ring's end. */
+  /* Held back only while the sender has MCP_CTS_HOLD in hand, up to a batch, and never
+   * across the ring's end. */
   if (optional || c->cts_pending >= c->cts_batch || slot == MCP_SLOTS - 1 ||
-      mcp_xfer_cts_unused(c) < c->cts_batch) {
+      mcp_xfer_cts_unused(c) < MCP_CTS_HOLD) {
     rc = cts_flush(c);
     if (rc != 0) {
       c->seq = seq;

@@ -116,15 +116,17 @@ static void test_ring_wrap_sizes(void)
   fake_pair_free(p);
 }
 
-/* NCCL's pace: receives posted 8 ahead of the sends, 300 messages, batches of 4 CTS
- * entries per write, around the ring's end several times (a batch never spans it: the
- * fake refuses a write past the sender's ring). */
-static void test_pipelined_batches_wrap(void)
+/* NCCL's pace: receives posted 8 ahead of the sends, 300 messages, batches of up to
+ * `batch` CTS entries per write, around the ring's end several times (a batch never
+ * spans it: the fake refuses a write past the sender's ring). */
+static void pipelined_batches_wrap(int batch)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, batch, 0);
   void *r[8] = {NULL}, *s[8] = {NULL};
   int posted = 0, sent = 0, got = 0, turn, sizes[1];
   ncclResult_t rc;
+
+  fake_posts_reset();
 
   for (turn = 0; turn < 10000 && got < 300; turn++) {
     int k;
@@ -155,6 +157,12 @@ static void test_pipelined_batches_wrap(void)
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
   CHECK(fake_count_cts_writes() < 300); /* batched */
   fake_pair_free(p);
+}
+
+static void test_pipelined_batches_wrap(void)
+{
+  pipelined_batches_wrap(4);
+  pipelined_batches_wrap(8);
 }
 
 /* The immediate carries 16 bits of seq; the seq itself is 32 bits: both wrap. */
@@ -393,50 +401,49 @@ static void test_unknown_tag_waits(void)
   fake_pair_free(p);
 }
 
-/* MCPNET_CTS_BATCH=4: the first four receives are advertised one by one (the sender
- * holds fewer than a batch), the next four wait and go out in one write. With 1, every
- * receive is its own write. */
+/* Receives posted 8 ahead: the first two are advertised one by one (the sender holds
+ * fewer than MCP_CTS_HOLD), then entries wait while it holds two. With
+ * MCPNET_CTS_BATCH=4 the next four go out in one write and the last two wait; with 8
+ * all six wait (a batch is not full, the sender holds two); with 1 every receive is its
+ * own write. */
 static void test_cts_batching(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
-  int i;
+  static const int batch[] = {4, 8, 1}, writes[] = {3, 2, 8};
+  struct fake_pair *p;
+  int i, k;
 
-  fake_posts_reset();
-  for (i = 0; i < 8; i++)
-    irecv1(p, (size_t)i * 4096, 4096, 1, 0);
-  CHECK_EQ_INT(fake_count_cts_writes(), 5);
-  fake_pair_free(p);
-
-  p = pair(1, 1, 0);
-  fake_posts_reset();
-  for (i = 0; i < 8; i++)
-    irecv1(p, (size_t)i * 4096, 4096, 1, 0);
-  CHECK_EQ_INT(fake_count_cts_writes(), 8);
-  fake_pair_free(p);
+  for (k = 0; k < 3; k++) {
+    p = pair(1, batch[k], 0);
+    fake_posts_reset();
+    for (i = 0; i < 8; i++)
+      irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+    CHECK_EQ_INT(fake_count_cts_writes(), writes[k]);
+    fake_pair_free(p);
+  }
 }
 
-/* Held entries go out when data lands: six receives, two held; the sender cannot send
- * seq 5 until the first receive completes, then it can, without a new irecv. */
+/* Held entries go out when data lands: five receives, the last three held; the sender
+ * can send seqs 1 and 2, not 3, until the first receive completes, then 3, 4 and 5
+ * without a new irecv. */
 static void test_cts_held_flushed_on_landing(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 8, 0);
   ncclResult_t rc;
-  void *r[6], *s;
+  void *r[5];
   int i, sizes[1];
 
   fake_posts_reset();
-  for (i = 0; i < 6; i++)
+  for (i = 0; i < 5; i++)
     r[i] = irecv1(p, (size_t)i * 4096, 4096, 1, 0);
-  CHECK_EQ_INT(fake_count_cts_writes(), 4);
-  for (i = 0; i < 4; i++)
+  CHECK_EQ_INT(fake_count_cts_writes(), 2);
+  for (i = 0; i < 2; i++)
     CHECK(isend(p, 0, 10, 1, &rc) != NULL);
-  CHECK(isend(p, 0, 10, 1, &rc) == NULL); /* seq 5's entry is held by the receiver */
+  CHECK(isend(p, 0, 10, 1, &rc) == NULL); /* seq 3's entry is held by the receiver */
   CHECK_EQ_INT(fake_wait_done(r[0], sizes, POLLS), 1);
-  CHECK_EQ_INT(fake_count_cts_writes(), 5);
-  s = isend(p, 0, 10, 1, &rc);
-  CHECK(s != NULL);
-  CHECK(isend(p, 0, 10, 1, &rc) != NULL);
-  for (i = 1; i < 6; i++)
+  CHECK_EQ_INT(fake_count_cts_writes(), 3);
+  for (i = 0; i < 3; i++)
+    CHECK(isend(p, 0, 10, 1, &rc) != NULL);
+  for (i = 1; i < 5; i++)
     CHECK_EQ_INT(fake_wait_done(r[i], sizes, POLLS), 1);
   fake_pair_free(p);
 }
@@ -512,7 +519,7 @@ static void test_record_inline_and_registered(void)
  * each, and every receive reports its own bytes. */
 static void test_replay_after_qp_loss(void)
 {
-  struct fake_pair *p = pair(1, 8, 0);
+  struct fake_pair *p = pair(1, 1, 0); /* every receive advertised at once */
   const struct fake_post *log;
   void *r[8], *s[8];
   int i, n, again[9] = {0}, sizes[1];
@@ -747,7 +754,7 @@ static void test_landing_done_when_acknowledged(void)
  * of their lines; every receive reports its own bytes. */
 static void test_landing_replay(void)
 {
-  struct fake_pair *p = pair(1, 8, 0);
+  struct fake_pair *p = pair(1, 1, 0); /* every receive advertised at once */
   const struct fake_post *log;
   void *r[8], *s[8];
   int i, n, again[8] = {0}, sizes[1], done;

@@ -155,7 +155,7 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
  * adapters do (both = 1). */
 static void run(int both, int roce)
 {
-  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8};
+  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1};
   struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
@@ -288,7 +288,7 @@ out:
  * members: that would change the QP-to-member map of both ends mid-connection. */
 static void run_fused(int stays_down)
 {
-  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8, .ndevs = {2, 2}};
+  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1, .ndevs = {2, 2}};
   struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
@@ -412,7 +412,7 @@ static void test_recover_roce_gid_off_proxy_thread(void) { run(0, 1); }
  * posted around it arrives. The proxy thread never runs the lookup. */
 static void test_recover_gid_event_off_proxy_thread(void)
 {
-  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 8};
+  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1};
   struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;

@@ -67,9 +67,9 @@ check_json /tmp/steps.json "1048576" 1 || lab_fail "steps: the JSON output does 
 python3 -c 'import json,sys; r=json.load(open("/tmp/steps.json"))["results"][0]; sys.exit(r["steps_per_transfer"] != 8)' ||
   lab_fail "steps: 1 MiB in 128 KiB steps should be 8 steps per transfer"
 
-# Receives posted 8 ahead are advertised in batches (MCPNET_CTS_BATCH, default 4, as
-# above); 1 writes one entry per receive, 2 and 3 give other batch shapes.
-for b in 1 2 3; do
+# Receives posted 8 ahead are advertised in batches (MCPNET_CTS_BATCH, default 8, as
+# above); 1 writes one entry per receive, 2 and 4 give other batch shapes.
+for b in 1 2 4; do
   lab_log "clear-to-send batches of $b, every byte verified"
   MCPNET_CTS_BATCH=$b "$bench" -b 8 -e 256K -f 64 --runs 1 --check --point-time 0.05 --group 2 \
     > /tmp/cts$b.out 2>&1 || { cat /tmp/cts$b.out; lab_fail "MCPNET_CTS_BATCH=$b: the run failed"; }
