@@ -161,6 +161,17 @@ struct mcp_landing {
   uint32_t seq; /* written last */
 };
 _Static_assert(sizeof(struct mcp_landing) == sizeof(struct mcp_record), "a landing is a record's line");
+/* Slot `slot`'s line of a record ring (the receiver's, or the sender's copy of it) as a
+ * landing. */
+static inline struct mcp_landing *mcp_landing_of(struct mcp_record *ring, int slot)
+{
+  return (struct mcp_landing *)(void *)&ring[slot];
+}
+/* Whether seq's landing is in its line: the trailer's seq, which the write puts there last. */
+static inline int mcp_landing_arrived(const struct mcp_landing *ld, uint32_t seq)
+{
+  return __atomic_load_n(&ld->seq, __ATOMIC_ACQUIRE) == seq;
+}
 
 /* Immediate data: seq low 16 bits | completions expected << 16 | record flag << 24. */
 #define MCP_IMM(seq, k, rec) (((uint32_t)(seq)&0xffffu) | ((uint32_t)(k) << 16) | ((uint32_t)(rec) << 24))

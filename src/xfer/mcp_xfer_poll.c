@@ -393,10 +393,10 @@ static __attribute__((noinline, cold)) void land_bad(struct mcp_comm *c, const s
 static inline __attribute__((always_inline)) int land_arrived(struct mcp_comm *c, struct mcp_request *r)
 {
   int slot = (int)(r->seq % MCP_SLOTS);
-  const struct mcp_landing *ld = (const struct mcp_landing *)(const void *)&c->ring_records[slot];
+  const struct mcp_landing *ld = mcp_landing_of(c->ring_records, slot);
   uint32_t size;
 
-  if (__atomic_load_n(&ld->seq, __ATOMIC_ACQUIRE) != r->seq)
+  if (!mcp_landing_arrived(ld, r->seq))
     return 0;
   size = ld->size;
   if (__builtin_expect(size > (uint32_t)r->size, 0)) {

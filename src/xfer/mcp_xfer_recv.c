@@ -126,9 +126,9 @@ void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done)
    * whose completion arrived here. */
   for (i = 0; i < MCP_SLOTS; i++) {
     const struct mcp_recv_slot *rs = &c->rslots[i];
-    const struct mcp_landing *ld = (const struct mcp_landing *)(const void *)&c->ring_records[i];
 
-    if (rs->req == NULL || (rs->req->land && __atomic_load_n(&ld->seq, __ATOMIC_ACQUIRE) == rs->seq))
+    if (rs->req == NULL ||
+        (rs->req->land && mcp_landing_arrived(mcp_landing_of(c->ring_records, i), rs->seq)))
       done[i] = rs->seq;
     else
       done[i] = rs->seq - MCP_SLOTS;
@@ -238,9 +238,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
     r->land = c->land_recv && !optional && (mh != NULL ? mcp_mh_cpu_readable(mh) : sizes[0] == 0);
     e->flags = r->land ? MCP_CTS_LAND : 0;
     if (r->land) {
-      struct mcp_landing *ld = (struct mcp_landing *)(void *)&c->ring_records[slot];
-
-      __atomic_store_n(&ld->seq, ~seq, __ATOMIC_RELAXED);
+      __atomic_store_n(&mcp_landing_of(c->ring_records, slot)->seq, ~seq, __ATOMIC_RELAXED);
       r->data = data[0];
       r->size = sizes[0] < (size_t)MCP_LAND_TRAILER ? (int)sizes[0] : MCP_LAND_TRAILER;
     }

@@ -154,7 +154,7 @@ static inline int post_land(struct mcp_comm *c, const struct mcp_request *r, int
 static inline __attribute__((always_inline)) int isend_land(struct mcp_comm *c, struct mcp_request *r,
                                                             int slot)
 {
-  struct mcp_landing *ld = (struct mcp_landing *)(void *)&c->records[slot];
+  struct mcp_landing *ld = mcp_landing_of(c->records, slot);
 
   r->pending = 1;
   if (r->size > 0)
