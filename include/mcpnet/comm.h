@@ -319,19 +319,18 @@ void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
  * Inline: on most receives the sender still holds enough and nothing is written, and
  * that test is cheaper than a call; cts_release writes what is held (mcp_xfer_recv.c). */
 int mcp_xfer_cts_release(struct mcp_comm *c);
-/* Entries the sender holds and has not used yet (or whose data is still on its way),
- * as far as this side knows. */
-static inline int mcp_xfer_cts_unused(const struct mcp_comm *c)
-{
-  return (int)(c->cts_published - c->recv_landed);
-}
-/* New entries are held back only while the sender has at least this many: when they go
- * out it still has one to write with while they travel (section 6.1). */
+/* New entries are held back only while the sender has at least this many unused (or
+ * with their data still on its way), as far as this side knows: when they go out it
+ * still has one to write with while they travel (section 6.1). */
 #define MCP_CTS_HOLD 2
+static inline int mcp_xfer_cts_short(const struct mcp_comm *c)
+{
+  return (int)(c->cts_published - c->recv_landed) < MCP_CTS_HOLD;
+}
 static inline int mcp_xfer_recv_landed(struct mcp_comm *c)
 {
   c->recv_landed++;
-  if (c->cts_pending == 0 || mcp_xfer_cts_unused(c) >= MCP_CTS_HOLD)
+  if (c->cts_pending == 0 || !mcp_xfer_cts_short(c))
     return 0;
   return mcp_xfer_cts_release(c);
 }

@@ -267,8 +267,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   c->cts_pending++;
   /* Held back only while the sender has MCP_CTS_HOLD in hand, up to a batch, and never
    * across the ring's end. */
-  if (optional || c->cts_pending >= c->cts_batch || slot == MCP_SLOTS - 1 ||
-      mcp_xfer_cts_unused(c) < MCP_CTS_HOLD) {
+  if (optional || c->cts_pending >= c->cts_batch || slot == MCP_SLOTS - 1 || mcp_xfer_cts_short(c)) {
     rc = cts_flush(c);
     if (rc != 0) {
       c->seq = seq;
