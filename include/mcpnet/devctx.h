@@ -36,6 +36,16 @@ struct mcp_devctx {
   atomic_uint port_err_gen; /* our port went down */
   atomic_uint gid_gen;      /* the port's GID table changed */
   atomic_int fatal;         /* the device reported a fatal error */
+  /* Lookups of our GID's index on the port (netlink and sysfs: a recovery's, or after a
+   * GID change event), shared by the device's comms so that a thousand comms waiting
+   * for a GID to come back make one lookup, not a thousand (mcp_qp_gid_poll, conn).
+   * Under gid_lock. */
+  pthread_mutex_t gid_lock;
+  unsigned gid_started; /* lookups begun, numbered from 1 */
+  unsigned gid_done;    /* the number of the newest lookup finished: gid_index is its answer */
+  int gid_index;        /* -1: our GID was not in the port's table */
+  int gid_running;      /* lookups under way */
+  uint64_t gid_next_ns; /* no lookup starts for a waiting comm before this */
 };
 
 /* Reads and acknowledges the device's pending async events; never blocks. Events for a

@@ -92,11 +92,10 @@ struct mcp_recovery {
   int phase;
   uint32_t round; /* rounds started on this connection */
   uint64_t start_ns, deadline_ns, next_try_ns;
-  uint64_t next_gid_ns; /* WAIT_PEER: when to look for our GID again */
-  int gid_missing;      /* this round's last lookup did not find our GID */
-  int gid_probe;        /* NONE: qp_job is a lookup after a GID change event */
-  int peer_ready;       /* the peer's CONN_READY of this round arrived */
-  int count;            /* recoveries completed */
+  int gid_missing; /* WAIT_PEER: this round's lookup did not find our GID; wait for the device's */
+  int gid_probe;   /* NONE: a GID change event's lookup is awaited (each member's gid_need) */
+  int peer_ready;  /* the peer's CONN_READY of this round arrived */
+  int count;       /* recoveries completed */
   char cause[256];
   struct mcp_wire_recover peer;
   struct ibv_wc verdict_wc; /* MCP_REC_VERDICT: the completion that failed */
@@ -144,6 +143,7 @@ struct mcp_link_dev {
   struct ibv_cq *cq;
   int sgid_index;                   /* our GID's index, looked up again by recovery */
   unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
+  unsigned gid_need;                /* the device's GID lookup this comm waits for (mcp_qp_gid_poll) */
   /* The port's error counters when the comm connected, for a failed completion's WARN. */
   int cnt_base_ok;
   struct mcp_cnt_snapshot *cnt_base; /* NULL until read (freed with the link) */
@@ -259,14 +259,22 @@ int mcp_qp_create_qps(struct mcp_link *c);
 int mcp_qp_connect_start(struct mcp_link *c);
 int mcp_qp_connect_poll(struct mcp_link *c);
 /* Recovery: the same walk, after the thread looked each member's GID up again by address
- * (mcp_recover_gid_find: netlink and sysfs, which NCCL's thread must not wait for); and
- * that lookup alone (a GID change event). poll_gid is poll that also hands back the
- * indices found (gid_index[k] per member, -1: not found), and returns MCP_QP_NO_GID when
- * one was missing (then nothing was walked). */
+ * (mcp_recover_gid_find: netlink and sysfs, which NCCL's thread must not wait for).
+ * poll_gid is poll that also hands back the indices found (gid_index[k] per member, -1:
+ * not found), and returns MCP_QP_NO_GID when one was missing (then nothing was walked). */
 int mcp_qp_connect_start_gid(struct mcp_link *c);
-int mcp_qp_gid_probe_start(struct mcp_link *c);
 #define MCP_QP_NO_GID (-2)
 int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index);
+/* Every lookup of our GID (the walk's above, or one started here) is published on its
+ * device, so that the device's comms share them: a GID change event, or a GID that has
+ * not come back after a link flap, costs one lookup every 100 ms per device, not one per
+ * comm. gid_need: the number of the first lookup of member k's GID that begins after
+ * this call. gid_poll: 1 with *index (-1: not in the port's table) once that lookup or
+ * a later one finished, on any comm of the device; 0 while waiting, having started one
+ * on c's setup thread when none runs and the device's last began 100 ms ago or more;
+ * -1 when that thread could not start (the next poll tries again). */
+unsigned mcp_qp_gid_need(struct mcp_link *c, int k);
+int mcp_qp_gid_poll(struct mcp_link *c, int k, unsigned need, int *index);
 /* Recovery's rebuild on a setup thread (mcp_conn_qp.c): the comm's QPs leave qp[] (all
  * NULL until take) and the thread destroys them, then creates new ones at INIT. The
  * destroy can wait for the driver to drain work a downed port holds, and NCCL's thread

@@ -17,6 +17,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "mcpnet/clock.h"
 #include "mcpnet/link.h"
 #include "mcpnet/fabric_gid.h"
 #include "mcpnet/log.h"
@@ -319,6 +320,40 @@ static void counters_base(struct mcp_link *c)
   }
 }
 
+/* One lookup of our GID on dc's port, numbered when it begins and published on the
+ * device when it ends, unless a lookup that began later was published first. */
+static int gid_lookup_shared(struct mcp_devctx *dc, int index_in_use)
+{
+  unsigned number;
+  int index;
+
+  pthread_mutex_lock(&dc->gid_lock);
+  number = ++dc->gid_started;
+  pthread_mutex_unlock(&dc->gid_lock);
+  index = mcp_recover_gid_find(dc->info, dc->ctx, index_in_use);
+  pthread_mutex_lock(&dc->gid_lock);
+  if ((int)(number - dc->gid_done) > 0) {
+    dc->gid_done = number;
+    dc->gid_index = index;
+  }
+  dc->gid_running--;
+  pthread_mutex_unlock(&dc->gid_lock);
+  return index;
+}
+
+/* A lookup job is counted as running on each member's device from its start until its
+ * thread has published (or could not start): a waiting comm then starts no other. */
+static void gid_running_add(struct mcp_qp_job *j, int delta)
+{
+  int i;
+
+  for (i = 0; j->lookup && i < j->ndevs; i++) {
+    pthread_mutex_lock(&j->dc[i]->gid_lock);
+    j->dc[i]->gid_running += delta;
+    pthread_mutex_unlock(&j->dc[i]->gid_lock);
+  }
+}
+
 static void *job_main(void *arg)
 {
   struct mcp_qp_job *j = arg;
@@ -338,9 +373,10 @@ static void *job_main(void *arg)
   }
 
   /* The lookup queries the kernel (netlink sockets with a receive timeout, sysfs): here,
-   * not on NCCL's thread. The poller reads the indices after the state says done. */
+   * not on NCCL's thread. The poller reads the indices after the state says done; the
+   * device's other comms read the answer from the device (mcp_qp_gid_poll). */
   for (i = 0; j->lookup && i < j->ndevs; i++) {
-    j->sgid_index[i] = mcp_recover_gid_find(j->dc[i]->info, j->dc[i]->ctx, j->sgid_index[i]);
+    j->sgid_index[i] = gid_lookup_shared(j->dc[i], j->sgid_index[i]);
     if (j->sgid_index[i] < 0)
       missing = 1;
   }
@@ -387,6 +423,7 @@ static int job_launch(struct mcp_link *c, struct mcp_qp_job *j)
   int rc;
 
   atomic_fetch_add(&c->refs, 1);
+  gid_running_add(j, 1);
   rc = pthread_attr_init(&attr);
   if (rc == 0) {
     rc = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -395,6 +432,7 @@ static int job_launch(struct mcp_link *c, struct mcp_qp_job *j)
     pthread_attr_destroy(&attr);
   }
   if (rc != 0) {
+    gid_running_add(j, -1);
     atomic_fetch_sub(&c->refs, 1);
     free(j);
     return -1;
@@ -455,7 +493,48 @@ int mcp_qp_connect_start(struct mcp_link *c) { return job_start(c, 1, 0); }
 
 int mcp_qp_connect_start_gid(struct mcp_link *c) { return job_start(c, 1, 1); }
 
-int mcp_qp_gid_probe_start(struct mcp_link *c) { return job_start(c, 0, 1); }
+unsigned mcp_qp_gid_need(struct mcp_link *c, int k)
+{
+  struct mcp_devctx *dc = c->devs[k].dc;
+  unsigned need;
+
+  pthread_mutex_lock(&dc->gid_lock);
+  need = dc->gid_started + 1;
+  pthread_mutex_unlock(&dc->gid_lock);
+  return need;
+}
+
+#define GID_LOOKUP_EVERY_NS 100000000ull
+
+int mcp_qp_gid_poll(struct mcp_link *c, int k, unsigned need, int *index)
+{
+  struct mcp_devctx *dc = c->devs[k].dc;
+  uint64_t now = mcp_clock_ns();
+  int start = 0;
+
+  if (dc->info->link_layer != IBV_LINK_LAYER_ETHERNET) {
+    *index = c->devs[k].sgid_index; /* InfiniBand: GID 0, routed by LID; nothing to look up */
+    return 1;
+  }
+  pthread_mutex_lock(&dc->gid_lock);
+  if ((int)(dc->gid_done - need) >= 0) {
+    *index = dc->gid_index;
+    pthread_mutex_unlock(&dc->gid_lock);
+    return 1;
+  }
+  /* None that began after the caller asked is under way: start one for the device on
+   * this comm, unless the device's last began less than 100 ms ago or the comm's own
+   * setup thread is still busy. */
+  if (dc->gid_running == 0 && now >= dc->gid_next_ns &&
+      (c->qp_job == NULL || atomic_load(&c->qp_job->state) != MCP_QP_THREAD_RUNNING)) {
+    dc->gid_next_ns = now + GID_LOOKUP_EVERY_NS;
+    start = 1;
+  }
+  pthread_mutex_unlock(&dc->gid_lock);
+  if (start && job_start(c, 0, 1) != 0)
+    return -1;
+  return 0;
+}
 
 int mcp_qp_rebuild_start(struct mcp_link *c)
 {

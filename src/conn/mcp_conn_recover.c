@@ -44,7 +44,7 @@
 #include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 
-#define RETRY_NS 100000000ull /* look for our GID / frames again after 100 ms */
+#define RETRY_NS 100000000ull /* frames and events are read every tenth of it */
 
 static uint64_t mono_ns(void) { return mcp_clock_ns(); }
 
@@ -216,8 +216,9 @@ static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
   /* A setup thread of an earlier round may still be inside ibv_modify_qp, resolving a
    * neighbour behind a link that is down: never wait for it. It takes the QPs it walks
    * along and destroys them when it returns; this round builds new ones. A GID lookup
-   * after an event is moot now: the round looks again. */
-  if (c->rec.gid_probe) {
+   * awaited (after an event, or for a GID that had not come back) is moot now: the round
+   * looks again. */
+  if (c->rec.gid_probe || c->rec.gid_missing) {
     c->rec.gid_probe = 0;
     mcp_qp_connect_abandon(c);
   } else if (mcp_qp_connect_abandon(c))
@@ -325,18 +326,28 @@ static int connect_round(struct mcp_link *c)
   return 0;
 }
 
-/* The setup thread's verdict: 0 not yet (or our GID is not back: WAIT_PEER looks again
- * in 100 ms), 1 at RTS with the GID indices it found, -1 the walk failed. */
-static int connected(struct mcp_link *c, uint64_t now)
+/* The setup thread's verdict: 0 not yet (or our GID is not back: WAIT_PEER waits for
+ * the device's lookups to find it), 1 at RTS with the GID indices it found, -1 the walk
+ * failed. */
+static int connected(struct mcp_link *c)
 {
   const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
   int k, index[MCP_LINK_MAX_DEVS], st = mcp_qp_connect_poll_gid(c, index);
 
   if (st == MCP_QP_NO_GID) {
-    /* Not on every call: each lookup reads the port's whole GID table. The QPs stay at
-     * INIT, with the comm, for the next try. */
+    /* The QPs stay at INIT, with the comm, until a lookup of the device (shared by its
+     * comms: each reads the port's whole GID table) finds our GID again (gid_back). */
+    for (k = 0; k < c->ndevs; k++) {
+      const struct mcp_net_dev *d = c->devs[k].dc->info;
+
+      c->devs[k].gid_need = mcp_qp_gid_need(c, k);
+      if (index[k] < 0 && !c->rec.gid_missing)
+        MCP_INFO(NCCL_NET,
+                 "%s %s: round %u: our GID %s is not in the GID table of %s port %d (yet); "
+                 "waiting for it, looked up again every 100 ms",
+                 dir_words(c), c->peer_name, c->rec.round, d->gid.text, d->ibdev, d->port);
+    }
     c->rec.gid_missing = 1;
-    c->rec.next_gid_ns = now + RETRY_NS;
     c->rec.phase = MCP_REC_WAIT_PEER;
     return 0;
   }
@@ -354,6 +365,25 @@ static int connected(struct mcp_link *c, uint64_t now)
   MCP_INFO(NCCL_NET, "%s %s: round %u: QP %#x (PSN %#x) toward the peer's QP %#x (PSN %#x), GID index %d",
            dir_words(c), c->peer_name, c->rec.round, c->qp[0]->qp_num, c->psn[0], ep->qps[0].qpn,
            ep->qps[0].psn, mcp_link_dev_of(c, 0)->sgid_index);
+  return 1;
+}
+
+/* WAIT_PEER after a lookup that did not find our GID: whether a lookup of the device
+ * since then (one every 100 ms at most, shared by its comms) found it on every member. */
+static int gid_back(struct mcp_link *c)
+{
+  int k, index;
+
+  if (!c->rec.gid_missing)
+    return 1;
+  for (k = 0; k < c->ndevs; k++) {
+    if (mcp_qp_gid_poll(c, k, c->devs[k].gid_need, &index) != 1)
+      return 0;
+    if (index < 0) {
+      c->devs[k].gid_need = mcp_qp_gid_need(c, k); /* not yet: wait for the next one */
+      return 0;
+    }
+  }
   return 1;
 }
 
@@ -434,11 +464,11 @@ int mcp_recover_progress(struct mcp_link *c)
       return -1;
     break;
   case MCP_REC_WAIT_PEER:
-    if (c->rec.peer.round == c->rec.round && now >= c->rec.next_gid_ns && connect_round(c) != 0)
+    if (c->rec.peer.round == c->rec.round && gid_back(c) && connect_round(c) != 0)
       return -1;
     break;
   case MCP_REC_CONNECTING:
-    st = connected(c, now);
+    st = connected(c);
     if (st < 0) {
       /* The path may still be down (address resolution): a fresh round retries. */
       begin_round(c, c->rec.round + 1, c->rec.cause);
@@ -489,45 +519,44 @@ void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type)
 }
 
 /* A GID change event on a member's port: whether our GID left its index takes a lookup
- * (netlink, sysfs), made on a setup thread; a later check collects the answer and starts
- * a round if it moved. Events during a round are moot: the round looks again. */
+ * (netlink, sysfs) that begins after the event, on a setup thread, shared by the
+ * device's comms (mcp_qp_gid_poll); a later check collects the answer and starts a round
+ * if it moved. Events during a round are moot: the round looks again. */
 static void gid_events(struct mcp_link *c)
 {
   unsigned gen[MCP_LINK_MAX_DEVS];
-  int index[MCP_LINK_MAX_DEVS], k, st, changed = 0;
+  int index[MCP_LINK_MAX_DEVS], k, changed = 0;
   char cause[256];
 
-  if (c->rec.gid_probe) {
-    st = mcp_qp_connect_poll_gid(c, index);
-    if (st == 0)
-      return;
-    c->rec.gid_probe = 0;
-    for (k = 0; (st > 0 || st == MCP_QP_NO_GID) && k < c->ndevs; k++) {
-      const struct mcp_link_dev *m = &c->devs[k];
-
-      if (index[k] != m->sgid_index) {
-        snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
-                 m->dc->info->gid.text, m->sgid_index, m->dc->info->ibdev, m->dc->info->port);
-        mcp_recover_start(c, cause);
-        return;
-      }
-    }
-  }
   for (k = 0; k < c->ndevs; k++) {
     gen[k] = atomic_load(&c->devs[k].dc->gid_gen);
     changed |= gen[k] != c->devs[k].gid_seen;
   }
-  if (!changed)
-    return;
-  /* Events seen count only once a lookup that started after them is under way (a
-   * thread that cannot start now is tried again at the next check). */
-  if (c->rec.phase == MCP_REC_NONE) {
-    if (mcp_qp_gid_probe_start(c) != 0)
-      return;
-    c->rec.gid_probe = 1;
+  if (changed) {
+    if (c->rec.phase == MCP_REC_NONE) {
+      for (k = 0; k < c->ndevs; k++)
+        c->devs[k].gid_need = mcp_qp_gid_need(c, k);
+      c->rec.gid_probe = 1;
+    }
+    for (k = 0; k < c->ndevs; k++)
+      c->devs[k].gid_seen = gen[k];
   }
+  if (!c->rec.gid_probe)
+    return;
   for (k = 0; k < c->ndevs; k++)
-    c->devs[k].gid_seen = gen[k];
+    if (mcp_qp_gid_poll(c, k, c->devs[k].gid_need, &index[k]) != 1)
+      return; /* under way, or no thread now: the next check looks again */
+  c->rec.gid_probe = 0;
+  for (k = 0; k < c->ndevs; k++) {
+    const struct mcp_link_dev *m = &c->devs[k];
+
+    if (index[k] != m->sgid_index) {
+      snprintf(cause, sizeof(cause), "GID %s is no longer at index %d of %s port %d (GID change event)",
+               m->dc->info->gid.text, m->sgid_index, m->dc->info->ibdev, m->dc->info->port);
+      mcp_recover_start(c, cause);
+      return;
+    }
+  }
 }
 
 void mcp_recover_check_events(struct mcp_link *c)

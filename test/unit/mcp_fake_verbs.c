@@ -551,6 +551,7 @@ static struct fake_side *side_new(int index, int k)
   pthread_mutex_init(&s->dc.mr_lock, NULL);
   mcp_list_init(&s->dc.mrs);
   pthread_mutex_init(&s->dc.ev_lock, NULL);
+  pthread_mutex_init(&s->dc.gid_lock, NULL);
   return s;
 }
 

@@ -152,7 +152,9 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
 
 /* The link goes down under eight messages: 1-3 acknowledged, 4-5 landed without their
  * acknowledgements, 6-8 lost. Only the sender's adapter reports it (both = 0), or both
- * adapters do (both = 1). */
+ * adapters do (both = 1). roce: both ends are RoCE ports whose GID the recovery looks
+ * up again (1), and it is missing for the first 300 ms of the recovery's clock (2: the
+ * kernel has not put it back yet after the flap). */
 static void run(int both, int roce)
 {
   struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1};
@@ -178,7 +180,7 @@ static void run(int both, int roce)
   loglen = 0;
   if (roce) {
     CHECK(gid_index_of(p->send) != 3 && gid_index_of(p->recv) != 3);
-    lookups_on(p, 3); /* after the flap the kernel put our GID at index 3 */
+    lookups_on(p, roce == 2 ? -1 : 3); /* after the flap the kernel put our GID at index 3 */
   }
 
   for (i = 0; i < N; i++) {
@@ -237,6 +239,15 @@ static void run(int both, int roce)
     now_ns += 1000000ull; /* 1 ms of the recovery's clock per round of calls */
     if (turn % 4 == 3)
       nap(); /* the QP walks run on their own threads */
+    if (roce == 2 && turn == 300) {
+      /* Both ends waited with their QPs at INIT, their devices looking again at most
+       * every 100 ms: one lookup per end for the round's walk, then at most one per
+       * device per 100 ms (a few), not one per call. */
+      CHECK_EQ_INT(fake_comm_recoveries(p->send) + fake_comm_recoveries(p->recv), 0);
+      CHECK(atomic_load(&lookups_elsewhere) >= 4);
+      CHECK(atomic_load(&lookups_elsewhere) <= 2 + 2 * 4);
+      atomic_store(&gid_answer, 3);
+    }
   }
   CHECK_EQ_INT(left, 0);
   for (i = 0; i < N; i++) {
@@ -405,6 +416,92 @@ static void test_recover_fused_member_stays_down(void) { run_fused(1); }
 static void test_recover_sender_noticed(void) { run(0, 0); }
 static void test_recover_both_noticed(void) { run(1, 0); }
 static void test_recover_roce_gid_off_proxy_thread(void) { run(0, 1); }
+static void test_recover_roce_gid_back_late(void) { run(0, 2); }
+
+static int lookups_running(struct mcp_devctx *dc)
+{
+  int n;
+
+  pthread_mutex_lock(&dc->gid_lock);
+  n = dc->gid_running;
+  pthread_mutex_unlock(&dc->gid_lock);
+  return n;
+}
+
+/* Many comms of one device wait for the same answer: whether our GID is in the port's
+ * table. They share the device's lookups: 32 comms asking after a GID change event make
+ * one lookup, and 32 comms waiting for a GID that stays missing make one lookup per
+ * 100 ms of the clock between them, not 32; once it is back, every comm learns its index
+ * from the next. */
+static void test_gid_lookups_shared_by_device(void)
+{
+  struct fake_pair_opts o = {.nqps = 1};
+  struct fake_pair *p;
+  struct mcp_comm *c[32];
+  unsigned need[32];
+  int index[32], got, i, turn, n = 32, before;
+
+  fake_verbs_install();
+  p = fake_pair_make(&o);
+  lookups_on(p, 5);
+  for (i = 0; i < n; i++) {
+    c[i] = fake_comm_alloc(p, FAKE_RECV_SIDE);
+    need[i] = mcp_qp_gid_need(&c[i]->link, 0);
+    index[i] = -2;
+  }
+  /* After an event: every comm asks, one lookup answers all of them. */
+  for (turn = 0, got = 0; turn < TURNS && got < n; turn++) {
+    for (i = 0, got = 0; i < n; i++) {
+      if (index[i] == -2 && mcp_qp_gid_poll(&c[i]->link, 0, need[i], &index[i]) != 1)
+        index[i] = -2;
+      got += index[i] != -2;
+    }
+    nap();
+  }
+  CHECK_EQ_INT(got, n);
+  for (i = 0; i < n; i++)
+    CHECK_EQ_INT(index[i], 5);
+  CHECK_EQ_INT(atomic_load(&lookups_here), 0);
+  CHECK_EQ_INT(atomic_load(&lookups_elsewhere), 1);
+
+  /* The GID is gone for 1 s of the clock: every comm asks again after each answer. */
+  atomic_store(&gid_answer, -1);
+  for (i = 0; i < n; i++)
+    need[i] = mcp_qp_gid_need(&c[i]->link, 0);
+  before = atomic_load(&lookups_elsewhere);
+  for (turn = 0; turn < 1000; turn++) {
+    for (i = 0; i < n; i++)
+      if (mcp_qp_gid_poll(&c[i]->link, 0, need[i], &index[i]) == 1 && index[i] < 0)
+        need[i] = mcp_qp_gid_need(&c[i]->link, 0);
+    now_ns += 1000000ull;
+    nap();
+  }
+  CHECK(atomic_load(&lookups_elsewhere) - before >= 5);
+  CHECK(atomic_load(&lookups_elsewhere) - before <= 11);
+
+  /* Back at index 7: the next lookup tells every comm. */
+  atomic_store(&gid_answer, 7);
+  for (turn = 0, got = 0; turn < TURNS && got < n; turn++) {
+    for (i = 0, got = 0; i < n; i++) {
+      if (mcp_qp_gid_poll(&c[i]->link, 0, need[i], &index[i]) == 1 && index[i] < 0)
+        need[i] = mcp_qp_gid_need(&c[i]->link, 0);
+      else if (index[i] == 7)
+        got++;
+    }
+    now_ns += 1000000ull;
+    nap();
+  }
+  CHECK_EQ_INT(got, n);
+  CHECK_EQ_INT(atomic_load(&lookups_here), 0);
+  for (turn = 0; turn < TURNS && lookups_running(fake_pair_devctx(p, FAKE_RECV_SIDE)); turn++)
+    nap(); /* the last lookup's thread is done with the device before it goes */
+  for (i = 0; i < n; i++) {
+    mcp_qp_connect_abandon(&c[i]->link);
+    fake_comm_release(c[i]);
+  }
+  mcp_recover_test_set_gid_lookup(NULL);
+  fake_pair_free(p);
+}
 
 /* A GID change event on the receiving end's device: whether our GID left its index is
  * looked up on a thread of its own and collected by a later liveness check. Still there:
@@ -521,6 +618,8 @@ int main(void)
   RUN_TEST(test_recover_sender_noticed);
   RUN_TEST(test_recover_both_noticed);
   RUN_TEST(test_recover_roce_gid_off_proxy_thread);
+  RUN_TEST(test_recover_roce_gid_back_late);
+  RUN_TEST(test_gid_lookups_shared_by_device);
   RUN_TEST(test_recover_gid_event_off_proxy_thread);
   RUN_TEST(test_recover_fused_member_flap);
   RUN_TEST(test_recover_fused_member_stays_down);

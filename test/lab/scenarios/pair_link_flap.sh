@@ -18,14 +18,15 @@ set -euo pipefail
 cd "$MCPNET_BUILD_DIR"
 x="$LAB_XCHG/flap"
 
-# stream NAME DOWN_HOST DOWN_SECONDS RECOVERY_TIMEOUT MSGS: runs the stream, and on
-# DOWN_HOST takes eth0 down for DOWN_SECONDS once both ends stream. Leaves the stream's
+# stream NAME DOWN_HOST DOWN_SECONDS RECOVERY_TIMEOUT MSGS [addr]: runs the stream, and on
+# DOWN_HOST takes eth0 down for DOWN_SECONDS once both ends stream (with addr: removes
+# the host's IPv4 address from eth0 instead, and puts it back). Leaves the stream's
 # exit status in /tmp/NAME.rc, its output in /tmp/NAME.out and the plugin log in /tmp/NAME.err;
 # DOWN_HOST also leaves the times just after the link went down and just before it came
 # back in /tmp/NAME.down and /tmp/NAME.up (ip itself can take seconds in a loaded guest:
 # its start and end are logged, and the bound counts from its end).
 stream() {
-  local name=$1 down=$2 secs=$3 rto=$4 msgs=$5 dir="$x/$1" pid rc=0
+  local name=$1 down=$2 secs=$3 rto=$4 msgs=$5 how=${6:-link} dir="$x/$1" pid rc=0
   mkdir -p "$dir"
   env NCCL_IB_TIMEOUT=17 NCCL_IB_RETRY_CNT=3 MCPNET_RECOVERY_TIMEOUT="$rto" MCP_DRIVE_VERBOSE=1 \
     timeout 300 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" --xchg "$dir" \
@@ -35,14 +36,23 @@ stream() {
     for _ in $(seq 600); do [ -f "$dir/a.streaming" ] && [ -f "$dir/b.streaming" ] && break; sleep 0.1; done
     [ -f "$dir/a.streaming" ] && [ -f "$dir/b.streaming" ] || { cat "/tmp/$name.out" "/tmp/$name.err"; lab_fail "$name: the stream never started"; }
     sleep 0.5
-    lab_log "$name: eth0 down for $secs s"
-    lab_link_down
+    if [ "$how" = addr ]; then
+      lab_log "$name: $LAB_SELF_IP off eth0 for $secs s"
+      ip addr del "$LAB_SELF_IP/24" dev eth0
+    else
+      lab_log "$name: eth0 down for $secs s"
+      lab_link_down
+    fi
     date +%s.%N > "/tmp/$name.down"
-    lab_log "$name: eth0 is down"
+    lab_log "$name: eth0 is down, or without the address"
     sleep "$secs"
     date +%s.%N > "/tmp/$name.up"
-    lab_link_up
-    lab_log "$name: eth0 up again"
+    if [ "$how" = addr ]; then
+      ip addr add "$LAB_SELF_IP/24" dev eth0
+    else
+      lab_link_up
+    fi
+    lab_log "$name: eth0 up again, or with the address"
     lab_signal "$name.up"
   fi
   wait "$pid" || rc=$?
@@ -63,6 +73,19 @@ stream flap_receiver b 5 30 500
 [ "$(cat /tmp/flap_receiver.rc)" = 0 ] || { cat /tmp/flap_receiver.out; tail -40 /tmp/flap_receiver.err; lab_fail "flap_receiver: the stream failed"; }
 lab_grep '^stream: ok: ' /tmp/flap_receiver.out "flap_receiver: every message arrived intact, no error through the ABI"
 lab_grep 'recovered from .* in [0-9.]+ s \(round [0-9]+' /tmp/flap_receiver.err "flap_receiver: this host logged its recovery"
+
+# --- the sending host's address goes away for 4 s and comes back -------------------------
+# Its RoCE v2 GID leaves the port's table with it (a GID change event), so the recovery
+# finds no GID for its new QPs until the address is back: it must wait for it (the
+# device looks again every 100 ms, for all its comms) and go on with the index the
+# kernel gives the GID this time.
+stream addr_gone a 4 30 500 addr
+[ "$(cat /tmp/addr_gone.rc)" = 0 ] || { cat /tmp/addr_gone.out; tail -40 /tmp/addr_gone.err; lab_fail "addr_gone: the stream failed"; }
+lab_grep '^stream: ok: ' /tmp/addr_gone.out "addr_gone: every message arrived intact, no error through the ABI"
+lab_grep 'recovered from .* in [0-9.]+ s \(round [0-9]+' /tmp/addr_gone.err "addr_gone: this host logged its recovery"
+if grep -q 'not in the GID table of' /tmp/addr_gone.err; then
+  lab_log "addr_gone: a round found no GID and waited for it"
+fi
 
 # --- an outage longer than the recovery timeout ---------------------------------------------
 stream outage a 20 6 100000
