@@ -75,10 +75,11 @@ lab_grep '^stream: ok: ' /tmp/flap_receiver.out "flap_receiver: every message ar
 lab_grep 'recovered from .* in [0-9.]+ s \(round [0-9]+' /tmp/flap_receiver.err "flap_receiver: this host logged its recovery"
 
 # --- the sending host's address goes away for 4 s and comes back -------------------------
-# Its RoCE v2 GID leaves the port's table with it (a GID change event), so the recovery
-# finds no GID for its new QPs until the address is back: it must wait for it (the
-# device looks again every 100 ms, for all its comms) and go on with the index the
-# kernel gives the GID this time.
+# Its RoCE v2 GID leaves the port's table with it: a GID change event, whose lookup
+# (the device's, shared by its comms) starts a round. The out-of-band connection stalls
+# meanwhile; when the round's walk comes before the address is back it finds no GID and
+# waits for the device's lookups to find it again (logged below when it happens). The
+# stream must go on with the index the kernel gives the GID this time.
 stream addr_gone a 4 30 500 addr
 [ "$(cat /tmp/addr_gone.rc)" = 0 ] || { cat /tmp/addr_gone.out; tail -40 /tmp/addr_gone.err; lab_fail "addr_gone: the stream failed"; }
 lab_grep '^stream: ok: ' /tmp/addr_gone.out "addr_gone: every message arrived intact, no error through the ABI"
