@@ -1,6 +1,8 @@
 /*
  * mcp_conn_qp.c - queue pairs of a comm: creation, the INIT/RTR/RTS walk with the
- * configured timeout, retries, MTU, SL/TC and P_Key index, and teardown.
+ * configured timeout, retries, MTU, SL/TC and P_Key index, and teardown; the setup
+ * threads that walk, rebuild and look our GID up, whose GID answers the comms of a
+ * device share.
  *
  * Errors name the device, port, GID index and both GIDs, the peer and the QP state that
  * failed, with what to try: a wrong GID index or an unreachable peer shows up here

@@ -475,7 +475,7 @@ static void test_gid_lookups_shared_by_device(void)
     now_ns += 1000000ull;
     nap();
   }
-  CHECK(atomic_load(&lookups_elsewhere) - before >= 2); /* it went on looking (threads permitting) */
+  CHECK(atomic_load(&lookups_elsewhere) - before >= 2);  /* it went on looking (threads permitting) */
   CHECK(atomic_load(&lookups_elsewhere) - before <= 11); /* 1 s of the clock: 11 at most, never 32 */
 
   /* Back at index 7: the next lookup tells every comm. */
