@@ -326,6 +326,26 @@ static int connect_round(struct mcp_link *c)
   return 0;
 }
 
+/* Each member waits for its device's next GID lookup, one that begins after this. */
+static void gid_ask(struct mcp_link *c)
+{
+  int k;
+
+  for (k = 0; k < c->ndevs; k++)
+    c->devs[k].gid_need = mcp_qp_gid_need(c, k);
+}
+
+/* Whether every member's awaited lookup has answered (index[k], -1: GID not there). */
+static int gid_answered(struct mcp_link *c, int *index)
+{
+  int k;
+
+  for (k = 0; k < c->ndevs; k++)
+    if (mcp_qp_gid_poll(c, k, c->devs[k].gid_need, &index[k]) != 1)
+      return 0; /* under way, or no thread now: the next call looks again */
+  return 1;
+}
+
 /* The setup thread's verdict: 0 not yet (or our GID is not back: WAIT_PEER waits for
  * the device's lookups to find it), 1 at RTS with the GID indices it found, -1 the walk
  * failed. */
@@ -337,11 +357,11 @@ static int connected(struct mcp_link *c)
   if (st == MCP_QP_NO_GID) {
     /* The QPs stay at INIT, with the comm, until a lookup of the device (shared by its
      * comms: each reads the port's whole GID table) finds our GID again (gid_back). */
-    for (k = 0; k < c->ndevs; k++) {
+    gid_ask(c);
+    for (k = 0; k < c->ndevs && !c->rec.gid_missing; k++) {
       const struct mcp_net_dev *d = c->devs[k].dc->info;
 
-      c->devs[k].gid_need = mcp_qp_gid_need(c, k);
-      if (index[k] < 0 && !c->rec.gid_missing)
+      if (index[k] < 0)
         MCP_INFO(NCCL_NET,
                  "%s %s: round %u: our GID %s is not in the GID table of %s port %d (yet); "
                  "waiting for it, looked up again every 100 ms",
@@ -372,18 +392,17 @@ static int connected(struct mcp_link *c)
  * since then (one every 100 ms at most, shared by its comms) found it on every member. */
 static int gid_back(struct mcp_link *c)
 {
-  int k, index;
+  int k, index[MCP_LINK_MAX_DEVS];
 
   if (!c->rec.gid_missing)
     return 1;
-  for (k = 0; k < c->ndevs; k++) {
-    if (mcp_qp_gid_poll(c, k, c->devs[k].gid_need, &index) != 1)
-      return 0;
-    if (index < 0) {
-      c->devs[k].gid_need = mcp_qp_gid_need(c, k); /* not yet: wait for the next one */
+  if (!gid_answered(c, index))
+    return 0;
+  for (k = 0; k < c->ndevs; k++)
+    if (index[k] < 0) {
+      c->devs[k].gid_need = mcp_qp_gid_need(c, k); /* not yet: wait for its next one */
       return 0;
     }
-  }
   return 1;
 }
 
@@ -534,18 +553,14 @@ static void gid_events(struct mcp_link *c)
   }
   if (changed) {
     if (c->rec.phase == MCP_REC_NONE) {
-      for (k = 0; k < c->ndevs; k++)
-        c->devs[k].gid_need = mcp_qp_gid_need(c, k);
+      gid_ask(c);
       c->rec.gid_probe = 1;
     }
     for (k = 0; k < c->ndevs; k++)
       c->devs[k].gid_seen = gen[k];
   }
-  if (!c->rec.gid_probe)
+  if (!c->rec.gid_probe || !gid_answered(c, index))
     return;
-  for (k = 0; k < c->ndevs; k++)
-    if (mcp_qp_gid_poll(c, k, c->devs[k].gid_need, &index[k]) != 1)
-      return; /* under way, or no thread now: the next check looks again */
   c->rec.gid_probe = 0;
   for (k = 0; k < c->ndevs; k++) {
     const struct mcp_link_dev *m = &c->devs[k];
