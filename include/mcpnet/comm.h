@@ -88,36 +88,30 @@ struct mcp_cts_rkeys {
 /* What regMr hands NCCL for a fused comm: one registration per member (the cache's
  * entries of each member's device), and their keys, so the data path reads a key with no
  * indirection. A one-member comm hands out the cache's struct mcp_mr itself, as before
- * fusion. Which of the two a handle is, is read from the handle alone (mcp_mh_*):
- * deregMr has no comm to ask (NCCL may have closed it first), and one rule everywhere
- * cannot disagree with itself. */
+ * fusion. Both begin with struct mcp_mh_head (devctx.h): member 0's keys, whether the CPU
+ * may read the memory, and which of the two the handle is, read from the handle alone
+ * (deregMr has no comm to ask: NCCL may have closed it first). */
 struct mcp_mr_set {
-  /* MCP_MR_SET_MAGIC, where a struct mcp_mr has its device pointer (never odd, NULL
-   * once its device is closed): the handle's kind (mcp_mh_is_set). */
-  uint64_t magic;
+  struct mcp_mh_head head; /* first, as in struct mcp_mr; head.set = 1 */
   int n;
   int type, dmabuf;
   struct mcp_mr *mr[MCP_LINK_MAX_DEVS];
   uint32_t lkey[MCP_LINK_MAX_DEVS], rkey[MCP_LINK_MAX_DEVS];
 };
 
-#define MCP_MR_SET_MAGIC 0x4d43505345540001ull
+static inline const struct mcp_mh_head *mcp_mh_head_of(const void *mh) { return mh; }
 
-static inline int mcp_mh_is_set(const void *mh)
-{
-  return ((const struct mcp_mr_set *)mh)->magic == MCP_MR_SET_MAGIC;
-}
+static inline int mcp_mh_is_set(const void *mh) { return mcp_mh_head_of(mh)->set; }
 
-/* The handle's keys on member k (a one-device handle has member 0 only) and its memory
- * type. */
+/* The handle's keys on member k (a one-device handle has member 0 only: k is 0). */
 static inline uint32_t mcp_mh_lkey(const void *mh, int k)
 {
-  return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->lkey[k] : ((const struct mcp_mr *)mh)->mr->lkey;
+  return k == 0 ? mcp_mh_head_of(mh)->lkey : ((const struct mcp_mr_set *)mh)->lkey[k];
 }
 
 static inline uint32_t mcp_mh_rkey(const void *mh, int k)
 {
-  return mcp_mh_is_set(mh) ? ((const struct mcp_mr_set *)mh)->rkey[k] : ((const struct mcp_mr *)mh)->mr->rkey;
+  return k == 0 ? mcp_mh_head_of(mh)->rkey : ((const struct mcp_mr_set *)mh)->rkey[k];
 }
 
 static inline int mcp_mh_type(const void *mh)
@@ -126,13 +120,9 @@ static inline int mcp_mh_type(const void *mh)
 }
 
 /* Whether the CPU may read the handle's memory (an inline send is a CPU copy): host memory
- * registered without DMA-BUF only; never GPU memory. The one rule for every inline write. */
-static inline int mcp_mh_cpu_readable(const void *mh)
-{
-  if (mcp_mh_is_set(mh))
-    return ((const struct mcp_mr_set *)mh)->type == NCCL_PTR_HOST && !((const struct mcp_mr_set *)mh)->dmabuf;
-  return ((const struct mcp_mr *)mh)->type == NCCL_PTR_HOST && !((const struct mcp_mr *)mh)->dmabuf;
-}
+ * registered without DMA-BUF only; never GPU memory. The one rule for every inline write,
+ * decided when the handle was made. */
+static inline int mcp_mh_cpu_readable(const void *mh) { return mcp_mh_head_of(mh)->cpu_readable; }
 
 /* The completion record of a slot (grouped receives: written by the sender). */
 struct mcp_record {

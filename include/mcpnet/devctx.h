@@ -56,8 +56,19 @@ typedef void (*mcp_devctx_qp_event_fn)(void *qp_context, uint32_t qpn, int event
 /* Registers that handler, process-wide (conn does, before it creates a QP). */
 void mcp_devctx_set_qp_event_handler(mcp_devctx_qp_event_fn fn);
 
+/* What the data path reads of a memory handle, first in both kinds NCCL may hold
+ * (struct mcp_mr below, and a fused comm's struct mcp_mr_set in comm.h): member 0's
+ * keys and whether the CPU may read the memory, one load each whatever the kind. Set
+ * once, when the handle is made. */
+struct mcp_mh_head {
+  uint32_t lkey, rkey;  /* member 0's, as in its ibv_mr */
+  uint8_t cpu_readable; /* host memory registered without DMA-BUF: an inline copy may read it */
+  uint8_t set;          /* the handle is a struct mcp_mr_set */
+};
+
 /* A registration: the mhandle NCCL holds. */
 struct mcp_mr {
+  struct mcp_mh_head head; /* first: what the data path reads (comm.h's mcp_mh_*) */
   struct mcp_devctx *dc;
   struct ibv_mr *mr;
   uintptr_t base; /* page-aligned range the MR covers */

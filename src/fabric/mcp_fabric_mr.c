@@ -121,6 +121,15 @@ static void warn_reg_failure(struct mcp_devctx *dc, const char *what, void *data
                                      : "");
 }
 
+/* The handle's head (struct mcp_mh_head) from the registration it fronts. */
+static void mr_head_set(struct mcp_mr *m)
+{
+  m->head.lkey = m->mr->lkey;
+  m->head.rkey = m->mr->rkey;
+  m->head.cpu_readable = m->type == NCCL_PTR_HOST && !m->dmabuf;
+  m->head.set = 0;
+}
+
 int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, struct mcp_mr **out)
 {
   struct mcp_mr *m;
@@ -168,6 +177,7 @@ int mcp_mr_register(struct mcp_devctx *dc, void *data, size_t size, int type, st
   m->base = base;
   m->len = len;
   m->type = type;
+  mr_head_set(m);
   m->refs = 1;
   mcp_list_push(&dc->mrs, &m->link);
   dc->mr_bytes += len;
@@ -214,6 +224,7 @@ int mcp_mr_register_dmabuf(struct mcp_devctx *dc, void *data, size_t size, int t
   m->len = size;
   m->type = type;
   m->dmabuf = 1;
+  mr_head_set(m);
   m->refs = 1;
   pthread_mutex_lock(&dc->mr_lock);
   mcp_list_push(&dc->mrs, &m->link);

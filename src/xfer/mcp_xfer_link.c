@@ -231,7 +231,8 @@ int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, u
   *mhandle = NULL;
   if (set == NULL)
     return -ENOMEM;
-  set->magic = MCP_MR_SET_MAGIC;
+  set->head.set = 1;
+  set->head.cpu_readable = type == NCCL_PTR_HOST && fd < 0;
   set->type = type;
   set->dmabuf = fd >= 0;
   for (k = 0; k < c->link.ndevs && rc == 0; k++) {
@@ -249,8 +250,8 @@ int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, u
                  : mcp_mr_register(dc, data, size, type, &set->mr[k]);
     if (rc == 0) {
       set->n = k + 1;
-      set->lkey[k] = set->mr[k]->mr->lkey;
-      set->rkey[k] = set->mr[k]->mr->rkey;
+      set->lkey[k] = set->mr[k]->head.lkey;
+      set->rkey[k] = set->mr[k]->head.rkey;
     }
   }
   if (rc != 0) {
@@ -261,6 +262,8 @@ int mcp_xfer_reg_mr_set(struct mcp_comm *c, void *data, size_t size, int type, u
     mcp_xfer_dereg_mr_set(set);
     return rc;
   }
+  set->head.lkey = set->lkey[0];
+  set->head.rkey = set->rkey[0];
   *mhandle = set;
   return 0;
 }
@@ -274,7 +277,6 @@ void mcp_xfer_dereg_mr_set(void *mhandle)
     return;
   for (k = 0; k < set->n; k++)
     mcp_mr_release(set->mr[k]);
-  set->magic = 0;
   free(set);
 }
 

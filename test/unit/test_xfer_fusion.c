@@ -248,9 +248,11 @@ static void test_mhandle_kind_from_handle(void)
   CHECK(mcp_mh_cpu_readable(smh));
   one = *set;
   one.n = 1;
-  one.lkey[0] = 0x1234;
+  one.head.lkey = 0x1234;
+  one.lkey[1] = 0x5678;
   CHECK(mcp_mh_is_set(&one));
   CHECK_EQ_INT(mcp_mh_lkey(&one, 0), 0x1234);
+  CHECK_EQ_INT(mcp_mh_lkey(&one, 1), 0x5678);
   m = set->mr[1]; /* a cache entry itself: a one-device handle */
   CHECK(!mcp_mh_is_set(m));
   CHECK_EQ_INT(mcp_mh_lkey(m, 0), m->mr->lkey);
