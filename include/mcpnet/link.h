@@ -198,12 +198,28 @@ struct mcp_link {
   int error;
   char errmsg[512];
 
-  /* Recovery: QPs are re-created with the same depths and a new epoch. */
+  /* Recovery: QPs are re-created with the same depths and a new epoch. wr_self is
+   * MCP_WR(0, id, epoch, 0), kept with the epoch (mcp_link_set_epoch): the data path
+   * adds a kind and an index to it (mcp_link_wr) and compares completions with it. */
   uint8_t epoch;
+  uint64_t wr_self;
   int sq_depth, rq_depth;
   atomic_int qp_event; /* an async event on one of its QPs (type + 1), 0: none */
   struct mcp_recovery rec;
 };
+
+/* The link's epoch, and the wr_id tag that goes with it. */
+static inline void mcp_link_set_epoch(struct mcp_link *l, uint8_t epoch)
+{
+  l->epoch = epoch;
+  l->wr_self = MCP_WR(0, l->id, epoch, 0);
+}
+
+/* A wr_id of kind for index idx on the link's QPs of the current epoch. */
+static inline uint64_t mcp_link_wr(const struct mcp_link *l, unsigned kind, uint32_t idx)
+{
+  return l->wr_self | (uint64_t)kind << 56 | idx;
+}
 
 /* The member QP qp (an index into qp[]) is on; member 0 for what is not one of the
  * link's QPs (messages about the comm as a whole). */

@@ -642,7 +642,7 @@ int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count)
   while (done < count) {
     int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
     for (i = 0; i < k; i++) {
-      wr[i].wr_id = MCP_WR(MCP_WR_RECV, c->id, c->epoch, qp);
+      wr[i].wr_id = mcp_link_wr(c, MCP_WR_RECV, (uint32_t)qp);
       wr[i].sg_list = NULL;
       wr[i].num_sge = 0;
       wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;

@@ -159,7 +159,7 @@ static int adopt_qps(struct mcp_link *c)
     ;
   if (c->error != 0)
     return -1;
-  c->epoch++;
+  mcp_link_set_epoch(c, (uint8_t)(c->epoch + 1));
   for (i = 0; i < c->nqps; i++) {
     c->recv_posted[i] = 0;
     c->recv_consumed[i] = 0;

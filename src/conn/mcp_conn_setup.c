@@ -101,6 +101,7 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
   c->dev = dev;
   c->ops = ops;
   c->id = mcp_comm_next_id();
+  mcp_link_set_epoch(c, 0);
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;

@@ -294,7 +294,7 @@ static __attribute__((noinline)) void on_other(struct mcp_comm *c, const struct 
 static inline __attribute__((always_inline)) int poll_dev(struct mcp_comm *c, struct mcp_link_dev *m)
 {
   struct ibv_wc wc[MCP_CQ_BATCH];
-  uint32_t self = (uint32_t)(MCP_WR(0, c->link.id, c->link.epoch, 0) >> 32);
+  uint32_t self = (uint32_t)(c->link.wr_self >> 32);
   int n, i;
 
   n = ibv_poll_cq(m->cq, MCP_CQ_BATCH, wc);

@@ -55,7 +55,7 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.wr.rdma.remote_addr = c->remote_ring + off;
     wr.wr.rdma.rkey = c->remote_rkey;
-    wr.wr_id = MCP_WR(MCP_WR_CTS, c->link.id, c->link.epoch, 0);
+    wr.wr_id = mcp_link_wr(&c->link, MCP_WR_CTS, 0);
     if ((int)sge.length <= c->link.max_inline)
       wr.send_flags |= IBV_SEND_INLINE;
     rc = ibv_post_send(c->link.qp[0], &wr, &bad);
@@ -76,7 +76,7 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
   wr.qp_type.xrc.remote_srqn = 0;
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_cts_slot);
   wr.wr.rdma.rkey = c->remote_rkey;
-  wr.wr_id = MCP_WR(MCP_WR_CTS, c->link.id, c->link.epoch, 0);
+  wr.wr_id = mcp_link_wr(&c->link, MCP_WR_CTS, 0);
   wr.send_flags = (int)sge.length <= c->link.max_inline ? IBV_SEND_INLINE : 0;
   if (++c->cts_unsignaled == CTS_SIGNAL_EVERY) {
     wr.send_flags |= IBV_SEND_SIGNALED;

@@ -89,7 +89,7 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
   struct ibv_sge sge;
 
   r->pending = 1;
-  wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
+  wr.wr_id = mcp_link_wr(&c->link, MCP_WR_SEND, r->index);
   wr.next = NULL;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
   wr.imm_data = htonl(MCP_IMM(r->seq, 1, 0));
@@ -135,7 +135,7 @@ static inline int post_land(struct mcp_comm *c, const struct mcp_request *r, int
   sge.addr = (uintptr_t)c->records + off;
   sge.length = (uint32_t)r->size + 8;
   sge.lkey = c->records_mr->lkey;
-  wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
+  wr.wr_id = mcp_link_wr(&c->link, MCP_WR_SEND, r->index);
   wr.next = NULL;
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -190,7 +190,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
-    wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
+    wr.wr_id = mcp_link_wr(&c->link, MCP_WR_SEND, r->index);
     if (post(c, qp, &wr) != 0)
       return -1;
     off += len;
@@ -210,7 +210,7 @@ static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data
     return 0;
   wr_fill(c, &wr, &sge, data, size, mh, qp, e->addr, elem_rkey(c, e, r->seq, qp));
   wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr_id = MCP_WR(MCP_WR_SEND, c->link.id, c->link.epoch, r->index);
+  wr.wr_id = mcp_link_wr(&c->link, MCP_WR_SEND, r->index);
   return post(c, qp, &wr);
 }
 
@@ -242,7 +242,7 @@ static int send_group_final(struct mcp_comm *c, struct mcp_send_slot *ss, int sl
   wr.send_flags = IBV_SEND_SIGNALED | (c->link.max_inline >= (int)sizeof(*rec) ? IBV_SEND_INLINE : 0);
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_record);
   wr.wr.rdma.rkey = c->remote_rkeys[mcp_link_remote_dev(&c->link, qp)];
-  wr.wr_id = MCP_WR(MCP_WR_GROUP, c->link.id, c->link.epoch, ss->reqs[0]->index);
+  wr.wr_id = mcp_link_wr(&c->link, MCP_WR_GROUP, ss->reqs[0]->index);
   return post(c, qp, &wr);
 }
 

@@ -884,7 +884,7 @@ static int rebuild(struct mcp_comm *c)
     ;
   if (c->link.error != 0)
     return -1;
-  c->link.epoch++;
+  mcp_link_set_epoch(&c->link, (uint8_t)(c->link.epoch + 1));
   for (i = 0; i < c->link.nqps; i++) {
     c->link.recv_posted[i] = 0;
     c->link.recv_consumed[i] = 0;
