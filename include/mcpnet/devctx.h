@@ -41,11 +41,13 @@ struct mcp_devctx {
    * for a GID to come back make one lookup, not a thousand (mcp_qp_gid_poll, conn).
    * Under gid_lock. */
   pthread_mutex_t gid_lock;
-  unsigned gid_started; /* lookups begun, numbered from 1 */
-  unsigned gid_done;    /* the number of the newest lookup finished: gid_index is its answer */
-  int gid_index;        /* -1: our GID was not in the port's table */
-  int gid_running;      /* lookups under way */
-  uint64_t gid_next_ns; /* no lookup starts for a waiting comm before this */
+  pthread_cond_t gid_cond; /* signalled when a lookup ends */
+  unsigned gid_started;    /* lookups begun, numbered from 1 */
+  unsigned gid_done;       /* the number of the newest lookup finished: gid_index is its answer */
+  int gid_index;           /* -1: our GID was not in the port's table */
+  int gid_running;         /* jobs that look up or wait for a lookup, from their start */
+  int gid_looking;         /* lookups reading the table now */
+  uint64_t gid_next_ns;    /* no lookup starts for a waiting comm before this */
 };
 
 /* Reads and acknowledges the device's pending async events; never blocks. Events for a

@@ -260,7 +260,8 @@ struct mcp_qp_job {
   int lookup; /* look each member's GID up first (recovery): it may have moved */
   int ndevs;
   struct mcp_devctx *dc[MCP_LINK_MAX_DEVS];
-  int sgid_index[MCP_LINK_MAX_DEVS]; /* each member's: when the job began, or as looked up */
+  int sgid_index[MCP_LINK_MAX_DEVS];    /* each member's: when the job began, or as looked up */
+  unsigned gid_need[MCP_LINK_MAX_DEVS]; /* the answer a lookup job waits for (mcp_qp_gid_need) */
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
   int remote_ndevs;                    /* QP i goes to the peer's member i % remote_ndevs */
@@ -322,21 +323,35 @@ static void counters_base(struct mcp_link *c)
   }
 }
 
-/* One lookup of our GID on dc's port, numbered when it begins and published on the
- * device when it ends, unless a lookup that began later was published first. */
-static int gid_lookup_shared(struct mcp_devctx *dc, int index_in_use)
+/* Our GID's index on dc's port, as a lookup that began at or after number `need` found
+ * it (need: the device's next number when the job started). A lookup under way may be
+ * that one, or end before a later one is due: the job waits for it rather than read the
+ * table too, and reads it itself only when none is under way. So when every comm of a
+ * port starts a round at once (a link flap), one lookup, two at most, answers them all.
+ * Each lookup is numbered when it begins and published on the device when it ends,
+ * unless one that began later was published first. */
+static int gid_lookup_shared(struct mcp_devctx *dc, int index_in_use, unsigned need)
 {
   unsigned number;
   int index;
 
   pthread_mutex_lock(&dc->gid_lock);
-  number = ++dc->gid_started;
-  pthread_mutex_unlock(&dc->gid_lock);
-  index = mcp_recover_gid_find(dc->info, dc->ctx, index_in_use);
-  pthread_mutex_lock(&dc->gid_lock);
-  if ((int)(number - dc->gid_done) > 0) {
-    dc->gid_done = number;
-    dc->gid_index = index;
+  while ((int)(dc->gid_done - need) < 0 && dc->gid_looking > 0)
+    pthread_cond_wait(&dc->gid_cond, &dc->gid_lock);
+  if ((int)(dc->gid_done - need) >= 0) {
+    index = dc->gid_index;
+  } else {
+    number = ++dc->gid_started;
+    dc->gid_looking++;
+    pthread_mutex_unlock(&dc->gid_lock);
+    index = mcp_recover_gid_find(dc->info, dc->ctx, index_in_use);
+    pthread_mutex_lock(&dc->gid_lock);
+    if ((int)(number - dc->gid_done) > 0) {
+      dc->gid_done = number;
+      dc->gid_index = index;
+    }
+    dc->gid_looking--;
+    pthread_cond_broadcast(&dc->gid_cond);
   }
   dc->gid_running--;
   pthread_mutex_unlock(&dc->gid_lock);
@@ -378,7 +393,7 @@ static void *job_main(void *arg)
    * not on NCCL's thread. The poller reads the indices after the state says done; the
    * device's other comms read the answer from the device (mcp_qp_gid_poll). */
   for (i = 0; j->lookup && i < j->ndevs; i++) {
-    j->sgid_index[i] = gid_lookup_shared(j->dc[i], j->sgid_index[i]);
+    j->sgid_index[i] = gid_lookup_shared(j->dc[i], j->sgid_index[i], j->gid_need[i]);
     if (j->sgid_index[i] < 0)
       missing = 1;
   }
@@ -473,6 +488,8 @@ static int job_start(struct mcp_link *c, int walk, int lookup)
   for (i = 0; i < c->ndevs; i++) {
     j->dc[i] = c->devs[i].dc;
     j->sgid_index[i] = c->devs[i].sgid_index;
+    if (lookup)
+      j->gid_need[i] = mcp_qp_gid_need(c, i);
   }
   j->first = walk && c->rec.round == 0;
   for (i = 0; i < j->nqps; i++) {

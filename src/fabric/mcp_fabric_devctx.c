@@ -77,6 +77,7 @@ struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev)
   pthread_mutex_init(&dc->mr_lock, NULL);
   pthread_mutex_init(&dc->ev_lock, NULL);
   pthread_mutex_init(&dc->gid_lock, NULL);
+  pthread_cond_init(&dc->gid_cond, NULL);
   /* Events are polled from the progress path: reading them must never block. */
   if (fcntl(dc->ctx->async_fd, F_SETFL, fcntl(dc->ctx->async_fd, F_GETFL) | O_NONBLOCK) != 0)
     MCP_INFO(NCCL_INIT | NCCL_NET, "%s: async events cannot be made non-blocking (%s); they are not read",
@@ -121,6 +122,7 @@ void mcp_devctx_put(struct mcp_devctx *dc)
   mcp_ibv.close_device(dc->ctx);
   pthread_mutex_destroy(&dc->mr_lock);
   pthread_mutex_destroy(&dc->ev_lock);
+  pthread_cond_destroy(&dc->gid_cond);
   pthread_mutex_destroy(&dc->gid_lock);
   free(dc);
 }

@@ -552,6 +552,7 @@ static struct fake_side *side_new(int index, int k)
   mcp_list_init(&s->dc.mrs);
   pthread_mutex_init(&s->dc.ev_lock, NULL);
   pthread_mutex_init(&s->dc.gid_lock, NULL);
+  pthread_cond_init(&s->dc.gid_cond, NULL);
   return s;
 }
 

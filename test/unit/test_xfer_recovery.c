@@ -68,12 +68,16 @@ static void nap(void)
  * (the test's, which makes every isend/irecv/test) must never be one of them. */
 static pthread_t proxy_thread;
 static atomic_int lookups_here, lookups_elsewhere, gid_answer;
+/* While lookup_gate is set, a lookup waits in the kernel until the test clears it. */
+static atomic_int lookup_gate;
 
 static int lookup_counted(const struct mcp_net_dev *d, int index_in_use)
 {
   (void)d;
   (void)index_in_use;
   atomic_fetch_add(pthread_equal(pthread_self(), proxy_thread) ? &lookups_here : &lookups_elsewhere, 1);
+  while (atomic_load(&lookup_gate))
+    nap();
   return atomic_load(&gid_answer);
 }
 
@@ -502,6 +506,49 @@ static void test_gid_lookups_shared_by_device(void)
   fake_pair_free(p);
 }
 
+/* Every comm of a port starts a round at once (a link flap), and each round's walk looks
+ * our GID up first: they share the lookups too. 32 walks started while a lookup is held
+ * in the kernel make at most two between them (the one under way may have begun before
+ * some asked; the next answers the rest), not 32, and every walk gets the answer. */
+static void test_walk_lookups_shared(void)
+{
+  struct fake_pair_opts o = {.nqps = 1};
+  struct fake_pair *p;
+  struct mcp_comm *c[32];
+  int index[32], got, i, turn, n = 32, st;
+
+  fake_verbs_install();
+  p = fake_pair_make(&o);
+  lookups_on(p, 4);
+  atomic_store(&lookup_gate, 1);
+  for (i = 0; i < n; i++) {
+    c[i] = fake_comm_alloc(p, FAKE_RECV_SIDE);
+    CHECK_EQ_INT(mcp_qp_connect_start_gid(&c[i]->link), 0);
+    index[i] = -2;
+  }
+  for (turn = 0; turn < TURNS && atomic_load(&lookups_elsewhere) == 0; turn++)
+    nap(); /* the first is in the kernel, the others wait for it or are still starting */
+  atomic_store(&lookup_gate, 0);
+  for (turn = 0, got = 0; turn < TURNS && got < n; turn++) {
+    for (i = 0, got = 0; i < n; i++) {
+      if (index[i] == -2 && (st = mcp_qp_connect_poll_gid(&c[i]->link, &index[i])) != 0)
+        CHECK_EQ_INT(st, 1);
+      got += index[i] != -2;
+    }
+    nap();
+  }
+  CHECK_EQ_INT(got, n);
+  for (i = 0; i < n; i++)
+    CHECK_EQ_INT(index[i], 4);
+  CHECK_EQ_INT(atomic_load(&lookups_here), 0);
+  CHECK(atomic_load(&lookups_elsewhere) >= 1);
+  CHECK(atomic_load(&lookups_elsewhere) <= 2);
+  for (i = 0; i < n; i++)
+    fake_comm_release(c[i]);
+  mcp_recover_test_set_gid_lookup(NULL);
+  fake_pair_free(p);
+}
+
 /* A GID change event on the receiving end's device: whether our GID left its index is
  * looked up on a thread of its own and collected by a later liveness check. Still there:
  * nothing happens. Moved (to index 6): the connection recovers onto it, and a message
@@ -619,6 +666,7 @@ int main(void)
   RUN_TEST(test_recover_roce_gid_off_proxy_thread);
   RUN_TEST(test_recover_roce_gid_back_late);
   RUN_TEST(test_gid_lookups_shared_by_device);
+  RUN_TEST(test_walk_lookups_shared);
   RUN_TEST(test_recover_gid_event_off_proxy_thread);
   RUN_TEST(test_recover_fused_member_flap);
   RUN_TEST(test_recover_fused_member_stays_down);
