@@ -103,15 +103,16 @@ static inline const struct mcp_mh_head *mcp_mh_head_of(const void *mh) { return 
 
 static inline int mcp_mh_is_set(const void *mh) { return mcp_mh_head_of(mh)->set; }
 
-/* The handle's keys on member k (a one-device handle has member 0 only: k is 0). */
+/* The handle's keys on member k; a one-device handle answers with its own whatever k is,
+ * as before the head (its struct has no table to index). */
 static inline uint32_t mcp_mh_lkey(const void *mh, int k)
 {
-  return k == 0 ? mcp_mh_head_of(mh)->lkey : ((const struct mcp_mr_set *)mh)->lkey[k];
+  return k == 0 || !mcp_mh_is_set(mh) ? mcp_mh_head_of(mh)->lkey : ((const struct mcp_mr_set *)mh)->lkey[k];
 }
 
 static inline uint32_t mcp_mh_rkey(const void *mh, int k)
 {
-  return k == 0 ? mcp_mh_head_of(mh)->rkey : ((const struct mcp_mr_set *)mh)->rkey[k];
+  return k == 0 || !mcp_mh_is_set(mh) ? mcp_mh_head_of(mh)->rkey : ((const struct mcp_mr_set *)mh)->rkey[k];
 }
 
 static inline int mcp_mh_type(const void *mh)

@@ -257,6 +257,8 @@ static void test_mhandle_kind_from_handle(void)
   CHECK(!mcp_mh_is_set(m));
   CHECK_EQ_INT(mcp_mh_lkey(m, 0), m->mr->lkey);
   CHECK_EQ_INT(mcp_mh_rkey(m, 0), m->mr->rkey);
+  CHECK_EQ_INT(mcp_mh_lkey(m, 1), m->mr->lkey); /* no member 1: its own keys, never past its end */
+  CHECK_EQ_INT(mcp_mh_rkey(m, 1), m->mr->rkey);
   pair_free(p);
 }
 
