@@ -2,6 +2,11 @@
  * mcp_fake_verbs.c - the in-memory verbs provider and the comm-pair builder of
  * mcp_fake_verbs.h (see there for why). Single-threaded, deterministic: work posted on
  * a QP is executed in posting order when a CQ is polled; nothing here looks at a clock.
+ * Queues are as deep as they were created, as on an adapter: a send queue's entry is
+ * taken at the post and given back only when a signalled completion at or after it is
+ * polled (what mlx5 does; an unsignalled WR is retired by the next signalled one), so a
+ * post to a full send queue fails with ENOMEM; and a completion queue holds the entries
+ * it was created with, its overrun ending the test (a real one fails every QP on it).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,10 +37,20 @@ struct fake_side {
   int down; /* fake_pair_member_down */
 };
 
+struct fake_qp;
+
 struct fake_cq {
   struct ibv_cq cq;
   struct ibv_wc wc[FAKE_CQ_DEPTH];
+  /* Per entry: the send queue entries its polling retires (0 for a receive), of which
+   * QP (its number too: the QP may be destroyed, and its slot reused, before the poll). */
+  struct {
+    struct fake_qp *qp;
+    uint32_t qpn;
+    int n;
+  } retire[FAKE_CQ_DEPTH];
   int head, count;
+  int depth; /* the cqe it was created with */
 };
 
 struct fake_qp {
@@ -44,6 +59,11 @@ struct fake_qp {
   struct fake_cq *send_cq, *recv_cq;
   uint32_t dest_qpn; /* the peer QP, resolved when work executes */
   int max_inline;
+  int sq_depth;           /* max_send_wr */
+  int sq_used;            /* entries posted and not yet retired by a polled completion */
+  int sq_done_unsig;      /* unsignalled WRs executed since the last completion: the next retires them */
+  int sq_high;            /* the most sq_used has been */
+  int sq_full;            /* posts refused with ENOMEM for want of room */
   int held, broken, land; /* see fake_pair_break */
   uint64_t rq[FAKE_RQ_DEPTH];
   int rq_head, rq_count;
@@ -97,12 +117,31 @@ static struct fake_qp *qp_by_num(uint32_t qpn)
   return NULL;
 }
 
-static void cq_push(struct fake_cq *cq, const struct ibv_wc *wc)
+/* Queues a completion; a send's (q != NULL) retires, when polled, its own entry and the
+ * unsignalled ones executed before it. */
+static void cq_push_for(struct fake_cq *cq, const struct ibv_wc *wc, struct fake_qp *q)
 {
+  int at;
+
   if (cq == NULL || cq->count == FAKE_CQ_DEPTH)
-    abort(); /* a test that overflows the fake's CQ is broken */
-  cq->wc[(cq->head + cq->count++) % FAKE_CQ_DEPTH] = *wc;
+    abort(); /* a test that overflows the fake's own storage is broken */
+  if (cq->count == cq->depth) {
+    fprintf(stderr, "fake verbs: completion queue of %d entries overrun (QP %#x, wr_id %#llx)\n", cq->depth,
+            wc->qp_num, (unsigned long long)wc->wr_id);
+    abort(); /* an adapter would fail every QP on this CQ: the plugin sized it wrong */
+  }
+  at = (cq->head + cq->count++) % FAKE_CQ_DEPTH;
+  cq->wc[at] = *wc;
+  cq->retire[at].qp = q;
+  cq->retire[at].qpn = q != NULL ? q->qp.qp_num : 0;
+  cq->retire[at].n = 0;
+  if (q != NULL) {
+    cq->retire[at].n = 1 + q->sq_done_unsig;
+    q->sq_done_unsig = 0;
+  }
 }
+
+static void cq_push(struct fake_cq *cq, const struct ibv_wc *wc) { cq_push_for(cq, wc, NULL); }
 
 /* The memory a key grants on a side: the registration must cover [addr, addr+len). */
 static int key_covers(const struct fake_side *side, uint32_t key, uint64_t addr, uint64_t len)
@@ -141,6 +180,13 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
       *bad = wr;
       return EINVAL;
     }
+    if (q->sq_used == q->sq_depth) {
+      q->sq_full++;
+      *bad = wr;
+      return ENOMEM;
+    }
+    if (++q->sq_used > q->sq_high)
+      q->sq_high = q->sq_used;
     op = &ops[nops++];
     memset(op, 0, sizeof(*op));
     op->qp = q;
@@ -201,8 +247,9 @@ static int fake_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
   return 0;
 }
 
-static void complete(struct fake_cq *cq, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode opc,
-                     uint32_t qpn)
+/* A completion of QP qpn on cq; with sq, a send WR's of that QP (it retires entries). */
+static void complete_on(struct fake_cq *cq, struct fake_qp *sq, uint64_t wr_id, enum ibv_wc_status st,
+                        enum ibv_wc_opcode opc, uint32_t qpn)
 {
   struct ibv_wc wc;
 
@@ -211,7 +258,13 @@ static void complete(struct fake_cq *cq, uint64_t wr_id, enum ibv_wc_status st, 
   wc.status = st;
   wc.opcode = opc;
   wc.qp_num = qpn;
-  cq_push(cq, &wc);
+  cq_push_for(cq, &wc, sq);
+}
+
+/* A send WR's completion on QP q's send CQ. */
+static void complete(struct fake_qp *q, uint64_t wr_id, enum ibv_wc_status st, enum ibv_wc_opcode opc)
+{
+  complete_on(q->send_cq, q, wr_id, st, opc, q->qp.qp_num);
 }
 
 /* Executes one op: the bytes move, the completions are queued. */
@@ -228,23 +281,22 @@ static void execute(struct fake_op *op)
     /* The first WR of a broken QP reports the loss, the rest are flushed. */
     st = q->broken == 1 ? IBV_WC_RETRY_EXC_ERR : IBV_WC_WR_FLUSH_ERR;
     q->broken = 2;
-    complete(q->send_cq, wr->wr_id, st, opc, q->qp.qp_num);
+    complete(q, wr->wr_id, st, opc);
     return;
   }
   if (peer != NULL && peer->broken) { /* the other end is gone: nothing lands */
-    complete(q->send_cq, wr->wr_id, q->broken ? IBV_WC_WR_FLUSH_ERR : IBV_WC_RETRY_EXC_ERR, opc,
-             q->qp.qp_num);
+    complete(q, wr->wr_id, q->broken ? IBV_WC_WR_FLUSH_ERR : IBV_WC_RETRY_EXC_ERR, opc);
     q->broken = 2;
     return;
   }
   if (peer == NULL ||
       (op->has_sge && op->inline_copy == NULL && !key_covers(q->side, op->sge.lkey, op->sge.addr, len))) {
-    complete(q->send_cq, wr->wr_id, IBV_WC_LOC_PROT_ERR, opc, q->qp.qp_num);
+    complete(q, wr->wr_id, IBV_WC_LOC_PROT_ERR, opc);
     q->broken = 2;
     return;
   }
   if (len > 0 && !key_covers(peer->side, wr->wr.rdma.rkey, wr->wr.rdma.remote_addr, len)) {
-    complete(q->send_cq, wr->wr_id, IBV_WC_REM_ACCESS_ERR, opc, q->qp.qp_num);
+    complete(q, wr->wr_id, IBV_WC_REM_ACCESS_ERR, opc);
     q->broken = 2;
     return;
   }
@@ -258,7 +310,7 @@ static void execute(struct fake_op *op)
     struct ibv_wc wc;
     if (peer->rq_count == 0 || peer->broken) {
       rnr++;
-      complete(q->send_cq, wr->wr_id, IBV_WC_RNR_RETRY_EXC_ERR, opc, q->qp.qp_num);
+      complete(q, wr->wr_id, IBV_WC_RNR_RETRY_EXC_ERR, opc);
       q->broken = 2;
       return;
     }
@@ -275,9 +327,11 @@ static void execute(struct fake_op *op)
     cq_push(peer->recv_cq, &wc);
   }
   if (q->broken) /* landed, but the acknowledgement was lost with the link */
-    complete(q->send_cq, wr->wr_id, IBV_WC_WR_FLUSH_ERR, opc, q->qp.qp_num);
+    complete(q, wr->wr_id, IBV_WC_WR_FLUSH_ERR, opc);
   else if (signalled)
-    complete(q->send_cq, wr->wr_id, IBV_WC_SUCCESS, opc, q->qp.qp_num);
+    complete(q, wr->wr_id, IBV_WC_SUCCESS, opc);
+  else
+    q->sq_done_unsig++;
 }
 
 int fake_progress(void)
@@ -340,6 +394,10 @@ static int fake_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 
   fake_progress();
   while (n < num && cq->count > 0) {
+    struct fake_qp *q = cq->retire[cq->head].qp;
+
+    if (q != NULL && q->used && q->qp.qp_num == cq->retire[cq->head].qpn)
+      q->sq_used -= cq->retire[cq->head].n;
     wc[n++] = cq->wc[cq->head];
     cq->head = (cq->head + 1) % FAKE_CQ_DEPTH;
     cq->count--;
@@ -354,7 +412,12 @@ static struct ibv_cq *fake_create_cq(struct ibv_context *ctx, int cqe, void *cq_
 {
   struct fake_cq *cq = calloc(1, sizeof(*cq));
 
-  (void)cqe;
+  if (cqe < 1 || cqe > FAKE_CQ_DEPTH) {
+    free(cq);
+    errno = EINVAL;
+    return NULL;
+  }
+  cq->depth = cqe;
   (void)channel;
   (void)comp_vector;
   cq->cq.context = ctx;
@@ -399,6 +462,7 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
     q->send_cq = cq_of(init->send_cq);
     q->recv_cq = cq_of(init->recv_cq);
     q->max_inline = (int)init->cap.max_inline_data;
+    q->sq_depth = (int)init->cap.max_send_wr;
     ncreated++;
     return &q->qp;
   }
@@ -823,6 +887,13 @@ static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp)
 
 void fake_pair_hold(struct fake_pair *p, int side, int qp, int hold) { pair_qp(p, side, qp)->held = hold; }
 
+struct fake_sq_use fake_pair_sq_use(struct fake_pair *p, int side, int qp)
+{
+  const struct fake_qp *q = pair_qp(p, side, qp);
+
+  return (struct fake_sq_use){q->sq_depth, q->sq_high, q->sq_full};
+}
+
 void fake_pair_break(struct fake_pair *p, int side, int qp, int land)
 {
   struct fake_qp *q = pair_qp(p, side, qp);
@@ -831,7 +902,7 @@ void fake_pair_break(struct fake_pair *p, int side, int qp, int land)
   q->land = land;
   /* Receive WRs of a QP in error are flushed to its CQ. */
   while (q->rq_count > 0) {
-    complete(q->recv_cq, q->rq[q->rq_head], IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, q->qp.qp_num);
+    complete_on(q->recv_cq, NULL, q->rq[q->rq_head], IBV_WC_WR_FLUSH_ERR, IBV_WC_RECV, q->qp.qp_num);
     q->rq_head = (q->rq_head + 1) % FAKE_RQ_DEPTH;
     q->rq_count--;
   }
@@ -854,7 +925,7 @@ void fake_pair_inject_wc(struct fake_pair *p, int side, uint64_t wr_id, enum ibv
 {
   struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;
 
-  complete(cq_of(c->link.devs[0].cq), wr_id, status, opcode, 0);
+  complete_on(cq_of(c->link.devs[0].cq), NULL, wr_id, status, opcode, 0);
 }
 
 int fake_mrs_live(void)

@@ -176,6 +176,13 @@ int fake_count_data_writes(void);
 int fake_count_records(void);
 /* Receive completions the fake refused for want of a posted receive WR (RNR). */
 int fake_rnr_count(void);
+/* Send queue of QP qp of a side: its depth (max_send_wr), the most entries it held at
+ * once (posted, not yet retired by a polled signalled completion), and the posts it
+ * refused with ENOMEM for want of room. */
+struct fake_sq_use {
+  int depth, high, refused;
+};
+struct fake_sq_use fake_pair_sq_use(struct fake_pair *p, int side, int qp);
 
 /* Observable state of a comm, for checks (through accessors, not fields). */
 int fake_comm_error(const struct mcp_comm *c); /* ncclResult_t of a failed comm, 0 */

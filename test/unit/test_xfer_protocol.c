@@ -711,6 +711,74 @@ static void test_outstanding_bounds(void)
   fake_pair_free(p);
 }
 
+/* The send queues never run out, with the fake's queues as deep as they were created
+ * and an entry retired only by a polled signalled completion (mlx5's rule; an
+ * unsignalled WR waits for the next signalled one). The receive side writes a
+ * clear-to-send per receive (batch 1), signals one write in 16 and polls its CQ only
+ * every 16 landings: 3,000 messages of 8 B with 8 receives posted ahead (as NCCL's
+ * proxy posts them) and with 32 (all it may have), its queue holding more than one
+ * signalling interval's worth (the rule at work) and never more than its depth. The
+ * model itself: a QP's queue refuses the post past its depth until a signalled
+ * completion is polled. */
+static void test_send_queues_never_overrun(void)
+{
+  static const int aheads[] = {8, NCCL_NET_MAX_REQUESTS};
+  struct fake_pair *p;
+  struct fake_sq_use rq, sq;
+  void *r[NCCL_NET_MAX_REQUESTS], *s;
+  int a, i, k, sizes[1], got, ahead;
+  ncclResult_t rc;
+
+  for (a = 0; a < 2; a++) {
+    ahead = aheads[a];
+    p = pair(1, 1, 0);
+    for (k = 0; k < ahead; k++)
+      r[k] = irecv1(p, (size_t)k * 64, 64, 1, 0);
+    for (i = 0, got = 0; i < 3000; i++) {
+      k = i % ahead;
+      fake_pattern(sbuf + k * 64, 8, (unsigned)i);
+      s = isend(p, (size_t)k * 64, 8, 1, &rc);
+      CHECK_EQ_INT(rc, ncclSuccess);
+      if (s == NULL || r[k] == NULL)
+        break;
+      CHECK_EQ_INT(fake_wait_done(s, NULL, POLLS), 1);
+      if (fake_wait_done(r[k], sizes, POLLS) != 1 || sizes[0] != 8 ||
+          !fake_same(rbuf + k * 64, 8, (unsigned)i))
+        break;
+      got++;
+      r[k] = irecv1(p, (size_t)k * 64, 64, 1, 0);
+    }
+    CHECK_EQ_INT(got, 3000);
+    CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+    rq = fake_pair_sq_use(p, FAKE_RECV_SIDE, 0);
+    sq = fake_pair_sq_use(p, FAKE_SEND_SIDE, 0);
+    CHECK_EQ_INT(rq.refused + sq.refused, 0);
+    CHECK(rq.high > 16 && rq.high <= rq.depth);
+    CHECK(sq.high >= 1 && sq.high <= sq.depth);
+    fake_pair_free(p);
+  }
+
+  /* The model: unsignalled writes fill the queue, the next post is refused (ENOMEM),
+   * and polling frees nothing until a signalled one's completion. */
+  p = pair(1, 1, 0);
+  {
+    struct ibv_qp *qp = fake_comm_qp(p->send, 0);
+    struct ibv_send_wr wr, *bad;
+    struct ibv_wc wc[4];
+    int depth = fake_pair_sq_use(p, FAKE_SEND_SIDE, 0).depth, posted = 0;
+
+    memset(&wr, 0, sizeof(wr));
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    while (posted <= depth && ibv_post_send(qp, &wr, &bad) == 0)
+      posted++;
+    CHECK_EQ_INT(posted, depth);
+    CHECK_EQ_INT(ibv_poll_cq(fake_qp_send_cq(qp), 4, wc), 0);
+    CHECK_EQ_INT(ibv_post_send(qp, &wr, &bad), ENOMEM);
+    CHECK_EQ_INT(fake_pair_sq_use(p, FAKE_SEND_SIDE, 0).refused, 2);
+  }
+  fake_pair_free(p);
+}
+
 /* A landing's request is done as any send's: when its write's completion says the
  * receiver's adapter acknowledged it (NCCL may close the comm, and the process end,
  * right after its last send is done). Held on the wire, it stays not done however often
@@ -877,6 +945,7 @@ int main(void)
   RUN_TEST(test_post_failure);
   RUN_TEST(test_link_members);
   RUN_TEST(test_outstanding_bounds);
+  RUN_TEST(test_send_queues_never_overrun);
   RUN_TEST(test_landing_done_when_acknowledged);
   RUN_TEST(test_landing_replay);
   RUN_TEST(test_landing_host_only);
