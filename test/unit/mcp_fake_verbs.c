@@ -5,8 +5,9 @@
  * Queues are as deep as they were created, as on an adapter: a send queue's entry is
  * taken at the post and given back only when a signalled completion at or after it is
  * polled (what mlx5 does; an unsignalled WR is retired by the next signalled one), so a
- * post to a full send queue fails with ENOMEM; and a completion queue holds the entries
- * it was created with, its overrun ending the test (a real one fails every QP on it).
+ * post to a full send queue fails with ENOMEM, as one past a receive queue's depth; and
+ * a completion queue holds the entries it was created with, its overrun ending the test
+ * (a real one fails every QP on it).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -67,6 +68,7 @@ struct fake_qp {
   int held, broken, land; /* see fake_pair_break */
   uint64_t rq[FAKE_RQ_DEPTH];
   int rq_head, rq_count;
+  int rq_depth; /* max_recv_wr */
   int used;
 };
 
@@ -238,7 +240,7 @@ static int fake_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ib
   struct fake_qp *q = qp_of(ibqp);
 
   for (; wr != NULL; wr = wr->next) {
-    if (q->rq_count == FAKE_RQ_DEPTH) {
+    if (q->rq_count == q->rq_depth) {
       *bad = wr;
       return ENOMEM;
     }
@@ -441,7 +443,7 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
   struct fake_side *s = side_of_pd(pd);
   int i;
 
-  if (init->cap.max_inline_data > 256) {
+  if (init->cap.max_inline_data > 256 || init->cap.max_recv_wr > FAKE_RQ_DEPTH) {
     errno = EINVAL;
     return NULL;
   }
@@ -463,6 +465,7 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
     q->recv_cq = cq_of(init->recv_cq);
     q->max_inline = (int)init->cap.max_inline_data;
     q->sq_depth = (int)init->cap.max_send_wr;
+    q->rq_depth = (int)init->cap.max_recv_wr;
     ncreated++;
     return &q->qp;
   }
