@@ -18,11 +18,13 @@
  * "scale: ok" then ends the output.
  *
  * With --busy-msgs M it also asks whether idle comms slow a busy one (a rank holds
- * thousands of comms, few of them busy at a time): M messages of 8 B on pair 0 with
- * receives posted ahead, once while pair 0 is the only one open, once with all N open
- * (after their data moved) and once more after the other N-1 closed, so the second
- * figure is bracketed by two of the first in the same process. It prints messages/s
- * and the calls each run made. With --busy-cost every call is made only once its work
+ * thousands of comms, few of them busy at a time): rounds of M messages of 8 B on pair
+ * 0 with receives posted ahead, five while pair 0 is the only one open, five with all N
+ * open (after their data moved) and five more after the other N-1 closed, so the second
+ * figure is bracketed by the first in the same process. It prints each phase's median
+ * messages/s, the range of its rounds, and the calls made; the verdict compares the
+ * median among all with the median of the ten rounds alone. With --busy-cost (one round
+ * a phase) every call is made only once its work
  * is done (as mcpnet-bench --cpu-cost does), so that under callgrind, collecting in
  * drv_isend/drv_irecv/drv_test, each run's dump (CALLGRIND_DUMP_STATS_AT "busy ...")
  * holds the plugin's instructions for exactly M messages.
@@ -48,6 +50,7 @@
 #define BUSY_DEPTH 8 /* receives posted ahead on the busy pair, as NCCL's steps allow */
 #define BUSY_SIZE 8
 #define BUSY_MAX_SETTLE_NS 20000000L
+#define BUSY_ROUNDS 5 /* rounds a phase, when measuring the rate */
 
 static long status_kib(const char *path, const char *key)
 {
@@ -130,10 +133,11 @@ static void report(const char *what, const struct snap *a, const struct snap *b,
          (double)(b->avail - a->avail) / n, b->fds - a->fds);
 }
 
-/* What one busy run did: calls made, and those that found their work unfinished (a
- * NULL request, or test not done). */
+/* What one busy phase did: each round's time, calls made, and those that found their
+ * work unfinished (a NULL request, or test not done). */
 struct busy_stats {
-  double secs;
+  double secs[BUSY_ROUNDS];
+  int rounds;
   long calls, misses, bad;
 };
 
@@ -149,9 +153,10 @@ static void busy_settle(long *settle_ns, int missed)
   nanosleep(&ts, NULL);
 }
 
-/* M messages of 8 B on one pair, BUSY_DEPTH receives posted ahead, every byte checked.
- * Streaming (cost 0): post and test as fast as the calls allow, for messages/s. Cost 1:
- * one message at a time, each call made once its work is done. -1 on a plugin error. */
+/* One round: M messages of 8 B on one pair, BUSY_DEPTH receives posted ahead, every
+ * byte checked; its time and calls are added to st. Streaming (cost 0): post and test as
+ * fast as the calls allow, for messages/s. Cost 1: one message at a time, each call made
+ * once its work is done. -1 on a plugin error. */
 static int busy_run(struct mcp_drive *d, void *sc, void *rc, void *smh, void *rmh, uint8_t *sb, uint8_t *rb,
                     int msgs, int cost, struct busy_stats *st)
 {
@@ -161,7 +166,6 @@ static int busy_run(struct mcp_drive *d, void *sc, void *rc, void *smh, void *rm
   long settle_ns = 200000;
   double t0 = drv_now();
 
-  memset(st, 0, sizeof(*st));
   while (done < msgs) {
     int k, missed = 0;
 
@@ -242,16 +246,58 @@ static int busy_run(struct mcp_drive *d, void *sc, void *rc, void *smh, void *rm
       settle_ns *= 2;
     }
   }
-  st->secs = drv_now() - t0;
+  st->secs[st->rounds++] = drv_now() - t0;
   return 0;
+}
+
+/* A phase: `rounds` rounds back to back (one under --busy-cost, whose callgrind dump
+ * must hold exactly M messages). A round of 3,000 messages lasts about 0.1 s in the lab,
+ * where one round's rate moved by half from the next: the phases compare medians. */
+static int busy_phase(struct mcp_drive *d, void *sc, void *rc, void *smh, void *rmh, uint8_t *sb, uint8_t *rb,
+                      int msgs, int cost, struct busy_stats *st)
+{
+  int r, rounds = cost ? 1 : BUSY_ROUNDS;
+
+  memset(st, 0, sizeof(*st));
+  for (r = 0; r < rounds; r++)
+    if (busy_run(d, sc, rc, smh, rmh, sb, rb, msgs, cost, st) != 0)
+      return -1;
+  return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+  double x = *(const double *)a, y = *(const double *)b;
+
+  return x < y ? -1 : x > y;
+}
+
+/* The median of the rates (messages/s) of the rounds of phases a and b (b may be NULL);
+ * lo and hi get the slowest and fastest round. */
+static double busy_median(int msgs, const struct busy_stats *a, const struct busy_stats *b, double *lo,
+                          double *hi)
+{
+  double rate[2 * BUSY_ROUNDS];
+  int n = 0, i;
+
+  for (i = 0; i < a->rounds; i++)
+    rate[n++] = a->secs[i] > 0 ? msgs / a->secs[i] : 0.0;
+  for (i = 0; b != NULL && i < b->rounds; i++)
+    rate[n++] = b->secs[i] > 0 ? msgs / b->secs[i] : 0.0;
+  qsort(rate, (size_t)n, sizeof(rate[0]), cmp_double);
+  *lo = rate[0];
+  *hi = rate[n - 1];
+  return n % 2 ? rate[n / 2] : (rate[n / 2 - 1] + rate[n / 2]) / 2;
 }
 
 static void busy_report(const char *when, int open, int msgs, const struct busy_stats *st)
 {
-  printf("scale: busy: %s (%d %s open): %d messages of %d B in %.3f s, %.0f msg/s; calls %.2f per "
-         "message, %ld found their work unfinished\n",
-         when, open, open == 1 ? "pair" : "pairs", msgs, BUSY_SIZE, st->secs,
-         st->secs > 0 ? msgs / st->secs : 0.0, (double)st->calls / msgs, st->misses);
+  double lo, hi, med = busy_median(msgs, st, NULL, &lo, &hi);
+
+  printf("scale: busy: %s (%d %s open): %d messages of %d B a round, %d round(s): median %.0f msg/s "
+         "(rounds %.0f-%.0f); calls %.2f per message, %ld found their work unfinished\n",
+         when, open, open == 1 ? "pair" : "pairs", msgs, BUSY_SIZE, st->rounds, med, lo, hi,
+         (double)st->calls / msgs / st->rounds, st->misses);
   fflush(stdout);
 }
 
@@ -340,7 +386,7 @@ int main(int argc, char **argv)
         return 1;
       }
       CALLGRIND_DUMP_STATS_AT("before busy alone");
-      if (busy_run(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[0]) != 0) {
+      if (busy_phase(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[0]) != 0) {
         printf("scale: FAIL: busy pair alone: a call returned an error\n");
         return 1;
       }
@@ -429,7 +475,7 @@ int main(int argc, char **argv)
   fflush(stdout);
   if (busy_msgs > 0) {
     CALLGRIND_DUMP_STATS_AT("before busy among all");
-    if (busy_run(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[1]) != 0) {
+    if (busy_phase(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[1]) != 0) {
       printf("scale: FAIL: busy pair among %d: a call returned an error\n", n);
       return 1;
     }
@@ -446,7 +492,7 @@ int main(int argc, char **argv)
     if (i == 0 && busy_msgs > 0) {
       t_close += drv_now() - t0;
       CALLGRIND_DUMP_STATS_AT("before busy alone again");
-      if (busy_run(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[2]) != 0) {
+      if (busy_phase(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[2]) != 0) {
         printf("scale: FAIL: busy pair alone again: a call returned an error\n");
         return 1;
       }
@@ -471,17 +517,21 @@ int main(int argc, char **argv)
   drv_close_listen(&drv, lc);
   drv_finalize(&drv);
   if (busy_msgs > 0) {
-    double alone = (busy[0].secs + busy[2].secs) / 2;
+    double lo, hi, alone = busy_median(busy_msgs, &busy[0], &busy[2], &lo, &hi);
+    double among = busy_median(busy_msgs, &busy[1], NULL, &lo, &hi);
 
     if (busy[0].bad + busy[1].bad + busy[2].bad > 0) {
       printf("scale: FAIL: busy pair: %ld message(s) arrived wrong\n",
              busy[0].bad + busy[1].bad + busy[2].bad);
       return 1;
     }
-    printf("scale: busy: %d verified messages per run; with %d pairs open the busy pair ran at %.2f times "
-           "its rate alone (mean of the two runs alone), calls per message %.2f vs %.2f\n",
-           busy_msgs, n, busy[1].secs > 0 ? alone / busy[1].secs : 0.0, (double)busy[1].calls / busy_msgs,
-           (double)(busy[0].calls + busy[2].calls) / 2 / busy_msgs);
+    printf("scale: busy: %d verified messages per round; with %d pairs open the busy pair ran at %.2f times "
+           "its rate alone (median of %d round(s) among them against the median of %d alone, before and "
+           "after; single rounds %.2f-%.2f), calls per message %.2f vs %.2f\n",
+           busy_msgs, n, alone > 0 ? among / alone : 0.0, busy[1].rounds, busy[0].rounds + busy[2].rounds,
+           alone > 0 ? lo / alone : 0.0, alone > 0 ? hi / alone : 0.0,
+           (double)busy[1].calls / busy_msgs / busy[1].rounds,
+           (double)(busy[0].calls + busy[2].calls) / busy_msgs / (busy[0].rounds + busy[2].rounds));
   }
   printf("scale: ok: %d pairs opened, moved verified data and closed\n", n);
   return 0;
