@@ -24,10 +24,10 @@
  * figure is bracketed by the first in the same process. It prints each phase's median
  * messages/s, the range of its rounds, and the calls made; the verdict compares the
  * median among all with the median of the ten rounds alone. With --busy-cost (one round
- * a phase) every call is made only once its work
- * is done (as mcpnet-bench --cpu-cost does), so that under callgrind, collecting in
- * drv_isend/drv_irecv/drv_test, each run's dump (CALLGRIND_DUMP_STATS_AT "busy ...")
- * holds the plugin's instructions for exactly M messages.
+ * a phase) every call is made only once its work is done (as mcpnet-bench --cpu-cost
+ * does), so that under callgrind, collecting in drv_isend/drv_irecv/drv_test, each
+ * phase's dump (CALLGRIND_DUMP_STATS_AT "busy ...") holds the plugin's instructions for
+ * exactly M messages.
  */
 #include <stdio.h>
 #include <stdlib.h>
