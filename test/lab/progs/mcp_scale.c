@@ -273,7 +273,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The median of the rates (messages/s) of the rounds of phases a and b (b may be NULL);
- * lo and hi get the slowest and fastest round. */
+ * lo and hi, when not NULL, get the slowest and fastest round. */
 static double busy_median(int msgs, const struct busy_stats *a, const struct busy_stats *b, double *lo,
                           double *hi)
 {
@@ -285,8 +285,10 @@ static double busy_median(int msgs, const struct busy_stats *a, const struct bus
   for (i = 0; b != NULL && i < b->rounds; i++)
     rate[n++] = b->secs[i] > 0 ? msgs / b->secs[i] : 0.0;
   qsort(rate, (size_t)n, sizeof(rate[0]), cmp_double);
-  *lo = rate[0];
-  *hi = rate[n - 1];
+  if (lo != NULL)
+    *lo = rate[0];
+  if (hi != NULL)
+    *hi = rate[n - 1];
   return n % 2 ? rate[n / 2] : (rate[n / 2 - 1] + rate[n / 2]) / 2;
 }
 
@@ -517,8 +519,8 @@ int main(int argc, char **argv)
   drv_close_listen(&drv, lc);
   drv_finalize(&drv);
   if (busy_msgs > 0) {
-    double lo, hi, alone = busy_median(busy_msgs, &busy[0], &busy[2], &lo, &hi);
-    double among = busy_median(busy_msgs, &busy[1], NULL, &lo, &hi);
+    double lo, hi, among = busy_median(busy_msgs, &busy[1], NULL, &lo, &hi);
+    double alone = busy_median(busy_msgs, &busy[0], &busy[2], NULL, NULL);
 
     if (busy[0].bad + busy[1].bad + busy[2].bad > 0) {
       printf("scale: FAIL: busy pair: %ld message(s) arrived wrong\n",
