@@ -22,7 +22,7 @@
 #            healthy; c exits 1, b 0, a 1 (node 0 exits 1 when any node is named);
 #   linkdown b takes eth0 down before it starts, so rxe0's port is DOWN. In this lab
 #            eth0 also carries the control connection, so b cannot report: a's table
-#            names b as the node whose report never arrived (within a --wait of 30 s),
+#            names b as the node whose report never arrived (within a --wait of 20 s),
 #            and b itself prints that it could not reach node 0 with its own FAILs
 #            (the port). On a cluster whose control network is another interface, the
 #            same fault shows as b's own port FAIL in the table and b-* pairs blamed
@@ -273,9 +273,9 @@ if [ "$LAB_HOST" = b ]; then
   done
 fi
 open_round linkdown
-# b gives up after 15 s (it cannot reach node 0); a waits 30 s for it, c's report arriving
+# b gives up after 15 s (it cannot reach node 0); a waits 20 s for it, c's report arriving
 # within seconds (as in the healthy round).
-if [ "$LAB_HOST" = b ]; then run linkdown 15; else run linkdown 30; fi
+if [ "$LAB_HOST" = b ]; then run linkdown 15; else run linkdown 20; fi
 if [ "$LAB_HOST" = b ]; then
   ip link set eth0 up
   ip addr show eth0 | grep -q "$LAB_SELF_IP" || ip addr add "$LAB_SELF_IP/24" dev eth0
@@ -286,7 +286,7 @@ case $LAB_HOST in
     t=/tmp/linkdown.out
     lab_grep '^Fleet: 2 of 3 nodes reported to node 0; 1 pair checked through the plugin on 1 rail, 0 failed$' $t "linkdown: a and c checked together"
     lab_grep '^0 +lab-a +[^ ]+ +healthy +-$' $t "linkdown: a healthy"
-    lab_grep '^1 +\? +\? +PROBLEMS +no report reached node 0: it did not connect within --wait 30 s' $t "linkdown: b named: it never reported"
+    lab_grep '^1 +\? +\? +PROBLEMS +no report reached node 0: it did not connect within --wait 20 s' $t "linkdown: b named: it never reported"
     lab_grep '^2 +lab-c +[^ ]+ +healthy +-$' $t "linkdown: c healthy"
     lab_grep '^fleet: 3 nodes, 1 with problems$' $t "linkdown: one node with problems"
     ;;

@@ -10,7 +10,7 @@
 #   - wire 1 (eth1 only) down for 5 s on the sending host, then on the receiving host,
 #     during a stream from a: it completes, every byte verified, rxe0 stays ACTIVE, and
 #     the log names rxe1;
-#   - a's eth1 down for 20 s, past MCPNET_RECOVERY_TIMEOUT=6: the stream fails through the
+#   - a's eth1 down for 13 s, past MCPNET_RECOVERY_TIMEOUT=6: the stream fails through the
 #     ABI on a before the link is back, with a message naming rxe1 (LONG_OUTAGE=degrade
 #     instead asserts that the stream finishes over rxe0 and the log says rxe1 was given up).
 set -euo pipefail
@@ -98,9 +98,9 @@ done
 
 # --- a's rail 1 stays down past MCPNET_RECOVERY_TIMEOUT -------------------------------------
 # Failing, the stream ends with the error; degrading, it must outlast the outage.
-if [ "$LONG_OUTAGE" = fail ]; then stream outage 6 a 20 --msgs 100000 --from a; else stream outage 6 a 20 --msgs 1500 --from a; fi
+if [ "$LONG_OUTAGE" = fail ]; then stream outage 6 a 13 --msgs 100000 --from a; else stream outage 6 a 13 --msgs 1500 --from a; fi
 if [ "$LONG_OUTAGE" = fail ]; then
-  [ "$(cat /tmp/outage.rc)" != 0 ] || lab_fail "outage: the stream survived a 20 s outage of rxe1 with MCPNET_RECOVERY_TIMEOUT=6"
+  [ "$(cat /tmp/outage.rc)" != 0 ] || lab_fail "outage: the stream survived a 13 s outage of rxe1 with MCPNET_RECOVERY_TIMEOUT=6"
   lab_grep 'stream: FAIL: (test of a (send|receive)|isend|irecv) returned an error' /tmp/outage.out "outage: the failure came through the ABI"
   if [ "$LAB_HOST" = a ]; then
     grep -E 'MCPNET_RECOVERY_TIMEOUT=6' /tmp/outage.err | grep -v 'TIMEOUT=6 (environment)' > /tmp/outage.events || true

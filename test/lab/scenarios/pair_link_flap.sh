@@ -8,7 +8,7 @@
 # beside other guests, as pair_proxy_replay found). Once data flows, one host's eth0 goes down
 # for 5 s and comes back: first the sending host's, then the receiving host's. Each
 # stream must complete with every byte verified and no error through the ABI, and
-# both hosts must log a recovery. Then a 20 s outage, longer than MCPNET_RECOVERY_TIMEOUT=6:
+# both hosts must log a recovery. Then a 13 s outage, longer than MCPNET_RECOVERY_TIMEOUT=6:
 # the stream must fail, through the ABI, with the cause in the message, on the host that
 # lost its link within 6 + 4 s of the link going down and before it comes back (nothing
 # on the recovery path may wait for the link: NCCL's proxy thread serves every comm from
@@ -89,9 +89,9 @@ if grep -q 'not in the GID table of' /tmp/addr_gone.err; then
 fi
 
 # --- an outage longer than the recovery timeout ---------------------------------------------
-stream outage a 20 6 100000
+stream outage a 13 6 100000
 if [ "$(cat /tmp/outage.rc)" = 0 ]; then
-  lab_fail "outage: the stream survived a 20 s outage with MCPNET_RECOVERY_TIMEOUT=6"
+  lab_fail "outage: the stream survived a 13 s outage with MCPNET_RECOVERY_TIMEOUT=6"
 fi
 lab_grep 'stream: FAIL: (test of a (send|receive)|isend|irecv) returned an error' /tmp/outage.out "outage: the failure came through the ABI"
 if [ "$LAB_HOST" = a ]; then

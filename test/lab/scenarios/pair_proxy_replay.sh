@@ -4,7 +4,7 @@
 # PXN ranks with their own pace sharing one comm pair each way, maxRecvs-grouped
 # receives, iflush into GPU-like memory, regMr/deregMr during traffic; every byte
 # checked. Mid-run each host's eth0 goes down for 5 s (a's about 20 s after connecting,
-# b's about 55 s after) with QP timers short enough that the QPs fail during the
+# b's about 40 s after) with QP timers short enough that the QPs fail during the
 # outage: the replay must go on with no error through the ABI, and each host must log a
 # recovery. NCCL_IB_TIMEOUT=17 (0.54 s, 4 tries: the QPs fail about 2 s into the
 # outage), as pair_link_flap and pair_gpu_memory: at 15 (134 ms) this traffic between two
@@ -23,13 +23,13 @@ lab_fake_peermem
 cuda=(--require-cuda)
 
 env NCCL_IB_TIMEOUT=17 NCCL_IB_RETRY_CNT=3 MCP_DRIVE_VERBOSE=1 \
-  timeout 330 bin/mcp-proxy-replay --plugin plugin/libnccl-net-mcp.so "${cuda[@]}" --seconds 90 \
+  timeout 330 bin/mcp-proxy-replay --plugin plugin/libnccl-net-mcp.so "${cuda[@]}" --seconds 72 \
   pair --role "$LAB_HOST" --xchg "$x" > /tmp/replay.out 2> /tmp/replay.err &
 pid=$!
 for _ in $(seq 1200); do grep -q 'connected' /tmp/replay.out 2> /dev/null && break; sleep 0.1; done
 grep -q 'connected' /tmp/replay.out || { cat /tmp/replay.out; tail -30 /tmp/replay.err; lab_fail "the replay never connected"; }
 lab_log "connected; data flows both ways"
-sleep $([ "$LAB_HOST" = a ] && echo 20 || echo 55)
+sleep $([ "$LAB_HOST" = a ] && echo 20 || echo 40)
 lab_log "eth0 down for 5 s"
 lab_link_down
 sleep 5

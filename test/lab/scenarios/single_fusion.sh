@@ -9,7 +9,7 @@
 #     striped over both and each member's rkey lands them in the right memory;
 #   - one member's link (f1, under rxe1) down for 5 s during the stream: the stream
 #     completes, every byte verified, and the log names rxe1;
-#   - f1 down for 20 s, past MCPNET_RECOVERY_TIMEOUT=6: the stream fails through the ABI,
+#   - f1 down for 13 s, past MCPNET_RECOVERY_TIMEOUT=6: the stream fails through the ABI,
 #     before the link is back, with a message naming rxe1 (LONG_OUTAGE=degrade instead
 #     asserts that the stream finishes on rxe0 and the log says rxe1 was given up).
 # Peers that fused different numbers of devices are not tried here: rxe hands a received
@@ -125,14 +125,14 @@ sleep 0.5
 lab_link_down f1
 down=$(date +%s.%N)
 still_streaming outage
-lab_log "outage: f1 down for 20 s"
-sleep 20
+lab_log "outage: f1 down for 13 s"
+sleep 13
 up=$(date +%s.%N)
 lab_link_up f1
 if [ "$LONG_OUTAGE" = fail ]; then
   stream_wait outage
   for r in a b; do
-    [ "$(cat /tmp/outage.$r.rc)" != 0 ] || lab_fail "outage: role $r's stream survived a 20 s outage of rxe1 with MCPNET_RECOVERY_TIMEOUT=6"
+    [ "$(cat /tmp/outage.$r.rc)" != 0 ] || lab_fail "outage: role $r's stream survived a 13 s outage of rxe1 with MCPNET_RECOVERY_TIMEOUT=6"
     lab_grep 'stream: FAIL: (test of a (send|receive)|isend|irecv) returned an error' /tmp/outage.$r.out \
       "outage: role $r's failure came through the ABI"
   done

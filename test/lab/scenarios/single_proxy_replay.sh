@@ -30,7 +30,7 @@ replay() {
 }
 
 # Groups of all three PXN ranks (maxRecvs as the plugin reports it).
-replay pxn --seconds 75 self
+replay pxn --seconds 45 self
 lab_grep 'PXN sends ahead of another rank: [1-9][0-9]* tried' /tmp/pxn.out "a PXN rank sent ahead of another's step"
 lab_grep 'PXN irecvs by n: 3: [1-9][0-9]*, 2: [1-9][0-9]*, 1: [1-9]' /tmp/pxn.out "grouped receives of 3, and of 2 and 1 as ranks ran out of steps"
 lab_grep 'hint receives [1-9]' /tmp/pxn.out "LL/LL128 receives with the optional-completion hint"
@@ -39,5 +39,5 @@ lab_grep 'extra regMr [1-9]' /tmp/pxn.out "registrations from the service thread
 lab_grep 'memory: GPU-like' /tmp/pxn.out "SIMPLE and LL128 buffers were GPU-like (NCCL_PTR_CUDA)"
 lab_grep 'iflush [1-9]' /tmp/pxn.out "iflush where NCCL calls it"
 # maxRecvs 2: the three ranks split into a group of two and a group of one on one comm.
-replay split --seconds 25 --max-recvs 2 self
+replay split --seconds 15 --max-recvs 2 self
 lab_grep 'PXN irecvs by n: 3: 0, 2: [1-9][0-9]*, 1: [1-9]' /tmp/split.out "groups of at most 2 on one comm"
