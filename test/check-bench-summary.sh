@@ -92,8 +92,28 @@ busy 0.93 0.62 1.40 300000 300000
 grep -F "1,024 idle + 1 busy" <<< "$(python3 "$src/test/lab/bench-targets-summary.py" "$d")" |
   grep -q " PASS (rounds on both sides)$" ||
   { echo "check-bench-summary: FAIL: single rounds 0.62-1.40 should mark the verdict"; fail=1; }
-rm "$d/busy.txt"
+# three processes (0.59, 1.13, 0.95): the median of theirs holds, their range straddles 0.90
+{ for r in "0.59 0.58 0.61" "1.13 0.90 1.18" "0.95 0.93 0.97"; do busy $r 300000 300000; cat "$d/busy.txt"; done; } > "$d/busy3"
+grep -v instructions "$d/busy3" > "$d/busy.txt"
+grep -m1 instructions "$d/busy3" >> "$d/busy.txt"
+line=$(grep -F "1,024 idle + 1 busy" <<< "$(python3 "$src/test/lab/bench-targets-summary.py" "$d")")
+[[ $line == *"rate 0.95, instr 1.000"*"3 processes 0.59-1.13; rounds 0.58-1.18; instructions: one run each"*" PASS (rounds on both sides)" ]] ||
+  { echo "check-bench-summary: FAIL: three busy processes should give their median 0.95 over 0.59-1.13; got: $line"; fail=1; }
+rm "$d/busy.txt" "$d/busy3"
 grep -F "1,024 idle + 1 busy" <<< "$(python3 "$src/test/lab/bench-targets-summary.py" "$d")" | grep -q "not measured$" ||
   { echo "check-bench-summary: FAIL: no busy figures should read 'not measured'"; fail=1; }
+# close over three alternating rounds (1.20/1.12, 0.80/1.00, 0.90/1.00): the medians hold
+# (0.90 / 1.00), the rounds fall on both sides; a round the reference lacks is left out
+scale close_mcp_1024_2.txt 180.4 250 10.0 0.80
+scale close_ref_1024_2.txt 355.0 400 20.0 1.00
+scale close_mcp_1024_3.txt 180.4 250 10.0 0.90
+scale close_ref_1024_3.txt 355.0 400 20.0 1.00
+scale close_mcp_1024_4.txt 180.4 250 10.0 0.10
+out2=$(python3 "$src/test/lab/bench-targets-summary.py" "$d")
+line=$(grep -F "close 1,024 pairs / IB plugin" <<< "$out2")
+[[ $line == *"0.90 (0.90 / 1.00 s)"*"rounds 0.80-1.07; 3 runs each"*" PASS (rounds on both sides)" ]] ||
+  { echo "check-bench-summary: FAIL: three close rounds should give 0.90 over rounds 0.80-1.07; got: $line"; fail=1; }
+grep -qF 'Close of 1,024 pairs in 3 alternating rounds (the table'"'"'s is the first): mcpnet 1.20, 0.80, 0.90 s; IB plugin 1.12, 1.00, 1.00 s.' "$d/targets.md" ||
+  { echo "check-bench-summary: FAIL: targets.md does not list the close rounds"; cat "$d/targets.md"; fail=1; }
 [ $fail = 0 ] || { echo "$out"; exit 1; }
 echo "check-bench-summary: every verdict and row as its figures earn"

@@ -178,28 +178,45 @@ def main():
                "one run each", m1["rss"] / r1["rss"] <= 0.5)
     else:
         target("resident per pair / IB plugin", "<= 0.50", "-", "-", None)
-    if m1 and r1 and m1["close"] and r1["close"]:
-        target("close 1,024 pairs / IB plugin", "<= 1.00",
-               f"{m1['close'] / r1['close']:.2f} ({m1['close']:.2f} / {r1['close']:.2f} s)", "one run each",
-               m1["close"] <= r1["close"])
+    # close: round 1 is the scale run, rounds 2.. are close_WHO_1024_R.txt, alternating
+    def closes(who, first):
+        v = {1: first["close"]} if first else {}
+        for f in glob.glob(f"{out}/close_{who}_1024_*.txt"):
+            mm = re.search(r"closed \d+ pairs in ([\d.]+) s", read(f))
+            v[int(re.search(r"_(\d+)\.txt$", f).group(1))] = float(mm.group(1)) if mm else None
+        return v
+
+    cm, cr = closes("mcp", m1), closes("ref", r1)
+    both = [(cm[k], cr[k]) for k in sorted(cm) if cm[k] and cr.get(k)]
+    if both:
+        a, b = st.median([x for x, _ in both]), st.median([y for _, y in both])
+        qs = [x / y for x, y in both]
+        target("close 1,024 pairs / IB plugin", "<= 1.00", f"{a / b:.2f} ({a:.2f} / {b:.2f} s)",
+               f"rounds {min(qs):.2f}-{max(qs):.2f}; {len(both)} runs each" if len(both) > 1 else "one run each",
+               a <= b, min(qs) <= 1.0 < max(qs))
     else:
         target("close 1,024 pairs / IB plugin", "<= 1.00", f"{m1['close']} s / -" if m1 else "-", "-", None)
 
     # many idle comms + one busy (mcp-scale --busy-msgs): the busy pair's rate among 1,024
     # pairs relative to alone, and its instructions per message among them and alone
     busy = read(f"{out}/busy.txt")
-    # (medians of rounds: the range of single rounds against the median alone is the spread)
-    mr = re.search(r"scale: busy: \d+ verified messages per round; with (\d+) pairs open the busy pair ran at "
-                   r"([\d.]+) times .*?single rounds ([\d.]+)-([\d.]+)", busy)
+    # Each process's rate is a median of rounds against the median alone; with several
+    # processes the figure is the median of theirs, and the spread gives their range and
+    # that of all single rounds.
+    mr = re.findall(r"scale: busy: \d+ verified messages per round; with (\d+) pairs open the busy pair ran at "
+                    r"([\d.]+) times .*?single rounds ([\d.]+)-([\d.]+)", busy)
     mi = re.search(r"scale: busy: instructions for (\d+) messages: (\d+) alone, (\d+) among", busy)
     if mr and mi:
-        rate, n = float(mr.group(2)), int(mi.group(1))
-        rr = (float(mr.group(3)), float(mr.group(4)))
+        rates, n = [float(m[1]) for m in mr], int(mi.group(1))
+        rate = st.median(rates)
+        rr = (min(float(m[2]) for m in mr), max(float(m[3]) for m in mr))
+        pr = (min(rates), max(rates)) if len(rates) > 1 else rr
         alone, among = int(mi.group(2)) / n, int(mi.group(3)) / n
+        procs = f"{len(rates)} processes {pr[0]:.2f}-{pr[1]:.2f}; " if len(rates) > 1 else ""
         target("1,024 idle + 1 busy / 1 comm", "rate >= 0.90, instr <= 1.10",
                f"rate {rate:.2f}, instr {among / alone:.3f} ({among:.0f} / {alone:.0f})",
-               f"{rounds_text(rr)}instructions: one run each",
-               rate >= 0.9 and among / alone <= 1.1, unsure=among / alone <= 1.1 and rr[0] < 0.9 <= rr[1])
+               f"{procs}{rounds_text(rr)}instructions: one run each",
+               rate >= 0.9 and among / alone <= 1.1, unsure=among / alone <= 1.1 and pr[0] < 0.9 <= pr[1])
     else:
         target("1,024 idle + 1 busy / 1 comm", "within 10%", "-", "-", None)
 
@@ -236,6 +253,9 @@ def main():
         lines.append(f"{names.get(who if who != 'mcp' else 'mcpnet', who):10} {n:5} pairs: open {d['open']} s, close "
                      f"{d['close']} s, VmRSS {d['rss']} KiB/pair, MemAvailable {d['avail']} KiB/pair"
                      + ("" if d["ok"] else "  (FAILED: see scale_*.txt)"))
+    if len(both) > 1:
+        lines.append("close 1,024 pairs by round: mcpnet " + ", ".join(f"{x:.2f}" for x, _ in both)
+                     + " s; IB plugin " + ", ".join(f"{y:.2f}" for _, y in both) + " s")
     lines.append("## packets per one-way 8 B message (rxe sent_pkts; WRs and completions derived, not counted)")
     for who in ("mcpnet", "ref", "perftest"):
         if who in pk:
@@ -275,6 +295,11 @@ def main():
             f = lambda v: "-" if v is None else f"{v:.2f}" if v < 100 else f"{v:.0f}"
             md.append(f"| {n} | {'mcpnet' if who == 'mcp' else 'IB plugin'} | {f(d['open'])} | {f(d['close'])} | "
                       f"{f(d['rss'])} | {f(d['avail'])} |" + ("" if d["ok"] else " failed"))
+        if len(both) > 1:
+            md.append("")
+            md.append(f"Close of 1,024 pairs in {len(both)} alternating rounds (the table's is the first): mcpnet "
+                      + ", ".join(f"{x:.2f}" for x, _ in both) + " s; IB plugin "
+                      + ", ".join(f"{y:.2f}" for _, y in both) + " s.")
     if pk:
         md.append("")
         md.append("| per one-way 8 B message | packets (counted) | WRs and completions (from the protocol) |")

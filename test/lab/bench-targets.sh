@@ -6,7 +6,8 @@
 # On the host (builds nothing; build first):
 #
 #   MCPNET_REF_PLUGIN=/path/to/libnccl-net.so test/lab/bench-targets.sh \
-#     [--scale "256 1024 4096"] [--bw-rounds N] [--quick] [--parts "lat bw cpu pkts scale busy"]
+#     [--scale "256 1024 4096"] [--bw-rounds N] [--close-rounds N] [--quick]
+#     [--parts "lat bw cpu pkts scale busy"]
 #
 # boots the single lab with the vCPUs pinned and runs itself in the guest. The optional
 # reference plugin (the Mellanox/NVIDIA IB plugin, built outside this repository; never
@@ -28,9 +29,11 @@
 #   reference and ib_write_lat; work requests and completions are derived from those
 #   packets and each one's known protocol (said so in the output: nothing counts WRs);
 # - scale: bin/mcp-scale at each --scale pair count for mcpnet and the reference
-#   (open and close time, resident KiB per pair, the guest's MemAvailable per pair);
+#   (open and close time, resident KiB per pair, the guest's MemAvailable per pair),
+#   and at 1,024 pairs 3 rounds of each, alternating, for the close target;
 # - many idle comms + one busy: mcp-scale --busy-msgs, its rate among 1,024 idle pairs
-#   against alone, and its instructions per message under callgrind (busy_run below).
+#   against alone (3 processes), and its instructions per message under callgrind
+#   (busy_run below).
 # Results land in /run/lab (the run's folder on the host): every JSON and text output,
 # summary.txt and targets.md (the README block; scripts/update-bench-readme puts it in).
 set -uo pipefail
@@ -64,7 +67,7 @@ scale_pairs="256 1024"
 # full run takes an hour or more; --bw-rounds 1 halves it, --quick is a smoke run.
 # Latency has 9 rounds: one build's 8 B latency ranged 11-29 us over 12 fresh pairs of
 # one boot, so the median of 3 rounds moved more between boots than the goals' margins.
-rounds=9 bw_rounds=3 conn_rounds=5
+rounds=9 bw_rounds=3 conn_rounds=5 close_rounds=3 busy_rounds=3
 # --parts: which measurements to run (default all); e.g. "scale" alone in a second boot
 # (BENCH_TARGETS_NAME=scale names its run folder) when one boot cannot hold everything.
 parts=" lat bw cpu pkts scale busy "
@@ -73,7 +76,8 @@ while [ $# -gt 0 ]; do
     --ref) ref=$2; shift 2 ;;
     --scale) scale_pairs=$2; shift 2 ;;
     --bw-rounds) bw_rounds=$2; conn_rounds=$2; shift 2 ;;
-    --quick) rounds=1 bw_rounds=1 conn_rounds=1; shift ;;
+    --close-rounds) close_rounds=$2; shift 2 ;;
+    --quick) rounds=1 bw_rounds=1 conn_rounds=1 close_rounds=1 busy_rounds=1; shift ;;
     --parts) parts=" $2 "; shift 2 ;;
     *) lab_fail "bench-targets: unknown argument $1" ;;
   esac
@@ -89,7 +93,7 @@ mcp_so=$MCPNET_BUILD_DIR/plugin/libnccl-net-mcp.so
 "$bench" --version > "$out/version.txt" 2>&1
 export NCCL_DEBUG=WARN
 echo "bench-targets: reference plugin: ${ref:-none}; scale pairs: $scale_pairs; rounds: latency $rounds," \
-  "bandwidth $bw_rounds, connections $conn_rounds"
+  "bandwidth $bw_rounds, connections $conn_rounds, close at 1,024 pairs $close_rounds, busy $busy_rounds"
 echo "bench-targets: the guest's load and the host's are not controlled: the host runs other work too"
 
 pair() { # pair NAME ARGS...: role a in the background, role b writes the JSON
@@ -178,11 +182,11 @@ else
 fi
 
 # --- scale: N comm pairs in one process, each plugin
-scale_run() { # scale_run LABEL PLUGIN N
-  local o="$out/scale_$1_$3.txt" rc=0
+scale_run() { # scale_run LABEL PLUGIN N [FILE]: into FILE, by default scale_LABEL_N.txt
+  local o="$out/${4:-scale_$1_$3.txt}" rc=0
   timeout 900 "$LAB_BIN/mcp-scale" --plugin "$2" --pairs "$3" --msgs 2 > "$o" 2> "/tmp/scale.$1.$3.err" || rc=$?
   [ $rc = 0 ] || { echo "scale: FAIL: exit $rc" >> "$o"; grep WARN "/tmp/scale.$1.$3.err" | head -5 >> "$o"; }
-  echo "== scale $1 $3 pairs"
+  echo "== scale $1 $3 pairs${4:+ ($4)}"
   cat "$o"
 }
 part scale || scale_pairs=
@@ -190,6 +194,15 @@ for n in $scale_pairs; do
   scale_run mcp "$mcp_so" "$n"
   [ -z "$ref" ] || scale_run ref "$ref" "$n"
 done
+# The close target compares one process's close of 1,024 pairs with another's: one run
+# each gave 0.60, 0.75 and 1.24 in three boots. Rounds 2..close_rounds (the scale runs
+# above are round 1) alternate the two plugins again; the summary takes the medians.
+if [[ " $scale_pairs " == *" 1024 "* ]] && [ -n "$ref" ]; then
+  for ((r = 2; r <= close_rounds; r++)); do
+    scale_run mcp "$mcp_so" 1024 "close_mcp_1024_$r.txt"
+    scale_run ref "$ref" 1024 "close_ref_1024_$r.txt"
+  done
+fi
 
 # --- many idle comms + one busy: mcp-scale --busy-msgs moves verified 8 B messages on
 # pair 0 alone, among all 1,024 pairs and alone again, and prints the rate among them
@@ -197,10 +210,16 @@ done
 # --busy-cost (each call made only once its work is done), collecting only inside the
 # data-path calls; mcp-scale dumps callgrind's counts after each run, so the dumps
 # "busy alone" and "busy among all" hold the two runs' instructions.
+# The rate comes from busy_rounds fresh processes (the summary takes the median of their
+# ratios): in one process every round alone, or every round among the pairs, could fall
+# in one of the guest's slow spells (0.59 and 2.00 in two boots with one process).
 busy_run() {
-  local cg=/tmp/busy-cg dump alone among
-  timeout 1800 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --msgs 2 --busy-msgs 3000 \
-    > "$out/busy.txt" 2>&1 || echo "scale: busy: FAIL (rate run)" >> "$out/busy.txt"
+  local cg=/tmp/busy-cg dump alone among r
+  : > "$out/busy.txt"
+  for ((r = 1; r <= busy_rounds; r++)); do
+    timeout 1800 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --msgs 2 --busy-msgs 3000 \
+      >> "$out/busy.txt" 2>&1 || echo "scale: busy: FAIL (rate run $r)" >> "$out/busy.txt"
+  done
   rm -rf "$cg" && mkdir -p "$cg"
   (cd "$cg" && timeout 1200 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=drv_isend \
     --toggle-collect=drv_irecv --toggle-collect=drv_test "$LAB_BIN/mcp-scale" --plugin "$mcp_so" \
