@@ -6,7 +6,7 @@
 # On the host (builds nothing; build first):
 #
 #   MCPNET_REF_PLUGIN=/path/to/libnccl-net.so test/lab/bench-targets.sh \
-#     [--scale "256 1024 4096"] [--bw-rounds N] [--close-rounds N] [--quick]
+#     [--scale "256 1024 4096"] [--bw-rounds N] [--close-rounds N] [--busy-rounds N] [--quick]
 #     [--parts "lat bw cpu pkts scale busy"]
 #
 # boots the single lab with the vCPUs pinned and runs itself in the guest. The optional
@@ -77,6 +77,7 @@ while [ $# -gt 0 ]; do
     --scale) scale_pairs=$2; shift 2 ;;
     --bw-rounds) bw_rounds=$2; conn_rounds=$2; shift 2 ;;
     --close-rounds) close_rounds=$2; shift 2 ;;
+    --busy-rounds) busy_rounds=$2; shift 2 ;;
     --quick) rounds=1 bw_rounds=1 conn_rounds=1 close_rounds=1 busy_rounds=1; shift ;;
     --parts) parts=" $2 "; shift 2 ;;
     *) lab_fail "bench-targets: unknown argument $1" ;;
