@@ -58,6 +58,20 @@ def read(path):
         return ""
 
 
+def scale_figures(text):
+    """One mcp-scale run's figures: ok, open and close seconds, KiB per pair resident and
+    of MemAvailable (None for what the run did not print)."""
+    d = {"ok": "scale: ok" in text}
+    for key, pat in (("open", r"opened \d+ pairs in ([\d.]+) s"), ("close", r"closed \d+ pairs in ([\d.]+) s"),
+                     ("rss", r"memory after data: VmRSS ([-+\d.]+) KiB"),
+                     ("avail", r"memory after data: .*MemAvailable ([-+\d.]+) KiB")):
+        mm = re.search(pat, text)
+        d[key] = float(mm.group(1)) if mm else None
+    if d["avail"] is not None:
+        d["avail"] = -d["avail"]  # printed as the change of MemAvailable: a drop is negative
+    return d
+
+
 def size_name(s):
     return f"{s // 1048576} MiB" if s >= 1048576 else f"{s // 1024} KiB" if s >= 1024 else f"{s} B"
 
@@ -158,16 +172,7 @@ def main():
     scale = {}
     for f in glob.glob(f"{out}/scale_*_*.txt"):
         who, n = re.match(r".*/scale_(\w+?)_(\d+)\.txt$", f).groups()
-        t = read(f)
-        d = {"ok": "scale: ok" in t}
-        for key, pat in (("open", r"opened \d+ pairs in ([\d.]+) s"), ("close", r"closed \d+ pairs in ([\d.]+) s"),
-                         ("rss", r"memory after data: VmRSS ([-+\d.]+) KiB"),
-                         ("avail", r"memory after data: .*MemAvailable ([-+\d.]+) KiB")):
-            mm = re.search(pat, t)
-            d[key] = float(mm.group(1)) if mm else None
-        if d["avail"] is not None:
-            d["avail"] = -d["avail"]  # printed as the change of MemAvailable: a drop is negative
-        scale[(who, int(n))] = d
+        scale[(who, int(n))] = scale_figures(read(f))
     m1, r1 = scale.get(("mcp", 1024)), scale.get(("ref", 1024))
     if m1 and m1["rss"] is not None:
         target("resident KiB per pair at 1,024 pairs", "<= 180", f"{m1['rss']:.1f}", "one run", m1["rss"] <= 180)
@@ -182,12 +187,14 @@ def main():
     def closes(who, first):
         v = {1: first["close"]} if first else {}
         for f in glob.glob(f"{out}/close_{who}_1024_*.txt"):
-            mm = re.search(r"closed \d+ pairs in ([\d.]+) s", read(f))
-            v[int(re.search(r"_(\d+)\.txt$", f).group(1))] = float(mm.group(1)) if mm else None
+            v[int(re.search(r"_(\d+)\.txt$", f).group(1))] = scale_figures(read(f))["close"]
         return v
 
     cm, cr = closes("mcp", m1), closes("ref", r1)
     both = [(cm[k], cr[k]) for k in sorted(cm) if cm[k] and cr.get(k)]
+    # the rounds in order, for the printout and targets.md
+    close_rounds = ("mcpnet " + ", ".join(f"{x:.2f}" for x, _ in both) + " s; IB plugin "
+                    + ", ".join(f"{y:.2f}" for _, y in both) + " s")
     if both:
         a, b = st.median([x for x, _ in both]), st.median([y for _, y in both])
         qs = [x / y for x, y in both]
@@ -254,8 +261,7 @@ def main():
                      f"{d['close']} s, VmRSS {d['rss']} KiB/pair, MemAvailable {d['avail']} KiB/pair"
                      + ("" if d["ok"] else "  (FAILED: see scale_*.txt)"))
     if len(both) > 1:
-        lines.append("close 1,024 pairs by round: mcpnet " + ", ".join(f"{x:.2f}" for x, _ in both)
-                     + " s; IB plugin " + ", ".join(f"{y:.2f}" for _, y in both) + " s")
+        lines.append(f"close 1,024 pairs by round: {close_rounds}")
     lines.append("## packets per one-way 8 B message (rxe sent_pkts; WRs and completions derived, not counted)")
     for who in ("mcpnet", "ref", "perftest"):
         if who in pk:
@@ -297,9 +303,8 @@ def main():
                       f"{f(d['rss'])} | {f(d['avail'])} |" + ("" if d["ok"] else " failed"))
         if len(both) > 1:
             md.append("")
-            md.append(f"Close of 1,024 pairs in {len(both)} alternating rounds (the table's is the first): mcpnet "
-                      + ", ".join(f"{x:.2f}" for x, _ in both) + " s; IB plugin "
-                      + ", ".join(f"{y:.2f}" for _, y in both) + " s.")
+            md.append(f"Close of 1,024 pairs in {len(both)} alternating rounds (the table's is the first): "
+                      f"{close_rounds}.")
     if pk:
         md.append("")
         md.append("| per one-way 8 B message | packets (counted) | WRs and completions (from the protocol) |")
