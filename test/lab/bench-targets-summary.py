@@ -204,25 +204,30 @@ def main():
     else:
         target("close 1,024 pairs / IB plugin", "<= 1.00", f"{m1['close']} s / -" if m1 else "-", "-", None)
 
-    # many idle comms + one busy (mcp-scale --busy-msgs): the busy pair's rate among 1,024
-    # pairs relative to alone, and its instructions per message among them and alone
+    # many idle comms + one busy (mcp-scale --busy-turns): the busy pair's rate in a process
+    # with 1,024 pairs open against one with that pair alone, the two in turns, and its
+    # instructions per message among them and alone (callgrind, one process)
     busy = read(f"{out}/busy.txt")
-    # Each process's rate is a median of rounds against the median alone; with several
-    # processes the figure is the median of theirs, and the spread gives their range and
-    # that of all single rounds.
-    mr = re.findall(r"scale: busy: \d+ verified messages per round; with (\d+) pairs open the busy pair ran at "
-                    r"([\d.]+) times .*?single rounds ([\d.]+)-([\d.]+)", busy)
+    # The i-th round among all and the i-th alone ran one right after the other, so a slow
+    # spell of the guest mostly falls on both: a process pair's ratio is the median of
+    # its rounds' ratios. With several pairs the figure is the median of theirs, and the
+    # spread gives their range and that of the single rounds' ratios.
+    turns = re.findall(r"scale: busy: \d+ verified messages per round, in turns with (\d+) pairs? open; "
+                       r"msg/s per round:([\d. ]+)", busy)
+    pairs = [(list(map(float, a[1].split())), list(map(float, b[1].split())))
+             for a, b in zip(turns, turns[1:]) if int(a[0]) > 1 and int(b[0]) == 1]
     mi = re.search(r"scale: busy: instructions for (\d+) messages: (\d+) alone, (\d+) among", busy)
-    if mr and mi:
-        rates, n = [float(m[1]) for m in mr], int(mi.group(1))
-        rate = st.median(rates)
-        rr = (min(float(m[2]) for m in mr), max(float(m[3]) for m in mr))
-        pr = (min(rates), max(rates)) if len(rates) > 1 else rr
+    if pairs and mi:
+        rates = [st.median([x / y for x, y in zip(a, b)]) for a, b in pairs]
+        singles = [x / y for a, b in pairs for x, y in zip(a, b)]
+        rate, n = st.median(rates), int(mi.group(1))
+        # one pair: its single rounds say how sure its verdict is
+        pr = (min(rates), max(rates)) if len(rates) > 1 else (min(singles), max(singles))
         alone, among = int(mi.group(2)) / n, int(mi.group(3)) / n
-        procs = f"{len(rates)} processes {pr[0]:.2f}-{pr[1]:.2f}; " if len(rates) > 1 else ""
+        procs = f"{len(rates)} process pairs {pr[0]:.2f}-{pr[1]:.2f}; " if len(rates) > 1 else ""
         target("1,024 idle + 1 busy / 1 comm", "rate >= 0.90, instr <= 1.10",
                f"rate {rate:.2f}, instr {among / alone:.3f} ({among:.0f} / {alone:.0f})",
-               f"{procs}{rounds_text(rr)}instructions: one run each",
+               f"{procs}{rounds_text((min(singles), max(singles)))}instructions: one run each",
                rate >= 0.9 and among / alone <= 1.1, unsure=among / alone <= 1.1 and pr[0] < 0.9 <= pr[1])
     else:
         target("1,024 idle + 1 busy / 1 comm", "within 10%", "-", "-", None)

@@ -31,9 +31,9 @@
 # - scale: bin/mcp-scale at each --scale pair count for mcpnet and the reference
 #   (open and close time, resident KiB per pair, the guest's MemAvailable per pair),
 #   and at 1,024 pairs 3 rounds of each, alternating, for the close target;
-# - many idle comms + one busy: mcp-scale --busy-msgs, its rate among 1,024 idle pairs
-#   against alone (3 processes), and its instructions per message under callgrind
-#   (busy_run below).
+# - many idle comms + one busy: mcp-scale --busy-turns, its rate among 1,024 idle pairs
+#   against alone (3 process pairs in turns), and its instructions per message under
+#   callgrind (busy_run below).
 # Results land in /run/lab (the run's folder on the host): every JSON and text output,
 # summary.txt and targets.md (the README block; scripts/update-bench-readme puts it in).
 set -uo pipefail
@@ -205,21 +205,37 @@ if [[ " $scale_pairs " == *" 1024 "* ]] && [ -n "$ref" ]; then
   done
 fi
 
-# --- many idle comms + one busy: mcp-scale --busy-msgs moves verified 8 B messages on
-# pair 0 alone, among all 1,024 pairs and alone again, and prints the rate among them
-# relative to alone. Instructions per message: the same under callgrind with
-# --busy-cost (each call made only once its work is done), collecting only inside the
-# data-path calls; mcp-scale dumps callgrind's counts after each run, so the dumps
-# "busy alone" and "busy among all" hold the two runs' instructions.
-# The rate comes from busy_rounds fresh processes (the summary takes the median of their
-# ratios): in one process every round alone, or every round among the pairs, could fall
-# in one of the guest's slow spells (0.59 and 2.00 in two boots with one process).
+# --- many idle comms + one busy: the rate of 8 B messages on one pair in a process with
+# 1,024 pairs open against one with that pair alone, the two processes in turns
+# (mcp-scale --busy-turns: 15 rounds of 3,000 verified messages each, alternating one
+# round at a time, both pinned to one vCPU), so that the guest's slow spells, which last
+# seconds, fall on both alike; measured one after the other in one process (alone, among
+# all, alone again) the ratio ranged 0.6-1.4 with the same calls and instructions per
+# message. busy_rounds process pairs, who goes first alternating; the summary takes the
+# median of their ratios. Instructions per message: under callgrind with --busy-cost (each
+# call made only once its work is done) in one process, collecting only inside the
+# data-path calls; mcp-scale dumps callgrind's counts after each phase, so the dumps
+# "busy alone" and "busy among all" hold the two phases' instructions.
 busy_run() {
-  local cg=/tmp/busy-cg dump alone among r
+  local cg=/tmp/busy-cg dump alone among r lead pid rc
   : > "$out/busy.txt"
   for ((r = 1; r <= busy_rounds; r++)); do
-    timeout 1800 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --msgs 2 --busy-msgs 3000 \
-      >> "$out/busy.txt" 2>&1 || echo "scale: busy: FAIL (rate run $r)" >> "$out/busy.txt"
+    rm -f /tmp/busy-a.fifo /tmp/busy-b.fifo && mkfifo /tmp/busy-a.fifo /tmp/busy-b.fifo
+    if ((r % 2)); then lead=among; else lead=alone; fi
+    # A process whose partner failed gives up at its next turn's deadline (mcp-scale).
+    taskset -c 1 timeout 900 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1024 --msgs 2 --busy-msgs 3000 \
+      --busy-turns "/tmp/busy-a.fifo,/tmp/busy-b.fifo,$([ $lead = among ] && echo lead || echo follow)" \
+      > "$out/busy_among_$r.txt" 2>&1 &
+    pid=$!
+    taskset -c 1 timeout 900 "$LAB_BIN/mcp-scale" --plugin "$mcp_so" --pairs 1 --msgs 2 --busy-msgs 3000 \
+      --busy-turns "/tmp/busy-b.fifo,/tmp/busy-a.fifo,$([ $lead = alone ] && echo lead || echo follow)" \
+      > "$out/busy_alone_$r.txt" 2>&1
+    rc=$?
+    if wait $pid && [ $rc = 0 ]; then
+      cat "$out/busy_among_$r.txt" "$out/busy_alone_$r.txt" >> "$out/busy.txt"
+    else
+      echo "scale: busy: FAIL (turns run $r: see busy_among_$r.txt and busy_alone_$r.txt)" >> "$out/busy.txt"
+    fi
   done
   rm -rf "$cg" && mkdir -p "$cg"
   (cd "$cg" && timeout 1200 valgrind --tool=callgrind --collect-atstart=no --toggle-collect=drv_isend \

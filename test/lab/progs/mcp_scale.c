@@ -28,12 +28,24 @@
  * does), so that under callgrind, collecting in drv_isend/drv_irecv/drv_test, each
  * phase's dump (CALLGRIND_DUMP_STATS_AT "busy ...") holds the plugin's instructions for
  * exactly M messages.
+ *
+ * With --busy-turns IN,OUT,lead|follow the rate is measured by two processes in turns
+ * instead (mcp-scale --pairs 1024 and mcp-scale --pairs 1, say), so that the guest's
+ * slow spells, which last seconds, fall on both alike: each opens its pairs and moves
+ * their data, then runs BUSY_TURN_ROUNDS rounds on pair 0, one at a time, passing a
+ * byte through two FIFOs (IN to wait for its turn, OUT to give it back): the follower
+ * says it is ready, then lead and follow alternate, lead first. The phases before and
+ * after are left out; each process prints its rounds' rates, which the caller pairs.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__has_include)
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -50,7 +62,10 @@
 #define BUSY_DEPTH 8 /* receives posted ahead on the busy pair, as NCCL's steps allow */
 #define BUSY_SIZE 8
 #define BUSY_MAX_SETTLE_NS 20000000L
-#define BUSY_ROUNDS 5 /* rounds a phase, when measuring the rate */
+#define BUSY_ROUNDS 5         /* rounds a phase, when measuring the rate */
+#define BUSY_TURN_ROUNDS 15   /* rounds in turns with another process (--busy-turns) */
+#define BUSY_TURN_FIRST_S 300 /* the first turn waits while the other opens its pairs */
+#define BUSY_TURN_NEXT_S 60   /* a round lasts a fraction of a second */
 
 static long status_kib(const char *path, const char *key)
 {
@@ -136,7 +151,7 @@ static void report(const char *what, const struct snap *a, const struct snap *b,
 /* What one busy phase did: each round's time, calls made, and those that found their
  * work unfinished (a NULL request, or test not done). */
 struct busy_stats {
-  double secs[BUSY_ROUNDS];
+  double secs[BUSY_TURN_ROUNDS];
   int rounds;
   long calls, misses, bad;
 };
@@ -265,6 +280,91 @@ static int busy_phase(struct mcp_drive *d, void *sc, void *rc, void *smh, void *
   return 0;
 }
 
+/* --busy-turns: the FIFO to wait on for our turn, the one to give it back through. */
+struct busy_turns {
+  int in, out, lead;
+};
+
+/* "IN,OUT,lead|follow". Both FIFOs are opened read-write, which never waits for the
+ * other process; so that one that went away does not leave us waiting, each turn is
+ * waited for with a deadline instead (the first while the other opens its pairs). */
+static int busy_turns_open(const char *spec, struct busy_turns *t)
+{
+  char in[256], out[256], role[16];
+
+  if (sscanf(spec, "%255[^,],%255[^,],%15s", in, out, role) != 3 ||
+      (strcmp(role, "lead") != 0 && strcmp(role, "follow") != 0)) {
+    printf("scale: FAIL: --busy-turns takes IN,OUT,lead or IN,OUT,follow, not \"%s\"\n", spec);
+    return -1;
+  }
+  t->lead = !strcmp(role, "lead");
+  t->out = open(out, O_RDWR);
+  t->in = t->out < 0 ? -1 : open(in, O_RDWR);
+  if (t->in < 0) {
+    printf("scale: FAIL: --busy-turns: cannot open %s: %s\n", t->out < 0 ? out : in, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+/* Waits up to secs for our turn: 0 when it came, -1 (said why) when it did not. */
+static int busy_turn_wait(const struct busy_turns *t, int secs)
+{
+  struct pollfd p = {.fd = t->in, .events = POLLIN};
+  double end = drv_now() + secs;
+  char b;
+  int n;
+
+  for (;;) {
+    n = poll(&p, 1, 1000);
+    if (n == 1 && read(t->in, &b, 1) == 1)
+      return 0;
+    if (n < 0 && errno != EINTR)
+      break;
+    if (drv_now() > end) {
+      printf("scale: FAIL: --busy-turns: the other process did not give the turn within %d s\n", secs);
+      return -1;
+    }
+  }
+  printf("scale: FAIL: --busy-turns: waiting for the turn: %s\n", strerror(errno));
+  return -1;
+}
+
+static int busy_turn_give(const struct busy_turns *t)
+{
+  char b = 't';
+
+  if (write(t->out, &b, 1) == 1)
+    return 0;
+  printf("scale: FAIL: --busy-turns: giving the turn back: %s\n", strerror(errno));
+  return -1;
+}
+
+/* BUSY_TURN_ROUNDS rounds, each in our turn: the follower first says it is ready (its
+ * pairs are open), then the two alternate, lead first, and the lead goes on only once
+ * the follower's last round is over. */
+static int busy_phase_turns(struct mcp_drive *d, void *sc, void *rc, void *smh, void *rmh, uint8_t *sb,
+                            uint8_t *rb, int msgs, const struct busy_turns *t, struct busy_stats *st)
+{
+  int r;
+
+  memset(st, 0, sizeof(*st));
+  if (!t->lead && busy_turn_give(t) != 0)
+    return -1;
+  for (r = 0; r < BUSY_TURN_ROUNDS; r++) {
+    if (busy_turn_wait(t, r == 0 ? BUSY_TURN_FIRST_S : BUSY_TURN_NEXT_S) != 0)
+      return -1;
+    if (busy_run(d, sc, rc, smh, rmh, sb, rb, msgs, 0, st) != 0) {
+      printf("scale: FAIL: busy pair in turns: a call returned an error\n");
+      return -1;
+    }
+    if (busy_turn_give(t) != 0)
+      return -1;
+  }
+  /* The lead waits out the follower's last round: its close must not run beside it. */
+  return t->lead ? busy_turn_wait(t, BUSY_TURN_NEXT_S) : 0;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
   double x = *(const double *)a, y = *(const double *)b;
@@ -277,7 +377,7 @@ static int cmp_double(const void *a, const void *b)
 static double busy_median(int msgs, const struct busy_stats *a, const struct busy_stats *b, double *lo,
                           double *hi)
 {
-  double rate[2 * BUSY_ROUNDS];
+  double rate[2 * BUSY_TURN_ROUNDS];
   int n = 0, i;
 
   for (i = 0; i < a->rounds; i++)
@@ -314,6 +414,8 @@ int main(int argc, char **argv)
   struct snap s0, s1, s2, s3;
   double t0, t_open, t_data, t_close, deadline, left;
   struct busy_stats busy[3];
+  struct busy_turns turns;
+  const char *turns_spec = NULL;
   void *bsmh = NULL, *brmh = NULL;
   uint8_t *bsbuf = NULL, *brbuf = NULL;
 
@@ -328,16 +430,22 @@ int main(int argc, char **argv)
       busy_msgs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--busy-cost"))
       busy_cost = 1;
+    else if (!strcmp(argv[i], "--busy-turns") && i + 1 < argc)
+      turns_spec = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--plugin SO] [--pairs N] [--msgs M] [--busy-msgs M [--busy-cost]]\n",
+      fprintf(stderr,
+              "usage: %s [--plugin SO] [--pairs N] [--msgs M] [--busy-msgs M [--busy-cost | --busy-turns "
+              "IN,OUT,lead|follow]]\n",
               argv[0]);
       return 2;
     }
   }
-  if (n < 1 || msgs < 1 || busy_msgs < 0 || (busy_msgs > 0 && n < 2)) {
+  if (n < 1 || msgs < 1 || busy_msgs < 0 || (busy_msgs > 0 && n < 2 && turns_spec == NULL) ||
+      (turns_spec != NULL && (busy_msgs == 0 || busy_cost))) {
     fprintf(stderr,
             "mcp-scale: --pairs and --msgs must be at least 1, --busy-msgs at least 0 (and then "
-            "--pairs at least 2)\n");
+            "--pairs at least 2, or 1 with --busy-turns); --busy-turns needs --busy-msgs and not "
+            "--busy-cost\n");
     return 2;
   }
   sc = calloc((size_t)n, sizeof(*sc));
@@ -380,7 +488,7 @@ int main(int argc, char **argv)
   t_open = 0;
   deadline = t0 + 60 + (double)n;
   for (i = 0; i < n; i++) {
-    if (i == 1 && busy_msgs > 0) {
+    if (i == 1 && busy_msgs > 0 && turns_spec == NULL) {
       t_open += drv_now() - t0;
       if (drv_regmr(&drv, sc[0], bsbuf, 4096, &bsmh) != ncclSuccess ||
           drv_regmr(&drv, rc[0], brbuf, 4096, &brmh) != ncclSuccess) {
@@ -405,6 +513,12 @@ int main(int argc, char **argv)
   }
   t_open += drv_now() - t0;
   take(&s1);
+  if (turns_spec != NULL &&
+      (drv_regmr(&drv, sc[0], bsbuf, 4096, &bsmh) != ncclSuccess ||
+       drv_regmr(&drv, rc[0], brbuf, 4096, &brmh) != ncclSuccess)) {
+    printf("scale: FAIL: regMr of the busy pair's buffers\n");
+    return 1;
+  }
   printf("scale: opened %d pairs in %.2f s (%.2f ms per pair)\n", n, t_open, 1000 * t_open / n);
   fflush(stdout);
 
@@ -475,7 +589,12 @@ int main(int argc, char **argv)
   report("after open", &s0, &s1, n);
   report("after data", &s0, &s2, n);
   fflush(stdout);
-  if (busy_msgs > 0) {
+  if (turns_spec != NULL) {
+    if (busy_turns_open(turns_spec, &turns) != 0 ||
+        busy_phase_turns(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, &turns, &busy[1]) != 0)
+      return 1;
+    busy_report("in turns", n, busy_msgs, &busy[1]);
+  } else if (busy_msgs > 0) {
     CALLGRIND_DUMP_STATS_AT("before busy among all");
     if (busy_phase(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[1]) != 0) {
       printf("scale: FAIL: busy pair among %d: a call returned an error\n", n);
@@ -491,7 +610,7 @@ int main(int argc, char **argv)
   t_close = 0;
   for (j = 1; j <= n; j++) {
     i = j % n; /* pair 0 last */
-    if (i == 0 && busy_msgs > 0) {
+    if (i == 0 && busy_msgs > 0 && turns_spec == NULL) {
       t_close += drv_now() - t0;
       CALLGRIND_DUMP_STATS_AT("before busy alone again");
       if (busy_phase(&drv, sc[0], rc[0], bsmh, brmh, bsbuf, brbuf, busy_msgs, busy_cost, &busy[2]) != 0) {
@@ -501,6 +620,8 @@ int main(int argc, char **argv)
       CALLGRIND_DUMP_STATS_AT("busy alone again");
       busy_report("alone again", 1, busy_msgs, &busy[2]);
       t0 = drv_now();
+    }
+    if (i == 0 && busy_msgs > 0) {
       if (drv_deregmr(&drv, sc[0], bsmh) != ncclSuccess || drv_deregmr(&drv, rc[0], brmh) != ncclSuccess) {
         printf("scale: FAIL: deregMr of the busy pair's buffers\n");
         return 1;
@@ -518,7 +639,17 @@ int main(int argc, char **argv)
   report("left after close", &s0, &s3, n);
   drv_close_listen(&drv, lc);
   drv_finalize(&drv);
-  if (busy_msgs > 0) {
+  if (turns_spec != NULL) {
+    if (busy[1].bad > 0) {
+      printf("scale: FAIL: busy pair: %ld message(s) arrived wrong\n", busy[1].bad);
+      return 1;
+    }
+    printf("scale: busy: %d verified messages per round, in turns with %d %s open; msg/s per round:",
+           busy_msgs, n, n == 1 ? "pair" : "pairs");
+    for (i = 0; i < busy[1].rounds; i++)
+      printf(" %.0f", busy[1].secs[i] > 0 ? busy_msgs / busy[1].secs[i] : 0.0);
+    printf("\n");
+  } else if (busy_msgs > 0) {
     double lo, hi, among = busy_median(busy_msgs, &busy[1], NULL, &lo, &hi);
     double alone = busy_median(busy_msgs, &busy[0], &busy[2], NULL, NULL);
 
