@@ -151,7 +151,7 @@ static void report(const char *what, const struct snap *a, const struct snap *b,
 /* What one busy phase did: each round's time, calls made, and those that found their
  * work unfinished (a NULL request, or test not done). */
 struct busy_stats {
-  double secs[BUSY_TURN_ROUNDS];
+  double start[BUSY_TURN_ROUNDS], secs[BUSY_TURN_ROUNDS];
   int rounds;
   long calls, misses, bad;
 };
@@ -261,6 +261,7 @@ static int busy_run(struct mcp_drive *d, void *sc, void *rc, void *smh, void *rm
       settle_ns *= 2;
     }
   }
+  st->start[st->rounds] = t0;
   st->secs[st->rounds++] = drv_now() - t0;
   return 0;
 }
@@ -648,6 +649,11 @@ int main(int argc, char **argv)
            busy_msgs, n, n == 1 ? "pair" : "pairs");
     for (i = 0; i < busy[1].rounds; i++)
       printf(" %.0f", busy[1].secs[i] > 0 ? busy_msgs / busy[1].secs[i] : 0.0);
+    /* The rounds' times on the guest's monotonic clock, which both processes share: that
+     * the two took turns can be checked. */
+    printf("\nscale: busy: in turns, each round's start and end (CLOCK_MONOTONIC s):");
+    for (i = 0; i < busy[1].rounds; i++)
+      printf(" %.6f-%.6f", busy[1].start[i], busy[1].start[i] + busy[1].secs[i]);
     printf("\n");
   } else if (busy_msgs > 0) {
     double lo, hi, among = busy_median(busy_msgs, &busy[1], NULL, &lo, &hi);

@@ -12,7 +12,8 @@
 # target is within 10%; a shared, emulated lab cannot hold a rate to 10%). Last, the way
 # bench-targets measures that rate: a process with 256 pairs and one with 1 take turns
 # (--busy-turns, 15 rounds each through two FIFOs); asserted is that both finish every
-# round with verified data and report each round's rate.
+# round with verified data and report each round's rate, and that their rounds
+# alternated without overlapping (their times on the guest's monotonic clock).
 set -euo pipefail
 . "$LAB_LIB"
 ulimit -l unlimited
@@ -50,6 +51,19 @@ for n in 256 1024; do
 done
 
 # The busy rate in turns: two processes, 15 rounds each, one round at a time.
+# turns_alternate FILE...: the rounds of the files' processes, sorted by start, come from
+# each file in turn, and none starts before the one before it ended.
+turns_alternate() {
+  local f i=0
+  for f in "$@"; do
+    i=$((i + 1))
+    sed -n "s/^scale: busy: in turns, each round's start and end [^:]*://p" "$f" | tr ' ' '\n' |
+      sed -n "s/^\([0-9.]*\)-\([0-9.]*\)$/\1 \2 $i/p"
+  done | sort -n | awk -v files=$# '
+    NR > 1 && ($1 < end || $3 == who) { bad = 1 }
+    { end = $2; who = $3 }
+    END { exit !(NR == 15 * files && !bad) }'
+}
 rm -f /tmp/turn-a /tmp/turn-b && mkfifo /tmp/turn-a /tmp/turn-b
 so=$MCPNET_BUILD_DIR/plugin/libnccl-net-mcp.so
 timeout 400 "$LAB_BIN/mcp-scale" --plugin "$so" --pairs 256 --msgs 2 --busy-msgs 300 \
@@ -67,3 +81,5 @@ for who in "256 pairs:among" "1 pair:alone"; do
   lab_grep "^scale: busy: 300 verified messages per round, in turns with ${who%%:*} open; msg/s per round:( [0-9]+){15}$" \
     "/tmp/turns.${who#*:}" "busy pair in turns with ${who%%:*} open: every message verified, each round's rate"
 done
+lab_check "busy pair in turns: 30 rounds, alternating between the processes, none overlapping" \
+  turns_alternate /tmp/turns.among /tmp/turns.alone
