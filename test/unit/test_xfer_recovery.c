@@ -154,6 +154,91 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
   return 0;
 }
 
+/* The N receives and N sends of one run, and which of them have completed. */
+struct flight {
+  void *r[N], *s[N];
+  int rdone[N], sdone[N], rsize[N];
+  int left;
+};
+
+/* Posts the N receives (4 KiB each) and fills the send buffer: message i has size0 + i
+ * bytes of pattern pat0 + i. */
+static void post_recvs(struct fake_pair *p, void *rmh, struct flight *f, size_t size0, unsigned pat0)
+{
+  int i;
+
+  memset(f, 0, sizeof(*f));
+  f->left = 2 * N;
+  memset(rbuf, 0, sizeof(rbuf));
+  for (i = 0; i < N; i++) {
+    void *data = rbuf + i * 4096, *mh = rmh;
+    size_t size = 4096;
+    int tag = 1;
+    f->r[i] = (void *)0xbad;
+    CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &f->r[i]), ncclSuccess);
+    fake_pattern(sbuf + i * 4096, size0 + (size_t)i, pat0 + (unsigned)i);
+  }
+}
+
+static void post_sends(struct fake_pair *p, void *smh, struct flight *f, size_t size0)
+{
+  int i;
+
+  for (i = 0; i < N; i++) {
+    f->s[i] = NULL;
+    CHECK_EQ_INT(mcp_net_isend(p->send, sbuf + i * 4096, size0 + (size_t)i, 1, smh, &f->s[i]), ncclSuccess);
+    CHECK(f->s[i] != NULL);
+  }
+}
+
+/* One round of NCCL's proxy: test every request still in flight. Returns how many tests
+ * failed; stops at the first unless `past_failure`, which also leaves a failed sender's
+ * requests alone (the receiver's side of a comm that gave up). */
+static int test_round(struct fake_pair *p, struct flight *f, int past_failure)
+{
+  int i, failed = 0;
+
+  for (i = 0; i < N && (past_failure || failed == 0); i++) {
+    int done = 0, size = -1;
+    ncclResult_t rc;
+
+    if (!f->rdone[i]) {
+      fake_comm_check_due(p->recv);
+      rc = mcp_net_test(f->r[i], &done, &size);
+      failed += rc != ncclSuccess;
+      if (rc == ncclSuccess && done) {
+        f->rdone[i] = 1;
+        f->rsize[i] = size;
+        f->left--;
+      }
+    }
+    if (!f->sdone[i] && (past_failure ? fake_comm_error(p->send) == 0 : failed == 0)) {
+      fake_comm_check_due(p->send);
+      rc = mcp_net_test(f->s[i], &done, NULL);
+      failed += rc != ncclSuccess;
+      if (rc == ncclSuccess && done) {
+        f->sdone[i] = 1;
+        f->left--;
+      }
+    }
+  }
+  return failed;
+}
+
+/* How many times each seq (1..N) was written with its immediate since the posts' log was
+ * reset: again[seq]. */
+static void count_writes(int *again)
+{
+  const struct fake_post *log;
+  int i, n = fake_posts(&log);
+
+  memset(again, 0, (N + 1) * sizeof(*again));
+  for (i = 0; i < n; i++)
+    if (log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
+        MCP_IMM_SEQ(log[i].imm) >= 1 && MCP_IMM_SEQ(log[i].imm) <= N)
+      again[MCP_IMM_SEQ(log[i].imm)]++;
+}
+
 /* The link goes down under eight messages: 1-3 acknowledged, 4-5 landed without their
  * acknowledgements, 6-8 lost. Only the sender's adapter reports it (both = 0), or both
  * adapters do (both = 1). roce: both ends are RoCE ports whose GID the recovery looks
@@ -166,17 +251,13 @@ static void run(int both, int roce)
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
   struct mcp_mr *smh, *rmh;
-  const struct fake_post *log;
-  void *r[N], *s[N];
-  int rdone[N] = {0}, sdone[N] = {0}, rsize[N], again[N + 1] = {0};
-  int i, n, turn, left = 2 * N;
-  ncclResult_t rc;
+  struct flight f;
+  int i, turn, again[N + 1];
 
   fake_verbs_install();
   p = fake_pair_make(&o);
   smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
   rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
-  memset(rbuf, 0, sizeof(rbuf));
   CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
@@ -187,21 +268,10 @@ static void run(int both, int roce)
     lookups_on(p, roce == 2 ? -1 : 3); /* after the flap the kernel put our GID at index 3 */
   }
 
-  for (i = 0; i < N; i++) {
-    void *data = rbuf + i * 4096, *mh = rmh;
-    size_t size = 4096;
-    int tag = 1;
-    r[i] = (void *)0xbad;
-    CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r[i]), ncclSuccess);
-    fake_pattern(sbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i));
-  }
+  post_recvs(p, rmh, &f, 100, 40);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
-  for (i = 0; i < N; i++) {
-    s[i] = NULL;
-    CHECK_EQ_INT(mcp_net_isend(p->send, sbuf + i * 4096, 100 + (size_t)i, 1, smh, &s[i]), ncclSuccess);
-    CHECK(s[i] != NULL);
-  }
+  post_sends(p, smh, &f, 100);
   fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 3);
   fake_pair_break(p, FAKE_SEND_SIDE, 0, 1);
   fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 2);
@@ -212,33 +282,12 @@ static void run(int both, int roce)
   fake_posts_reset();
 
   /* NCCL's proxy: test every request in flight, round after round. */
-  for (turn = 0; turn < TURNS && left > 0; turn++) {
-    for (i = 0; i < N; i++) {
-      int done = 0, size = -1;
-      if (!rdone[i]) {
-        fake_comm_check_due(p->recv);
-        rc = mcp_net_test(r[i], &done, &size);
-        CHECK_EQ_INT(rc, ncclSuccess);
-        if (rc != ncclSuccess)
-          goto out;
-        if (done) {
-          rdone[i] = 1;
-          rsize[i] = size;
-          left--;
-        }
-      }
-      if (!sdone[i]) {
-        fake_comm_check_due(p->send);
-        rc = mcp_net_test(s[i], &done, NULL);
-        CHECK_EQ_INT(rc, ncclSuccess);
-        if (rc != ncclSuccess)
-          goto out;
-        if (done) {
-          sdone[i] = 1;
-          left--;
-        }
-      }
-    }
+  for (turn = 0; turn < TURNS && f.left > 0; turn++) {
+    int failed = test_round(p, &f, 0);
+
+    CHECK_EQ_INT(failed, 0);
+    if (failed != 0)
+      goto out;
     mcp_oob_progress();
     now_ns += 1000000ull; /* 1 ms of the recovery's clock per round of calls */
     if (turn % 4 == 3)
@@ -252,18 +301,14 @@ static void run(int both, int roce)
       atomic_store(&gid_answer, 3);
     }
   }
-  CHECK_EQ_INT(left, 0);
+  CHECK_EQ_INT(f.left, 0);
   for (i = 0; i < N; i++) {
-    CHECK_EQ_INT(rdone[i], 1);
-    CHECK_EQ_INT(rdone[i] ? rsize[i] : 100 + i, 100 + i);
+    CHECK_EQ_INT(f.rdone[i], 1);
+    CHECK_EQ_INT(f.rdone[i] ? f.rsize[i] : 100 + i, 100 + i);
     CHECK(fake_same(rbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
   }
   /* Exactly once: 4-5 completed from the receiver's table, 6-8 written again once. */
-  n = fake_posts(&log);
-  for (i = 0; i < n; i++)
-    if (log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
-        MCP_IMM_SEQ(log[i].imm) >= 1 && MCP_IMM_SEQ(log[i].imm) <= N)
-      again[MCP_IMM_SEQ(log[i].imm)]++;
+  count_writes(again);
   for (i = 1; i <= N; i++)
     CHECK_EQ_INT(again[i], i <= 5 ? 0 : 1);
   CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
@@ -307,38 +352,23 @@ static void run_fused(int stays_down)
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
   void *smh, *rmh;
-  const struct fake_post *log;
-  void *r[N], *s[N];
-  int rdone[N] = {0}, sdone[N] = {0}, rsize[N], again[N + 1] = {0};
-  int i, n, turn, left = 2 * N, failed = 0;
-  ncclResult_t rc;
+  struct flight f;
+  int i, turn, again[N + 1], failed = 0;
 
   fake_verbs_install();
   p = fake_pair_make(&o);
   smh = fake_pair_reg_mh(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
   rmh = fake_pair_reg_mh(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
-  memset(rbuf, 0, sizeof(rbuf));
   CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = stays_down ? 2 : 30;
   loglen = 0;
 
-  for (i = 0; i < N; i++) {
-    void *data = rbuf + i * 4096, *mh = rmh;
-    size_t size = 4096;
-    int tag = 1;
-    r[i] = (void *)0xbad;
-    CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r[i]), ncclSuccess);
-    fake_pattern(sbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i));
-  }
+  post_recvs(p, rmh, &f, 200, 60);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 1, 1); /* member 1's QP: odd seqs */
-  for (i = 0; i < N; i++) {
-    s[i] = NULL;
-    CHECK_EQ_INT(mcp_net_isend(p->send, sbuf + i * 4096, 200 + (size_t)i, 1, smh, &s[i]), ncclSuccess);
-    CHECK(s[i] != NULL);
-  }
+  post_sends(p, smh, &f, 200);
   fake_progress(); /* member 0's writes (even seqs) land and are acknowledged */
   fake_pair_break_member(p, FAKE_SEND_SIDE, 1, 0);
   if (stays_down)
@@ -348,29 +378,9 @@ static void run_fused(int stays_down)
 
   /* Both ends are driven until the sender fails (stays down: the receiver, which only
    * waits for the sender's READY, may give up first) or everything completed. */
-  for (turn = 0; turn < TURNS && left > 0 && !(stays_down ? fake_comm_error(p->send) != 0 : failed); turn++) {
-    for (i = 0; i < N && (stays_down || !failed); i++) {
-      int done = 0, size = -1;
-      if (!rdone[i]) {
-        fake_comm_check_due(p->recv);
-        rc = mcp_net_test(r[i], &done, &size);
-        failed |= rc != ncclSuccess;
-        if (rc == ncclSuccess && done) {
-          rdone[i] = 1;
-          rsize[i] = size;
-          left--;
-        }
-      }
-      if (!sdone[i] && fake_comm_error(p->send) == 0) {
-        fake_comm_check_due(p->send);
-        rc = mcp_net_test(s[i], &done, NULL);
-        failed |= rc != ncclSuccess;
-        if (rc == ncclSuccess && done) {
-          sdone[i] = 1;
-          left--;
-        }
-      }
-    }
+  for (turn = 0; turn < TURNS && f.left > 0 && !(stays_down ? fake_comm_error(p->send) != 0 : failed);
+       turn++) {
+    failed += test_round(p, &f, stays_down);
     mcp_oob_progress();
     now_ns += 1000000ull;
     if (turn % 4 == 3)
@@ -388,18 +398,14 @@ static void run_fused(int stays_down)
     goto out;
   }
   CHECK_EQ_INT(failed, 0);
-  CHECK_EQ_INT(left, 0);
+  CHECK_EQ_INT(f.left, 0);
   for (i = 0; i < N; i++) {
-    CHECK_EQ_INT(rdone[i] ? rsize[i] : -1, 200 + i);
+    CHECK_EQ_INT(f.rdone[i] ? f.rsize[i] : -1, 200 + i);
     CHECK(fake_same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
   }
   /* Exactly once: member 0's messages (seq 2, 4, ...) completed from the receiver's table,
    * member 1's (seq 1, 3, ...) written once more after the recovery. */
-  n = fake_posts(&log);
-  for (i = 0; i < n; i++)
-    if (log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
-        MCP_IMM_SEQ(log[i].imm) >= 1 && MCP_IMM_SEQ(log[i].imm) <= N)
-      again[MCP_IMM_SEQ(log[i].imm)]++;
+  count_writes(again);
   for (i = 1; i <= N; i++)
     CHECK_EQ_INT(again[i], i % 2 == 1 ? 1 : 0);
   CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
