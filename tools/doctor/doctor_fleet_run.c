@@ -181,7 +181,7 @@ static int recv_text(struct doctor_ctl *c, uint32_t type, char *buf, size_t cap,
 }
 
 /* One pair, this node's end: listen, swap handles through node 0, connect, message. */
-static int member_pair(struct member *m, int rail, int peer, int accept_first)
+static int member_pair(struct member *m, int rail, int peer)
 {
   uint8_t mine[HANDLE_MSG], theirs[HANDLE_MSG];
   char err[FLEET_LINE] = "", go[32];
@@ -202,8 +202,7 @@ static int member_pair(struct member *m, int rail, int peer, int accept_first)
     return rc;
   if (!mine[0] || n != sizeof(theirs) || !theirs[0])
     snprintf(err, sizeof(err), "skip");
-  else if (doctor_plugin_connect(&m->pl, rail, theirs + 1, accept_first, m->o->timeout_s, err, sizeof(err)) ==
-           0)
+  else if (doctor_plugin_connect(&m->pl, rail, theirs + 1, m->o->timeout_s, err, sizeof(err)) == 0)
     snprintf(err, sizeof(err), "ok");
   if ((rc = send_text(&m->ctl, DOCTOR_MSG_STEP, err, m->o->timeout_s)) != 0 ||
       (rc = recv_text(&m->ctl, DOCTOR_MSG_STEP, go, sizeof(go), step_wait(m->o))) != 0)
@@ -306,7 +305,7 @@ static int member_run(const struct doctor_opts *o, const struct fleet_conf *fc, 
   if (hello(m) != 0)
     goto out;
   for (;;) {
-    int rail, peer, accept_first;
+    int rail, peer;
 
     /* Node 0 may spend three steps on every pair (at most 2 per node and rail) before it
      * gets to this node again; capped at a week so the sum stays an int. */
@@ -318,8 +317,9 @@ static int member_run(const struct doctor_opts *o, const struct fleet_conf *fc, 
         printf("fleet: node %d (%s): node 0 stopped answering (%s)\n", m->rank, m->r->host, strerror(-rc));
       break;
     }
-    if (sscanf(cmd, "pair rail=%d peer=%d accept_first=%d", &rail, &peer, &accept_first) == 3) {
-      if (member_pair(m, rail, peer, accept_first) != 0) {
+    /* An older node 0 adds " accept_first=N", which no longer matters. */
+    if (sscanf(cmd, "pair rail=%d peer=%d", &rail, &peer) == 2) {
+      if (member_pair(m, rail, peer) != 0) {
         if (!quiet)
           printf("fleet: node %d (%s): the control connection to node 0 broke during a pair\n", m->rank,
                  m->r->host);
@@ -481,7 +481,7 @@ static void coord_pair(struct coord *k, struct fleet_pair *p)
   p->step[0] = '\0';
   for (int i = 0; i < 2; i++) {
     memset(h[i], 0, sizeof(h[i]));
-    snprintf(cmd, sizeof(cmd), "pair rail=%d peer=%d accept_first=%d", p->rail, end[!i], i == 0);
+    snprintf(cmd, sizeof(cmd), "pair rail=%d peer=%d", p->rail, end[!i]);
     if (k->ctl[end[i]].fd >= 0) {
       int rc = send_text(&k->ctl[end[i]], DOCTOR_MSG_FLEET_CMD, cmd, o->timeout_s);
 

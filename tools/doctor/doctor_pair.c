@@ -376,7 +376,7 @@ static int plugin_connect(struct pair *p)
       p->oob_port = h.port;
     }
   }
-  rc = doctor_plugin_connect(&p->pl, p->o->dev, theirs + 1, p->listener, p->o->timeout_s, err, sizeof(err));
+  rc = doctor_plugin_connect(&p->pl, p->o->dev, theirs + 1, p->o->timeout_s, err, sizeof(err));
   if (step_swap(p, rc == 0 ? "ok" : err, peer_err, sizeof(peer_err)) == 0) {
     r->pair.connected = 1;
     doctor_add(r, DOCTOR_OK, DOCTOR_SEC_PEER, "handshake", p->them, NULL,

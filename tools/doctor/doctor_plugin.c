@@ -138,29 +138,21 @@ int doctor_plugin_listen(struct doctor_plugin *p, int dev, void *handle, char *e
 
 static double now_s(void) { return drv_now(); }
 
-int doctor_plugin_connect(struct doctor_plugin *p, int dev, void *peer_handle, int accept_first,
-                          int timeout_s, char *err, size_t len)
+int doctor_plugin_connect(struct doctor_plugin *p, int dev, void *peer_handle, int timeout_s, char *err,
+                          size_t len)
 {
   double deadline = now_s() + timeout_s;
 
-  /* Our dial starts before any other call of the plugin's: an accept first could take in
-   * the peer's own connection, which mcpnet then shares toward that process instead of
-   * dialling it, and a port range dropped in one direction would pass unseen whenever
-   * the peer happened to dial first. */
-  if (p->sc == NULL && drv_connect(&p->d, dev, peer_handle, &p->sc) != ncclSuccess) {
-    snprintf(err, len, "connect failed: %s", doctor_plugin_warnings());
-    return -1;
-  }
+  /* Both ends dial before their first accept: an accept first could take in the peer's
+   * own connection, which mcpnet then shares toward that process instead of dialling it,
+   * and a port range dropped in one direction would pass unseen whenever the peer
+   * happened to dial first. */
   while (p->sc == NULL || p->rc == NULL) {
-    if (accept_first && p->rc == NULL && drv_accept(&p->d, p->lc, &p->rc) != ncclSuccess) {
-      snprintf(err, len, "accept failed: %s", doctor_plugin_warnings());
-      return -1;
-    }
     if (p->sc == NULL && drv_connect(&p->d, dev, peer_handle, &p->sc) != ncclSuccess) {
       snprintf(err, len, "connect failed: %s", doctor_plugin_warnings());
       return -1;
     }
-    if (!accept_first && p->rc == NULL && drv_accept(&p->d, p->lc, &p->rc) != ncclSuccess) {
+    if (p->rc == NULL && drv_accept(&p->d, p->lc, &p->rc) != ncclSuccess) {
       snprintf(err, len, "accept failed: %s", doctor_plugin_warnings());
       return -1;
     }

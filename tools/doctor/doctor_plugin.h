@@ -26,8 +26,8 @@ int doctor_plugin_open(struct doctor_plugin *p, const struct doctor_opts *o, cha
 int doctor_plugin_listen(struct doctor_plugin *p, int dev, void *handle, char *err, size_t len);
 /* Connects a send and a receive comm toward the peer's handle, polling connect and
  * accept from one thread as NCCL's proxy does, within timeout_s. */
-int doctor_plugin_connect(struct doctor_plugin *p, int dev, void *peer_handle, int accept_first,
-                          int timeout_s, char *err, size_t len);
+int doctor_plugin_connect(struct doctor_plugin *p, int dev, void *peer_handle, int timeout_s, char *err,
+                          size_t len);
 void doctor_plugin_close(struct doctor_plugin *p);
 /* The WARNs the plugin logged since the last call ("" when none), then forgets them. */
 const char *doctor_plugin_warnings(void);
