@@ -192,8 +192,8 @@ static void post_sends(struct fake_pair *p, void *smh, struct flight *f, size_t 
 }
 
 /* One round of NCCL's proxy: test every request still in flight. Returns how many tests
- * failed; stops at the first unless `past_failure`, which also leaves a failed sender's
- * requests alone (the receiver's side of a comm that gave up). */
+ * failed. Stops at the first failure, unless `past_failure`: then it goes on testing
+ * the receives, and the sends while the send comm has not failed. */
 static int test_round(struct fake_pair *p, struct flight *f, int past_failure)
 {
   int i, failed = 0;
