@@ -29,11 +29,11 @@ job() { # job NAME PORT ENV...: both ranks; the exit codes in $rc0 $rc1
   wait "${pids[0]}"; rc0=$?
   wait "${pids[1]}"; rc1=$?
 }
-expect() { # expect DIR NAME PATTERN WHY: every rank's log of job NAME matches PATTERN, else WHY
+expect() { # expect NAME PATTERN WHY: every rank's log of job NAME matches PATTERN, else WHY
   local r
   for r in 0 1; do
-    if grep -qE "$3" "$1/$2.$r.log"; then :; else
-      echo "nccl-no-rdma: FAIL $2 rank $r: $4"
+    if grep -qE "$2" "$out/$1.$r.log"; then :; else
+      echo "nccl-no-rdma: FAIL $1 rank $r: $3"
       fails=$((fails + 1))
     fi
   done
@@ -41,14 +41,14 @@ expect() { # expect DIR NAME PATTERN WHY: every rank's log of job NAME matches P
 
 job builtin 29511
 [ "$rc0$rc1" = 00 ] || { echo "nccl-no-rdma: FAIL builtin: ranks exited $rc0 $rc1"; fails=$((fails + 1)); }
-expect "$out" builtin 'correct=True' 'data not correct'
+expect builtin 'correct=True' 'data not correct'
 
 job plugin 29512 NCCL_NET_PLUGIN=mcp LD_LIBRARY_PATH="$plugdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ "$rc0$rc1" = 00 ] || { echo "nccl-no-rdma: FAIL plugin: ranks exited $rc0 $rc1"; fails=$((fails + 1)); }
-expect "$out" plugin 'Loaded net plugin MCP \(v11\)' 'NCCL did not load the v11 table'
-expect "$out" plugin 'NET/MCP .*NCCL falls back to its own transports unless NCCL_NET=MCP' 'no reason from mcpnet'
-expect "$out" plugin 'Using network Socket' 'NCCL did not fall back to Socket'
-expect "$out" plugin 'correct=True' 'data not correct'
+expect plugin 'Loaded net plugin MCP \(v11\)' 'NCCL did not load the v11 table'
+expect plugin 'NET/MCP .*NCCL falls back to its own transports unless NCCL_NET=MCP' 'no reason from mcpnet'
+expect plugin 'Using network Socket' 'NCCL did not fall back to Socket'
+expect plugin 'correct=True' 'data not correct'
 
 job forced 29513 NCCL_NET_PLUGIN=mcp NCCL_NET=MCP LD_LIBRARY_PATH="$plugdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 for rc in "$rc0" "$rc1"; do
@@ -57,8 +57,8 @@ for rc in "$rc0" "$rc1"; do
     124) echo "nccl-no-rdma: FAIL forced: a rank hung for 60 s"; fails=$((fails + 1)) ;;
   esac
 done
-expect "$out" forced 'NET/MCP .*NCCL falls back to its own transports unless NCCL_NET=MCP' 'no reason from mcpnet'
-expect "$out" forced 'Failed to initialize any NET plugin' 'NCCL did not stop at its net init'
+expect forced 'NET/MCP .*NCCL falls back to its own transports unless NCCL_NET=MCP' 'no reason from mcpnet'
+expect forced 'Failed to initialize any NET plugin' 'NCCL did not stop at its net init'
 
 for f in "$out"/*.0.log; do
   echo "== $(basename "$f" .0.log), rank 0:"
