@@ -6,7 +6,7 @@
  * QP 0 (inline when they fit), only every 16th such write signalled, to keep the send
  * queue drained. While the sender still holds MCP_CTS_HOLD (2) unused entries, new
  * ones wait and go out together, up to MCPNET_CTS_BATCH (8) in one write: receives
- * posted 8 ahead, as NCCL posts them, then cost one write per 7 instead of one each
+ * posted 8 ahead, as NCCL posts them, then cost one write per 6 instead of one each
  * (on soft-RoCE a write and its ACK are most of a small message's CPU time, and a
  * round trip that carries one is slower), and the held entries leave while the sender
  * still has one to write with. An optional-completion receive is advertised at once
