@@ -222,6 +222,9 @@ double bench_median_find(double *v, size_t n); /* sorts v in place */
 struct bench_cell { /* one (series, size) */
   double samples[BENCH_MAX_RUNS];
   double means[BENCH_MAX_RUNS]; /* latency series: the mean next to the typical (median) */
+  /* mcpnet latency: a run's round trips at their 25th and 75th percentiles (one-way us).
+   * A median alone hides two groups of round trips (docs/architecture.md, 6.10a). */
+  double p25[BENCH_MAX_RUNS], p75[BENCH_MAX_RUNS];
   int n;
   uint64_t iters; /* per run: transfers per connection, or round trips */
   uint64_t checked, wrong;
@@ -255,8 +258,9 @@ struct bench_ctx {
   struct bench_link link;
   struct bench_flow flow;
   struct bench_results *res;
-  double *lat_stamps; /* BENCH_LAT_MAX_ROUNDS * 2 + 1 */
-  uint32_t seq;       /* control messages exchanged so far (pair) */
+  double *lat_stamps;      /* BENCH_LAT_MAX_ROUNDS * 2 + 1 */
+  double lat_p25, lat_p75; /* of the last mcpnet latency pass measured */
+  uint32_t seq;            /* control messages exchanged so far (pair) */
 };
 
 /* ---- one point (bench_point.c) ---- */

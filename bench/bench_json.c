@@ -89,6 +89,12 @@ static void put_result(const struct bench_ctx *c, FILE *f, enum bench_kind k, in
     fputs(", \"means\": ", f);
     put_array(f, cell->means, cell->n);
   }
+  if (k == BENCH_MCP_LAT) {
+    fputs(", \"round_trip_p25\": ", f);
+    put_array(f, cell->p25, cell->n);
+    fputs(", \"round_trip_p75\": ", f);
+    put_array(f, cell->p75, cell->n);
+  }
   fprintf(f, ", \"iters\": %llu", (unsigned long long)cell->iters);
   if (in->tool == NULL) {
     bench_geom_make(c->o, r->sizes[si], &g);

@@ -94,7 +94,9 @@ static void lat_result(struct bench_ctx *c, double *value, double *mean)
     sum += t[i];
   }
   *mean = n ? sum / (double)n : 0.0;
-  *value = bench_median_find(t, (size_t)n);
+  *value = bench_median_find(t, (size_t)n); /* t is sorted from here on */
+  c->lat_p25 = n ? t[n / 4] : 0.0;
+  c->lat_p75 = n ? t[n * 3 / 4] : 0.0;
 }
 
 static int flow_fail(struct bench_ctx *c, enum bench_kind k, size_t size)

@@ -190,6 +190,18 @@ void bench_table_print(const struct bench_ctx *c, FILE *f)
         fprintf(f, "# note: %s at %zu B: %s%s\n", bench_series_lookup(r->series[i])->name, r->sizes[si],
                 cell->note, cell->failed ? " (failed runs are left out)" : "");
     }
+  for (si = 0; si < r->nsizes; si++) {
+    const struct bench_cell *lat = &r->cells[BENCH_MCP_LAT][si];
+    struct bench_summary q25, q75;
+    if (!has_value(lat))
+      continue;
+    bench_stats_summarize(lat->p25, lat->n, &q25);
+    bench_stats_summarize(lat->p75, lat->n, &q75);
+    fprintf(f,
+            "# round trips at %zu B: 25%% within %.2f us, 75%% within %.2f us (mcp-lat, one-way, "
+            "medians over runs)\n",
+            r->sizes[si], q25.median, q75.median);
+  }
   if (c->o->check)
     fprintf(f, "# check: %llu messages verified on both sides, %llu wrong\n", (unsigned long long)r->checked,
             (unsigned long long)r->wrong);

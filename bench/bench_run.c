@@ -131,6 +131,10 @@ static int run_point(struct bench_ctx *c, enum bench_kind k, int si, int run)
   if (rc == 0 && cell->n < BENCH_MAX_RUNS) {
     cell->samples[cell->n] = value;
     cell->means[cell->n] = mean;
+    if (k == BENCH_MCP_LAT) {
+      cell->p25[cell->n] = c->lat_p25;
+      cell->p75[cell->n] = c->lat_p75;
+    }
     cell->n++;
   }
   if (c->o->verbose)

@@ -27,6 +27,10 @@ lat reflat_2.json mcpnet-lat=19,20,20
 # a third pair where mcpnet is 0.55 of the IB plugin: the medians still miss, unsurely
 lat lat_3.json mcpnet-lat=11,11,11 ib_write_lat=10,10,10
 lat reflat_3.json mcpnet-lat=20,20,20
+# the first pair of each also gives its round trips' quartiles (mcpnet-bench's
+# round_trip_p25/p75; runs of older builds lack them): medians 12 and 22, 19 and 21
+echo '{"results": [{"series": "mcpnet-lat", "size": 8, "samples": [12,13,14], "round_trip_p25": [11,12,12], "round_trip_p75": [20,22,24]}, {"series": "ib_write_lat", "size": 8, "samples": [10,10,11]}]}' > "$d/lat_1.json"
+echo '{"results": [{"series": "mcpnet-lat", "size": 8, "samples": [20,20,21], "round_trip_p25": [18,19,19], "round_trip_p75": [21,21,22]}]}' > "$d/reflat_1.json"
 # bandwidth: plain at 1.00 or above, --nccl-steps 0.99 at one size in one round
 echo '{"results": [{"series": "mcpnet-bw", "size": 16384, "samples": [100]}, {"series": "ib_write_bw", "size": 16384, "samples": [100]}]}' > "$d/plain_1.json"
 echo '{"results": [{"series": "mcpnet-bw", "size": 16384, "samples": [99]}, {"series": "ib_write_bw", "size": 16384, "samples": [100]}]}' > "$d/steps_1.json"
@@ -83,6 +87,8 @@ for p in "mcpnet       2.50 packets" "ib_write_lat 2.00 packets"; do
 done
 grep -q '^| 8 B | 13.0 | 10.0 | 20.0 | 1.30 | 0.65 |$' "$d/targets.md" ||
   { echo "check-bench-summary: FAIL: targets.md lacks the 8 B latency row"; cat "$d/targets.md"; fail=1; }
+grep -qF '8 B round trips, one-way, each quartile the median over runs: mcpnet 25% within 12.0 µs, 75% within 22.0; IB plugin 25% within 19.0 µs, 75% within 21.0.' "$d/targets.md" ||
+  { echo "check-bench-summary: FAIL: targets.md lacks the round trips' quartiles"; cat "$d/targets.md"; fail=1; }
 grep -q '^| 1024 | mcpnet | 10.00 | 1.20 | 180 | 250 |$' "$d/targets.md" ||
   { echo "check-bench-summary: FAIL: targets.md lacks mcpnet's 1024-pair row"; cat "$d/targets.md"; fail=1; }
 grep -q '^Hold (4 of 11): latency 8 B / ib_write_lat; bandwidth / ib_write_bw, 16 KiB-4 MiB; 8 connections' "$d/targets.md" ||

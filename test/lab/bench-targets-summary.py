@@ -32,6 +32,18 @@ def load(out, prefix):
     return acc, rounds
 
 
+def quartiles(out, prefix, size=8):
+    """mcpnet-lat's round trips at size: the medians over all runs of their 25th and 75th
+    percentiles (mcpnet-bench's round_trip_p25/p75), or None for runs without them."""
+    p25, p75 = [], []
+    for f in sorted(glob.glob(f"{out}/{prefix}_*.json")):
+        for r in json.load(open(f))["results"]:
+            if r["series"] == "mcpnet-lat" and r["size"] == size:
+                p25 += r.get("round_trip_p25", [])
+                p75 += r.get("round_trip_p75", [])
+    return (st.median(p25), st.median(p75)) if p25 and p75 else None
+
+
 def spread(v):
     m = st.median(v)
     return (max(v) - min(v)) / m * 100 if m else 0.0
@@ -260,6 +272,10 @@ def main():
         lines.append(f"{size_name(s):>8} mcpnet {st.median(m):8.1f} ({spread(m):.0f}%)"
                      + (f"  ib_write_lat {st.median(w):8.1f} ({spread(w):.0f}%) x{st.median(m) / st.median(w):.2f}" if w else "")
                      + (f"  IB plugin {st.median(r):8.1f} ({spread(r):.0f}%) x{st.median(m) / st.median(r):.2f}" if r else ""))
+    quart = [(who, q) for who, q in (("mcpnet", quartiles(out, "lat")), ("IB plugin", quartiles(out, "reflat"))) if q]
+    if quart:
+        lines.append("8 B round trips, one-way us, quartiles (medians over runs): "
+                     + "; ".join(f"{who} p25 {q[0]:.1f}, p75 {q[1]:.1f}" for who, q in quart))
     lines.append("## scale (mcp-scale, one run each)")
     for (who, n), d in sorted(scale.items(), key=lambda x: (x[0][1], x[0][0])):
         lines.append(f"{names.get(who if who != 'mcp' else 'mcpnet', who):10} {n:5} pairs: open {d['open']} s, close "
@@ -290,6 +306,10 @@ def main():
         md.append(f"| {size_name(s)} | {st.median(m):.1f} | {st.median(w):.1f} | "
                   + (f"{st.median(r):.1f}" if r else "-") + f" | {st.median(m) / st.median(w):.2f} | "
                   + (f"{st.median(m) / st.median(r):.2f}" if r else "-") + " |")
+    if quart:
+        md.append("")
+        md.append("8 B round trips, one-way, each quartile the median over runs: "
+                  + "; ".join(f"{who} 25% within {q[0]:.1f} µs, 75% within {q[1]:.1f}" for who, q in quart) + ".")
     if bw_tab:
         md.append("")
         md.append("| size | mcpnet MB/s | ib_write_bw MB/s | ratio | `--nccl-steps` ratio |")

@@ -16,7 +16,8 @@ sweep=(-b 8 -e 256K -f 8 --runs 2 --check --point-time 0.05)
 expect_sizes="8 64 512 4096 32768 262144"
 
 # check_json FILE SIZES...: the document parses, has every (series, size) with one
-# sample per run, and reports verified data with nothing wrong.
+# sample per run (latency with its round trips' quartiles around it), and reports
+# verified data with nothing wrong.
 check_json() {
   python3 - "$@" <<'EOF'
 import json, sys
@@ -31,6 +32,9 @@ for r in doc["results"]:
     assert all(isinstance(v, (int, float)) and v > 0 for v in r["samples"]), r
     assert r["wrong"] == 0 and r["checked"] > 0, r
     seen.setdefault(r["series"], []).append(r["size"])
+    if r["series"] == "mcpnet-lat":  # each run's median lies between its round trips' quartiles
+        q = list(zip(r["round_trip_p25"], r["samples"], r["round_trip_p75"]))
+        assert len(q) == runs and all(0 < a <= m <= b for a, m, b in q), r
 assert seen == {"mcpnet-bw": sizes, "mcpnet-lat": sizes}, seen
 print("json ok: %d results, %d messages verified" % (len(doc["results"]), doc["check"]["verified"]))
 EOF
@@ -56,6 +60,8 @@ cat /tmp/b.out
 lab_grep '^# check: [1-9][0-9]* messages verified on this side, 0 wrong' /tmp/a.out "role a: data verified"
 lab_grep '^# check: [1-9][0-9]* messages verified on both sides, 0 wrong' /tmp/b.out "role b: data verified"
 lab_grep '^#  progress : one thread on CPU 1 ' /tmp/b.out "role b: pinned to CPU 1"
+lab_grep '^# round trips at 262144 B: 25% within [0-9.]+ us, 75% within [0-9.]+ us' /tmp/b.out \
+  "role b: the round trips' quartiles per size"
 check_json /tmp/pair.json "$expect_sizes" 2 || lab_fail "pair: the JSON output does not parse or lacks sizes"
 
 lab_log "NCCL steps, grouped receives, two connections"
