@@ -114,7 +114,7 @@ for my $file (@files) {
     (my $l = unescape($1)) =~ s/$conv/\x01/g;
     $literals .= "\x02$l";
   }
-  while ($src =~ /\b(MCP_WARN|mcp_comm_fail)\s*\(/g) {
+  while ($src =~ /\b(MCP_WARN_LIMITED|MCP_WARN|mcp_comm_fail)\s*\(/g) {
     my ($name, $start, $open) = ($1, $-[0], $+[0]);
     my $line = 1 + (substr($src, 0, $start) =~ tr/\n//);
     my $before = substr($src, 0, $start);

@@ -189,10 +189,10 @@ struct mcp_link {
   int state;
   struct mcp_qp_job *qp_job; /* the walk in progress or not yet collected; NULL: none */
   atomic_int refs;           /* holders besides the owner (qp jobs): freed when -1 */
-  uint64_t listen_token;
-  uint64_t deadline_ns;   /* local work only (the setup thread); a peer is waited for */
-  uint64_t wait_since_ms; /* a wait on the peer: when it began (mcp_clock_coarse_ms) */
-  unsigned wait_notices;  /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
+  struct mcp_oob_cred cred;  /* connect: the listen the handle names */
+  uint64_t deadline_ns;      /* local work only (the setup thread); a peer is waited for */
+  uint64_t wait_since_ms;    /* a wait on the peer: when it began (mcp_clock_coarse_ms) */
+  unsigned wait_notices;     /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
 
   /* Fatal error: every later call fails with it (0 or a negative errno, mcpnet/err.h). */
   int error;

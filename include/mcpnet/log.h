@@ -22,6 +22,25 @@ void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int
   __attribute__((format(printf, 5, 6)));
 
 #define MCP_WARN(...) mcp_log(NCCL_LOG_WARN, NCCL_ALL, __FILE__, __LINE__, __VA_ARGS__)
+
+/*
+ * A WARN that a stranger or a misbehaving peer can cause again and again (a connection
+ * with a wrong key, garbage on the out-of-band port): the first of one format from one
+ * source (an address, without its port) in a window of MCP_LOG_LIMIT_WINDOW_MS is
+ * printed; later ones are only counted, and the count is printed as one line when the
+ * window has passed ("... and N more like it from SOURCE in the last 60 s"), at the next
+ * such WARN or at mcp_log_limited_flush, whichever comes first. A flood therefore costs
+ * at most two lines a minute per format and source; sources beyond the table's size
+ * share the oldest slots.
+ */
+#define MCP_LOG_LIMIT_WINDOW_MS 60000u
+#define MCP_WARN_LIMITED(source, ...) mcp_log_limited(source, __FILE__, __LINE__, __VA_ARGS__)
+void mcp_log_limited(const char *source, const char *file, int line, const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
+/* Prints the counts of windows that have passed; cheap when nothing was suppressed. */
+void mcp_log_limited_flush(void);
+/* Tests: WARNs suppressed so far, all sources. */
+unsigned long mcp_log_limited_suppressed(void);
 #define MCP_INFO(flags, ...) mcp_log(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__)
 #define MCP_TRACE(flags, ...) mcp_log(NCCL_LOG_TRACE, (flags), __func__, __LINE__, __VA_ARGS__)
 

@@ -26,6 +26,38 @@ struct mcp_oob_peer;
  * the channel's lock), read through the functions below. */
 struct mcp_oob_stream;
 
+/*
+ * Trust. The listener is reachable by every tenant on the network, so a connection
+ * carries requests only once it has proved knowledge of a listen's key, which only the
+ * handle carries (NCCL hands it to the connecting rank; it never crosses this channel):
+ * the dialler sends a fresh challenge and names a listen; the acceptor, which speaks
+ * second, answers with its own challenge and a MAC under that listen's key over both
+ * (the dialler now knows it reached the process that published the handle); each
+ * CONN_REQ carries a MAC under its listen's key over both challenges (the acceptor now
+ * knows the dialler was given the handle). A recorded exchange replays on no other
+ * connection. Connections that have not proved themselves are capped, per process and
+ * per remote address, and closed MCP_OOB_AUTH_TIMEOUT_MS after accept; a request is only
+ * ever sent on a connection this process dialled to the handle's address.
+ */
+struct mcp_oob_cred {
+  uint32_t listen_id; /* public: names the listen (nonzero, unique among live listens) */
+  uint64_t key[2];    /* secret: the SipHash key of the MACs */
+};
+
+/* The two MACs (SipHash-2-4 under cred's key): the acceptor's proof in its HELLO, over
+ * both challenges and its process nonce; a request's, over both challenges, the listen id
+ * and the dialler's stream id. Public so that tests and the lab's attacker can build
+ * genuine frames. */
+uint64_t mcp_oob_mac_acceptor(const struct mcp_oob_cred *cred, uint64_t chal_acc, uint64_t chal_dial,
+                              uint64_t nonce);
+uint64_t mcp_oob_mac_request(const struct mcp_oob_cred *cred, uint64_t chal_acc, uint64_t chal_dial,
+                             uint32_t stream_id);
+
+#define MCP_OOB_AUTH_TIMEOUT_MS 10000u /* from accept to a valid CONN_REQ */
+#define MCP_OOB_MAX_UNAUTH 64          /* incoming connections not yet proved, per process */
+#define MCP_OOB_MAX_UNAUTH_PER_HOST 16 /* ... and from one remote address */
+#define MCP_OOB_MAX_PENDING 64         /* requests queued on one listen */
+
 /* A connection request waiting for accept. */
 struct mcp_oob_request {
   struct mcp_oob_peer *peer;
@@ -34,13 +66,15 @@ struct mcp_oob_request {
 };
 
 struct mcp_oob_listener {
-  uint64_t token;
+  struct mcp_oob_cred cred;
   struct mcp_list pending; /* requests, oldest first */
-  struct mcp_list link;    /* on the channel's listeners */
+  unsigned npending;
+  struct mcp_list link; /* on the channel's listeners */
 };
 
 /* Takes a reference on the process-wide channel, creating the listening socket on first
- * use. 0, or -1 with a WARN that names the interface and port range. */
+ * use. 0, or -1 with a WARN that names the interface and port range (or the kernel's
+ * random generator, when it cannot give the process nonce yet). */
 int mcp_oob_acquire(const struct mcp_config *cfg);
 void mcp_oob_release(void);
 
@@ -53,23 +87,29 @@ void mcp_oob_progress(void);
  * cheap enough to call from test(). */
 void mcp_oob_poll(unsigned interval_ms);
 
-/* Listeners: a token for one listen comm; requests queue until taken. */
+/* Listeners: a fresh id and key for one listen comm (NULL with a WARN when no random key
+ * can be had); requests queue until taken. */
 struct mcp_oob_listener *mcp_oob_listener_add(void);
 void mcp_oob_listener_remove(struct mcp_oob_listener *l);
 /* Pops one request (1) or none (0). The request's peer is referenced; give it to
  * mcp_oob_stream_open_for or drop it with mcp_oob_request_free. */
 int mcp_oob_listener_take(struct mcp_oob_listener *l, struct mcp_oob_request **req);
+/* Requests queued and not yet taken. */
+unsigned mcp_oob_listener_pending(struct mcp_oob_listener *l);
 void mcp_oob_request_free(struct mcp_oob_request *req);
 /* Tells the connecting side why its request cannot be served. */
 int mcp_oob_request_reject(struct mcp_oob_request *req, uint32_t code, const char *why);
 
-/* Streams. open_to finds or starts the connection to a listener (sharing an existing
- * one to the same process); open_for answers a request on the request's connection. */
-struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce);
+/* Streams. open_to finds or starts the connection to a listener (sharing a connection
+ * this process dialled to the same address and process), for the listen cred names;
+ * open_for answers a request on the request's connection. */
+struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce,
+                                              const struct mcp_oob_cred *cred);
 struct mcp_oob_stream *mcp_oob_stream_open_for(struct mcp_oob_request *req);
 /* 1 when the peer's connection is up (HELLO exchanged), 0 while connecting, -1 dead. */
 int mcp_oob_stream_ready(struct mcp_oob_stream *s);
-/* Queues a frame; the header's stream id is remote_id (0 for CONN_REQ). 0 or -1. */
+/* Queues a frame; the header's stream id is remote_id (0 for CONN_REQ, whose listen id
+ * and MAC the channel fills in from the stream's cred). 0 or -1. */
 int mcp_oob_stream_send(struct mcp_oob_stream *s, const struct mcp_wire_msg *m);
 /* 1 with *m when a frame for this stream arrived, 0 when none. */
 int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m);
@@ -96,6 +136,12 @@ static inline int mcp_oob_stream_gone(const struct mcp_oob_stream *s)
 /* Unit tests: a stream on no connection, and its end as the channel would mark it. */
 struct mcp_oob_stream *mcp_oob_test_stream_new(void);
 void mcp_oob_test_stream_end(struct mcp_oob_stream *s, int dead, int closed_by_peer, const char *reason);
+/* Tests and fuzzers: fd (a connected socket, e.g. one end of a socketpair) joins the
+ * channel as if the listener had accepted it from `from` (0, or -1 when the channel is
+ * not acquired). Counts the channel's connections: all of them, and incoming ones that
+ * have not proved themselves yet. */
+int mcp_oob_test_adopt(int fd, const union mcp_sockaddr *from);
+void mcp_oob_test_count(unsigned *peers, unsigned *unauth);
 
 /* ---- Late peers ------------------------------------------------------------------
  * A peer process only answers while NCCL calls into it, and at scale one may reach its

@@ -203,16 +203,20 @@ size_t mcp_sock_sendq_pending(const struct mcp_sock_sendq *q);
  * with msg filled when the bytes cannot start a valid frame. */
 typedef int (*mcp_sock_frame_len_fn)(const uint8_t *buf, size_t have, size_t *len, char *msg, size_t msglen);
 
-/* Accumulates stream bytes until whole frames are available. cap must hold the largest
- * frame the callback accepts. */
+/* Accumulates stream bytes until whole frames are available. No memory is held while
+ * nothing is buffered (a silent connection costs none); the buffer grows from
+ * MCP_SOCK_RBUF_FIRST bytes as a frame needs, up to max, the largest frame accepted now
+ * (a connection that has not proved itself may be allowed less than one that has). */
+#define MCP_SOCK_RBUF_FIRST 512
 struct mcp_sock_rbuf {
-  uint8_t *buf;
-  size_t cap, start, end; /* unread bytes are buf[start..end) */
+  uint8_t *buf;                  /* NULL while empty */
+  size_t alloc, max, start, end; /* unread bytes are buf[start..end) */
   mcp_sock_frame_len_fn frame_len;
   int eof; /* the peer closed its side (set by fill) */
 };
 
-int mcp_sock_rbuf_init(struct mcp_sock_rbuf *rb, size_t cap, mcp_sock_frame_len_fn frame_len);
+int mcp_sock_rbuf_init(struct mcp_sock_rbuf *rb, size_t max, mcp_sock_frame_len_fn frame_len);
+void mcp_sock_rbuf_set_max(struct mcp_sock_rbuf *rb, size_t max);
 void mcp_sock_rbuf_free(struct mcp_sock_rbuf *rb);
 /* Reads what the socket has without blocking. Returns the bytes read (0 when nothing
  * was available or the buffer is full) or a negative errno; sets rb->eof when the peer
@@ -220,9 +224,11 @@ void mcp_sock_rbuf_free(struct mcp_sock_rbuf *rb);
 long mcp_sock_rbuf_fill(struct mcp_sock_rbuf *rb, int fd);
 /* Takes the next whole frame: returns 1 with *frame and *len pointing into the buffer
  * (valid until the next fill), 0 when no whole frame is buffered, or -EBADMSG with msg
- * from the callback (the stream is then unusable). */
+ * from the callback, or when the frame is longer than max (the stream is then unusable). */
 int mcp_sock_rbuf_next(struct mcp_sock_rbuf *rb, const uint8_t **frame, size_t *len, char *msg,
                        size_t msglen);
+/* Bytes allocated now (0 while empty): what a connection costs. */
+size_t mcp_sock_rbuf_allocated(const struct mcp_sock_rbuf *rb);
 /* Bytes buffered that do not yet form a whole frame (a truncated frame at EOF). */
 size_t mcp_sock_rbuf_pending(const struct mcp_sock_rbuf *rb);
 

@@ -29,11 +29,14 @@
 #include "nccl/net_common.h"
 
 #define MCP_WIRE_MAGIC 0x4D43504Eu /* "MCPN" */
-/* 2: RECOVER; 3: fused endpoints (several physical devices, wire_member). Everything is
- * written at the lowest version that can carry it, so a link of one device per side is
- * byte for byte what version 2 wrote and still talks to a version-2 peer. */
-#define MCP_WIRE_VERSION 3
+/* 2: RECOVER; 3: fused endpoints (several physical devices, wire_member); 4: connections
+ * prove knowledge of a listen key (the handle's listen id and key, HELLO's challenge and
+ * proof, CONN_REQ's MAC instead of a token in clear). The channel speaks version 4 only:
+ * an older peer cannot authenticate, so it is refused with a message naming both
+ * versions (mcp_oob.c); the decoders still read versions 1-3 to say so. */
+#define MCP_WIRE_VERSION 4
 #define MCP_WIRE_VERSION_FUSION 3 /* the first version that carries more than one member */
+#define MCP_WIRE_VERSION_AUTH 4   /* the first version that authenticates */
 #define MCP_WIRE_ERRLEN 256
 
 /* ---- The handle --------------------------------------------------------------------- */
@@ -53,13 +56,16 @@
 
 /* What listen publishes: where to connect and which listen to ask for. */
 struct mcp_wire_handle {
-  uint16_t version;      /* decoded: the handle's; encode: 0 means MCP_WIRE_VERSION */
-  uint16_t family;       /* 4 or 6 (not AF_*: the wire must not depend on the OS) */
-  uint8_t addr[16];      /* network order; IPv4 uses the first 4 bytes, rest zero */
-  uint16_t port;         /* host order here, nonzero */
-  int32_t dev;           /* the listener's device index, >= 0 */
-  uint64_t listen_token; /* random per listen: routes CONN_REQ to its listen comm */
-  uint64_t nonce;        /* the listening process's random nonce */
+  uint16_t version; /* decoded: the handle's; encode: 0 means MCP_WIRE_VERSION */
+  uint16_t family;  /* 4 or 6 (not AF_*: the wire must not depend on the OS) */
+  uint8_t addr[16]; /* network order; IPv4 uses the first 4 bytes, rest zero */
+  uint16_t port;    /* host order here, nonzero */
+  int32_t dev;      /* the listener's device index, >= 0 */
+  /* The listen's secret key (version 4: 128 bits; versions 2-3 carried a 64-bit token in
+   * key[0], sent in clear). Whoever holds it was given the handle. */
+  uint64_t listen_key[2];
+  uint32_t listen_id; /* version 4: names the listen (public, nonzero); 0 before */
+  uint64_t nonce;     /* the listening process's random nonce */
   /* Version 3: physical devices behind the listener's device (1..4), so the connecting
    * side can size its QPs before it hears back (the larger side's count wins). 0 reads
    * as 1; a handle with more than one is written as version 3, else as version 2. */
@@ -69,7 +75,8 @@ struct mcp_wire_handle {
   uint16_t max_version;
 };
 
-/* Writes the handle into out[0..96), zeroes the tail, so the connect state machine
+/* Writes the handle into out[0..96) (as version 4 unless h->version names an older one:
+ * tests and the seed corpus), zeroes the tail, so the connect state machine
  * kept there starts from zero, and writes the capability at its end. */
 int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE_HANDLE_SIZE], char *err,
                            size_t errlen);
@@ -132,12 +139,20 @@ struct mcp_wire_header {
   uint32_t stream_id;
 };
 
+/* Strings (host names, versions, device names, reasons) are printable ASCII only: a
+ * decoder refuses any other byte, so nothing a peer sends can forge a log line. */
 struct mcp_wire_hello {
   uint64_t nonce; /* the sender process's random nonce: one connection per process pair */
   uint32_t pid;
   char hostname[MCP_WIRE_HOSTNAME_MAX + 1];
   char plugin_version[MCP_WIRE_VERSTR_MAX + 1];
   int32_t local_rank; /* -1 when unknown */
+  /* Version 4. The dialler speaks first: its fresh challenge and the listen id its proof
+   * will be for (proof 0). The acceptor answers with its own challenge and a proof that
+   * it holds that listen's key (listen id 0). See mcp_oob.c. */
+  uint64_t challenge; /* nonzero */
+  uint32_t listen_id;
+  uint64_t proof;
 };
 
 /* Settings both ends must agree on (or negotiate); compared at connect time so a
@@ -203,7 +218,9 @@ struct mcp_wire_endpoint {
 };
 
 struct mcp_wire_conn_req {
-  uint64_t listen_token;
+  uint64_t listen_token; /* versions 1-3: the listen's token, in clear */
+  uint32_t listen_id;    /* version 4: the listen asked for, and the MAC proving the */
+  uint64_t mac;          /* sender holds its key, over this connection's challenges */
   struct mcp_wire_endpoint ep;
 };
 

@@ -278,9 +278,10 @@ int mcp_conn_listen(int dev, int traffic_class, const struct mcp_link_ops *ops, 
   if (mcp_wire_handle_set_sockaddr(&h, &addr) != 0)
     goto fail;
   h.dev = dev;
-  h.listen_token = lc->listener->token;
-  /* The connecting side sizes its QPs by the larger end (a handle of one member stays
-   * version 2, readable by older builds). */
+  h.listen_id = lc->listener->cred.listen_id;
+  h.listen_key[0] = lc->listener->cred.key[0];
+  h.listen_key[1] = lc->listener->cred.key[1];
+  /* The connecting side sizes its QPs by the larger end. */
   h.ndevs = (uint8_t)nmembers;
   if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {
     MCP_WARN("listen: cannot encode the handle: %s", err);
@@ -335,19 +336,21 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
     return NULL;
   }
   mcp_wire_handle_get_sockaddr(&h, &addr);
-  /* A one-device listener of this version writes a version-2 handle (older connectors
-   * read it) with its capability in the tail; a fused end needs the peer to read
-   * version 3, which a version-2 listener cannot. */
-  if (c->ndevs > 1 && h.max_version < MCP_WIRE_VERSION_FUSION) {
+  /* An older listener would take our request with its token in clear and cannot prove
+   * itself: refuse it, saying so, rather than talk to whoever answers at its address. */
+  if (h.version < MCP_WIRE_VERSION_AUTH) {
     mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
-    MCP_WARN("connect to %s: device %d fuses %d devices (%s, ...), which needs mcpnet wire version %d, and "
-             "the listener speaks version %u: run one mcpnet version on every host, or do not fuse devices",
-             c->peer_name, dev, c->ndevs, c->devs[0].dc->info->name, MCP_WIRE_VERSION_FUSION, h.max_version);
+    MCP_WARN("connect to %s: the listener runs an older mcpnet (wire version %u) whose connections cannot "
+             "authenticate; this build needs version %d. Run one mcpnet version on every host",
+             c->peer_name, h.version, MCP_WIRE_VERSION_AUTH);
     mcp_comm_destroy(c);
     *rc = MCP_ERR_USAGE;
     return NULL;
   }
-  c->stream = mcp_oob_stream_open_to(&addr, h.nonce);
+  c->cred.listen_id = h.listen_id;
+  c->cred.key[0] = h.listen_key[0];
+  c->cred.key[1] = h.listen_key[1];
+  c->stream = mcp_oob_stream_open_to(&addr, h.nonce, &c->cred);
   if (c->stream == NULL ||
       comm_resources(
         c, mcp_link_qp_count(c->devs[0].dc->info->qps_per_conn, c->ndevs, h.ndevs ? h.ndevs : 1)) != 0) {
@@ -356,7 +359,6 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
     return NULL;
   }
   mcp_sockaddr_format(&addr, c->peer_name, sizeof(c->peer_name));
-  c->listen_token = h.listen_token;
   c->state = ST_WAIT_OOB;
   c->wait_since_ms = mcp_clock_coarse_ms();
   return c;
@@ -369,8 +371,7 @@ static int connect_send_request(struct mcp_link *c)
   mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
   mcp_comm_fill_endpoint(c);
   memset(&m, 0, sizeof(m));
-  m.type = MCP_WIRE_CONN_REQ;
-  m.u.conn_req.listen_token = c->listen_token;
+  m.type = MCP_WIRE_CONN_REQ; /* the channel adds the listen id and the MAC */
   m.u.conn_req.ep = c->local;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot send the request", c->peer_name);
@@ -633,6 +634,27 @@ static void accept_answer(struct mcp_link *c)
   c->state = ST_WAIT_READY;
 }
 
+/* The listen's one accept slot waits for READY as long as the connector's TCP connection
+ * stands (a late peer), unless another request waits on the same listen and this one has
+ * had MCPNET_CONNECT_TIMEOUT: then the slot goes to the next one, so a connector that
+ * holds the key but never finishes cannot block the listen. 1 when it gave way. */
+static int accept_yield(struct mcp_listen_comm *lc, struct mcp_link *c)
+{
+  uint64_t waited_ms = mcp_clock_coarse_ms() - c->wait_since_ms;
+  int limit_s = mcp_param_process()->connect_timeout_s;
+
+  if (waited_ms <= (uint64_t)limit_s * 1000u || mcp_oob_listener_pending(lc->listener) == 0)
+    return 0;
+  MCP_WARN("accept from %s: no READY after %llu s while another connection request waits on this listen; "
+           "this one is abandoned for it (MCPNET_CONNECT_TIMEOUT=%d s)",
+           c->peer_name, (unsigned long long)(waited_ms / 1000u), limit_s);
+  send_reject(c, MCP_WIRE_REJECT_INTERNAL,
+              "the accepting side took another request: this connection sent no READY in time");
+  lc->accepting = NULL;
+  mcp_comm_destroy(c);
+  return 1;
+}
+
 int mcp_conn_accept(void *listen_comm, void **recv_comm)
 {
   struct mcp_listen_comm *lc = listen_comm;
@@ -678,6 +700,8 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
     if (c->state == ST_WAIT_READY) {
       if (c->wait_since_ms == 0)
         c->wait_since_ms = mcp_clock_coarse_ms();
+      if (accept_yield(lc, c))
+        return 0;
       wait_notice(c, "its connect to finish (READY)");
       return 0;
     }

@@ -3,18 +3,29 @@
  *
  * State: one listening socket, a list of peer connections (each a nonblocking TCP
  * socket with a send queue and a frame buffer), the streams multiplexed over them and
- * the listen tokens connection requests are routed by. All of it is guarded by one
- * mutex; nobody holds it across a blocking call because there is none. The channel is
+ * the listens connection requests are routed to. All of it is guarded by one mutex;
+ * nobody holds it across a blocking call because there is none. The channel is
  * reference-counted by the comms and listens using it and torn down with the last one,
  * so no socket outlives the last communicator (NCCL may dlclose us then).
  *
+ * Trust (oob.h): every byte from an incoming connection is a stranger's until that
+ * connection has sent a CONN_REQ whose MAC proves it holds a listen's key. Until then it
+ * may send one HELLO and CONN_REQs, nothing else; it gets nothing from us but our HELLO
+ * (once its own named a live listen) and refusals; its frames are capped at
+ * MCP_WIRE_MSG_MAX; it is closed MCP_OOB_AUTH_TIMEOUT_MS after accept, or to make room
+ * when MCP_OOB_MAX_UNAUTH (or MCP_OOB_MAX_UNAUTH_PER_HOST from its address) are waiting,
+ * oldest first, or at once on any wrong word. An outgoing connection is trusted once the
+ * acceptor's HELLO carried a valid proof; requests ride only on connections this process
+ * dialled. WARNs a stranger can cause are rate-limited per address (MCP_WARN_LIMITED).
+ *
  * Late peers: the process we dial may not call into mcpnet (accept, or anything) for
- * minutes, so an outgoing connection that its kernel accepted waits for the HELLO as
- * long as TCP holds it up; keepalive (mcp_sock_set_keepalive) ends the wait when the
- * host dies, FIN/RST when the process does. Only incoming connections are held to a
- * HELLO deadline (the stray-client defence): the dialler is by construction inside its
- * connect loop. If it was not (it dialled, then made no call for 10 s), we tell it so
- * with CONN_REJECT code SILENT before closing, and it dials again.
+ * minutes, so an outgoing connection that its kernel accepted waits for the acceptor's
+ * HELLO as long as TCP holds it up; keepalive (mcp_sock_set_keepalive) ends the wait when
+ * the host dies, FIN/RST when the process does. Only incoming connections have a
+ * deadline (the stranger defence): the dialler is by construction inside its connect
+ * loop. If it was not (it dialled, then made no call for 10 s), we tell it so with
+ * CONN_REJECT code SILENT before closing, and it dials again. An authenticated peer
+ * that is merely slow is never cut off.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,26 +33,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mcpnet/clock.h"
-#include "mcpnet/link.h"
 #include "mcpnet/fabric.h"
+#include "mcpnet/link.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/param.h"
+#include "mcpnet/random.h"
+#include "mcpnet/siphash.h"
+#include "mcpnet/text.h"
 
 enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
 
 #define MCP_OOB_INBOX 8
+/* Bytes a connection may queue toward its peer: one that has proved itself may carry
+ * the recovery frames of many comms at once; a stranger gets a HELLO or a refusal. */
+#define SENDQ_MAX (4u << 20)
+#define SENDQ_MAX_UNAUTH (16u << 10)
 
 struct mcp_oob_stream {
   uint32_t id;        /* ours: the peer puts it in frame headers to reach us */
   uint32_t remote_id; /* the peer's id for the same connection, once known */
   struct mcp_oob_peer *peer;
-  atomic_int dead; /* the peer connection is gone; reason in dead_reason */
+  struct mcp_oob_cred cred; /* open_to: the listen its CONN_REQ asks for */
+  atomic_int dead;          /* the peer connection is gone; reason in dead_reason */
   atomic_int closed_by_peer;
   char dead_reason[MCP_WIRE_REASON_MAX];
   int inbox_head, inbox_count;
@@ -56,17 +75,25 @@ struct mcp_oob_peer {
   int fd;
   int outgoing;
   struct mcp_sock_connect conn;
-  union mcp_sockaddr addr; /* the listener we dialled, or the address that dialled us */
-  uint64_t expect_nonce;   /* outgoing: the nonce in the handle */
+  union mcp_sockaddr addr;        /* the listener we dialled, or the address that dialled us */
+  char host[MCP_SOCKADDR_STRLEN]; /* addr without the port: the source of rate-limited WARNs */
+  uint64_t expect_nonce;          /* outgoing: the nonce in the handle */
   struct mcp_wire_hello hello;
   int have_hello;
+  /* Authentication: outgoing, the listen our HELLO named (the first stream's); incoming,
+   * the one the dialler's HELLO named. The acceptor's and the dialler's challenges. */
+  struct mcp_oob_cred cred;
+  uint64_t chal_acc, chal_dial;
+  int authed;    /* outgoing: the acceptor's proof held; incoming: a valid CONN_REQ came */
+  int listen_ok; /* incoming: its HELLO named a live listen (kept longer when room is short) */
   struct mcp_sock_sendq sq;
   struct mcp_sock_rbuf rb;
-  int refs;                   /* streams and queued requests */
-  uint64_t hello_deadline_ms; /* an incoming connection must say HELLO by then */
-  int sent_frames;            /* anything but HELLO queued on this TCP connection */
-  int told_silent;            /* outgoing: the acceptor closed us for a late HELLO */
-  unsigned redials;           /* outgoing: new TCP connections after told_silent */
+  int refs;                  /* streams and queued requests */
+  uint64_t auth_deadline_ms; /* incoming: must prove itself by then */
+  uint64_t accepted_ms;
+  int sent_frames;  /* anything but HELLO queued on this TCP connection */
+  int told_silent;  /* outgoing: the acceptor closed us for a late HELLO */
+  unsigned redials; /* outgoing: new TCP connections after told_silent */
   char dead_reason[MCP_WIRE_REASON_MAX];
   struct mcp_list link; /* on oob.peers */
 };
@@ -98,8 +125,11 @@ static struct {
 
 static void listener_unlink(struct mcp_oob_listener *l);
 
-#define HELLO_TIMEOUT_MS 10000
 #define MAX_REDIALS 8 /* a dialler told SILENT this often is not merely late */
+
+/* What each MAC is over, so one can never stand for another. */
+#define MAC_ACCEPTOR 0x666f6f72702d6361ull /* "ac-proof" */
+#define MAC_REQUEST 0x2d74736575716572ull  /* "request-" */
 
 static uint64_t now_ms(void) { return mcp_clock_coarse_ms(); }
 
@@ -122,55 +152,55 @@ int mcp_oob_wait_notice(uint64_t since_ms, uint64_t now, unsigned *count)
   return 2;
 }
 
-/* Tokens and nonces only need to differ between processes and listens, so never wait
- * for the kernel's entropy at boot: mix in time, pid and a counter when it is not ready. */
-static uint64_t random_u64(void)
+/* SipHash-2-4 under the listen's key over {what, the acceptor's challenge, the dialler's
+ * challenge, x}: the acceptor's proof binds its process nonce, a request's MAC its
+ * listen id and stream id. */
+static uint64_t oob_mac(const struct mcp_oob_cred *cred, uint64_t what, uint64_t chal_acc, uint64_t chal_dial,
+                        uint64_t x)
 {
-  static atomic_ullong counter;
-  uint64_t v = 0;
+  const uint64_t words[4] = {what, chal_acc, chal_dial, x};
+  uint8_t msg[32];
 
-  if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
-    uint64_t t = mcp_clock_ns();
-
-    v = ((t % MCP_NS_PER_S) << 20) ^ (t / MCP_NS_PER_S) ^ ((uint64_t)getpid() << 40) ^
-      (atomic_fetch_add(&counter, 1) * 0x9e3779b97f4a7c15ull);
-  }
-  return v != 0 ? v : 1;
+  for (int i = 0; i < 32; i++)
+    msg[i] = (uint8_t)(words[i / 8] >> (8 * (i % 8)));
+  return mcp_siphash24(cred->key, msg, sizeof(msg));
 }
 
+uint64_t mcp_oob_mac_acceptor(const struct mcp_oob_cred *cred, uint64_t chal_acc, uint64_t chal_dial,
+                              uint64_t nonce)
+{
+  return oob_mac(cred, MAC_ACCEPTOR, chal_acc, chal_dial, nonce);
+}
+
+uint64_t mcp_oob_mac_request(const struct mcp_oob_cred *cred, uint64_t chal_acc, uint64_t chal_dial,
+                             uint32_t stream_id)
+{
+  return oob_mac(cred, MAC_REQUEST, chal_acc, chal_dial, (uint64_t)cred->listen_id << 32 | stream_id);
+}
+
+/* Without an early exit, so the time taken says nothing about where they differ. */
+static int mac_equal(uint64_t a, uint64_t b) { return (a ^ b) == 0; }
+
+static uint64_t request_mac(const struct mcp_oob_cred *cred, const struct mcp_oob_peer *p, uint32_t stream_id)
+{
+  return mcp_oob_mac_request(cred, p->chal_acc, p->chal_dial, stream_id);
+}
+
+/* An incoming connection's claims (host name, pid) are a stranger's until it proved
+ * itself: only its address names it until then. */
 static const char *peer_name(const struct mcp_oob_peer *p, char *buf, size_t len)
 {
   char addr[MCP_SOCKADDR_STRLEN];
 
   mcp_sockaddr_format(&p->addr, addr, sizeof(addr));
-  if (p->have_hello && p->hello.local_rank >= 0)
+  if (p->have_hello && p->authed && p->hello.local_rank >= 0)
     snprintf(buf, len, "%s pid %u local rank %d (%s)", p->hello.hostname, p->hello.pid, p->hello.local_rank,
              addr);
-  else if (p->have_hello)
+  else if (p->have_hello && p->authed)
     snprintf(buf, len, "%s pid %u (%s)", p->hello.hostname, p->hello.pid, addr);
   else
     snprintf(buf, len, "%s", addr);
   return buf;
-}
-
-static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
-{
-  uint8_t buf[MCP_WIRE_MSG_MAX];
-  char err[MCP_WIRE_ERRLEN], name[160];
-  size_t len;
-
-  if (mcp_wire_encode(m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
-    MCP_WARN("cannot encode a %s frame: %s", mcp_wire_type_name(m->type), err);
-    return -1;
-  }
-  if (m->type != MCP_WIRE_HELLO)
-    p->sent_frames = 1;
-  if (mcp_sock_sendq_push(&p->sq, buf, len) != 0) {
-    MCP_WARN("out-of-band send queue to %s is full: the peer does not read",
-             peer_name(p, name, sizeof(name)));
-    return -1;
-  }
-  return 0;
 }
 
 static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -191,6 +221,9 @@ static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
     p->fd = -1;
   }
   mcp_sock_connect_cancel(&p->conn);
+  /* What a dead connection buffered is of no use: give it back now, not at free. */
+  mcp_sock_sendq_free(&p->sq);
+  mcp_sock_rbuf_free(&p->rb);
   mcp_list_each(it, &oob.streams)
   {
     s = mcp_list_entry(it, struct mcp_oob_stream, link);
@@ -201,40 +234,37 @@ static void peer_kill(struct mcp_oob_peer *p, const char *fmt, ...)
   }
 }
 
-/* An outgoing connection the acceptor closed because our HELLO came late: our process
- * made no call into mcpnet for 10 s after dialling, it is not gone. Dial again on the
- * same peer, so the streams waiting on it keep waiting. 1 when redialled. */
-static int peer_redial(struct mcp_oob_peer *p)
+/* Queues one frame. A peer that lets its queue fill does not read: the connection is
+ * closed (a stranger cannot make us hold more than its queue's limit). */
+static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
 {
-  struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
-                                       .max_retries = 1000,
-                                       .backoff_ms = 10,
-                                       .backoff_max_ms = 1000};
-  char addr[MCP_SOCKADDR_STRLEN];
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN], name[160];
+  size_t len;
 
-  if (!p->outgoing || !p->told_silent || p->sent_frames || p->redials >= MAX_REDIALS || p->state == PEER_DEAD)
-    return 0;
-  p->redials++;
-  MCP_INFO(NCCL_NET,
-           "out-of-band: %s closed our connection because this process sent its HELLO "
-           "more than %d s after dialling (it made no call into mcpnet meanwhile); dialling again",
-           mcp_sockaddr_format(&p->addr, addr, sizeof(addr)), HELLO_TIMEOUT_MS / 1000);
-  if (p->fd >= 0)
-    close(p->fd);
-  p->fd = -1;
-  mcp_sock_connect_cancel(&p->conn);
-  p->sq.head = p->sq.tail = 0;
-  p->rb.start = p->rb.end = 0;
-  p->rb.eof = 0;
-  p->have_hello = 0;
-  p->told_silent = 0;
-  p->state = PEER_CONNECTING;
-  if (mcp_sock_connect_start(&p->conn, &p->addr, NULL, &opts) == MCP_SOCK_CONNECT_FAILED)
-    peer_kill(p, "%s", p->conn.msg);
-  return 1;
+  if (p->state == PEER_DEAD)
+    return -1;
+  if (mcp_wire_encode(m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
+    MCP_WARN("cannot encode a %s frame: %s", mcp_wire_type_name(m->type), err);
+    return -1;
+  }
+  if (m->type != MCP_WIRE_HELLO)
+    p->sent_frames = 1;
+  if (mcp_sock_sendq_push(&p->sq, buf, len) != 0) {
+    MCP_WARN_LIMITED(p->host,
+                     "out-of-band: the send queue to %s is full (%zu bytes): the peer does not read; "
+                     "connection closed",
+                     peer_name(p, name, sizeof(name)), mcp_sock_sendq_pending(&p->sq));
+    peer_kill(p, "the out-of-band connection to %s was closed: the peer read nothing while %zu bytes waited",
+              name, mcp_sock_sendq_pending(&p->sq));
+    return -1;
+  }
+  return 0;
 }
 
-static struct mcp_oob_peer *peer_new(void)
+static int peer_redial(struct mcp_oob_peer *p);
+
+static struct mcp_oob_peer *peer_new(int outgoing)
 {
   struct mcp_oob_peer *p = calloc(1, sizeof(*p));
 
@@ -242,12 +272,11 @@ static struct mcp_oob_peer *peer_new(void)
     return NULL;
   p->fd = -1;
   p->conn.fd = -1;
-  if (mcp_sock_sendq_init(&p->sq, 1 << 20) != 0 ||
-      mcp_sock_rbuf_init(&p->rb, MCP_WIRE_MAX_FRAME, mcp_wire_frame_len) != 0) {
-    mcp_sock_sendq_free(&p->sq);
-    free(p);
-    return NULL;
-  }
+  p->outgoing = outgoing;
+  /* A dialler trusts its peer from the acceptor's proof on, so only incoming connections
+   * start small; both hold no buffer until a byte needs one. */
+  mcp_sock_sendq_init(&p->sq, outgoing ? SENDQ_MAX : SENDQ_MAX_UNAUTH);
+  mcp_sock_rbuf_init(&p->rb, outgoing ? MCP_WIRE_MAX_FRAME : MCP_WIRE_MSG_MAX, mcp_wire_frame_len);
   mcp_list_push(&oob.peers, &p->link);
   return p;
 }
@@ -272,18 +301,35 @@ static void peer_unref(struct mcp_oob_peer *p)
     (void)mcp_sock_sendq_flush(&p->sq, p->fd);
 }
 
-static void send_hello(struct mcp_oob_peer *p)
+/* Our HELLO: the dialler's names the listen it will prove (listen_id, no proof); the
+ * acceptor's proves it holds that listen's key. */
+static int send_hello(struct mcp_oob_peer *p)
 {
   struct mcp_wire_msg m;
+  uint64_t chal;
 
+  if (mcp_random_u64(&chal) != 0) {
+    peer_kill(p, "no random challenge for the out-of-band connection to %s (getrandom failed)", p->host);
+    return -1;
+  }
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_HELLO;
   m.u.hello.nonce = oob.nonce;
   m.u.hello.pid = (uint32_t)getpid();
   gethostname(m.u.hello.hostname, sizeof(m.u.hello.hostname) - 1);
+  mcp_text_make_printable(m.u.hello.hostname);
   snprintf(m.u.hello.plugin_version, sizeof(m.u.hello.plugin_version), "%s", MCPNET_VERSION);
+  mcp_text_make_printable(m.u.hello.plugin_version);
   m.u.hello.local_rank = oob.local_rank;
-  (void)peer_queue(p, &m);
+  m.u.hello.challenge = chal;
+  if (p->outgoing) {
+    p->chal_dial = chal;
+    m.u.hello.listen_id = p->cred.listen_id;
+  } else {
+    p->chal_acc = chal;
+    m.u.hello.proof = mcp_oob_mac_acceptor(&p->cred, p->chal_acc, p->chal_dial, oob.nonce);
+  }
+  return peer_queue(p, &m);
 }
 
 static struct mcp_oob_stream *stream_find(uint32_t id)
@@ -300,7 +346,7 @@ static struct mcp_oob_stream *stream_find(uint32_t id)
   return NULL;
 }
 
-static struct mcp_oob_listener *listener_find(uint64_t token)
+static struct mcp_oob_listener *listener_find(uint32_t id)
 {
   struct mcp_list *it;
 
@@ -308,7 +354,7 @@ static struct mcp_oob_listener *listener_find(uint64_t token)
   {
     struct mcp_oob_listener *l = mcp_list_entry(it, struct mcp_oob_listener, link);
 
-    if (l->token == token)
+    if (l->cred.listen_id == id)
       return l;
   }
   return NULL;
@@ -323,47 +369,154 @@ static void reject(struct mcp_oob_peer *p, uint32_t stream_id, uint32_t code, co
   m.stream_id = stream_id;
   m.u.reject.code = code;
   snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "%s", why);
+  mcp_text_make_printable(m.u.reject.reason);
   (void)peer_queue(p, &m);
+}
+
+/* A refusal the stranger may read, then the close. */
+static void refuse_and_close(struct mcp_oob_peer *p, uint32_t stream_id, uint32_t code, const char *why)
+{
+  reject(p, stream_id, code, why);
+  if (p->fd >= 0)
+    (void)mcp_sock_sendq_flush(&p->sq, p->fd);
+  peer_kill(p, "%s", why);
+}
+
+static void on_hello_from_acceptor(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  char name[160];
+
+  if (p->expect_nonce != 0 && m->u.hello.nonce != p->expect_nonce) {
+    MCP_WARN_LIMITED(p->host,
+                     "out-of-band: %s answered for process %016llx, but the handle names %016llx "
+                     "(a restarted peer, or another job on the same port?)",
+                     peer_name(p, name, sizeof(name)), (unsigned long long)m->u.hello.nonce,
+                     (unsigned long long)p->expect_nonce);
+    peer_kill(p, "the process at %s is not the one that published the handle", name);
+    return;
+  }
+  if (!mac_equal(m->u.hello.proof,
+                 mcp_oob_mac_acceptor(&p->cred, m->u.hello.challenge, p->chal_dial, m->u.hello.nonce))) {
+    MCP_WARN_LIMITED(p->host,
+                     "out-of-band: %s could not prove it holds the key of listen %u in the handle: it is "
+                     "not the process that published the handle (another process on its port?); closed",
+                     peer_name(p, name, sizeof(name)), p->cred.listen_id);
+    peer_kill(p, "the process at %s could not prove it published the handle", name);
+    return;
+  }
+  p->chal_acc = m->u.hello.challenge;
+  p->hello = m->u.hello;
+  p->have_hello = 1;
+  p->authed = 1;
+  p->state = PEER_UP;
+}
+
+static void on_hello_from_dialler(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  struct mcp_oob_listener *l = listener_find(m->u.hello.listen_id);
+
+  if (l == NULL) {
+    MCP_WARN_LIMITED(p->host,
+                     "out-of-band: a connection from %s names listen %u, which this process does not have "
+                     "(closed already, a handle from another process, or a stranger guessing); closed",
+                     p->host, m->u.hello.listen_id);
+    refuse_and_close(p, 0, MCP_WIRE_REJECT_NO_LISTENER, "no listen with that id in this process");
+    return;
+  }
+  p->cred = l->cred;
+  p->listen_ok = 1;
+  p->chal_dial = m->u.hello.challenge;
+  p->hello = m->u.hello;
+  p->have_hello = 1;
+  p->state = PEER_UP; /* HELLOs exchanged; requests still have to prove themselves */
+  (void)send_hello(p);
 }
 
 static void on_hello(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
 {
   char name[160];
 
-  if (p->outgoing && p->expect_nonce != 0 && m->u.hello.nonce != p->expect_nonce) {
-    MCP_WARN("out-of-band: %s answered for process %016llx, but the handle names %016llx "
-             "(a restarted peer, or another job on the same port?)",
-             peer_name(p, name, sizeof(name)), (unsigned long long)m->u.hello.nonce,
-             (unsigned long long)p->expect_nonce);
-    peer_kill(p, "the process at %s is not the one that published the handle", name);
+  if (m->version < MCP_WIRE_VERSION_AUTH) {
+    MCP_WARN_LIMITED(p->host,
+                     "out-of-band: %s speaks mcpnet wire version %u, which cannot authenticate its "
+                     "connections (this build needs %d); closed. Run one mcpnet version on every host",
+                     peer_name(p, name, sizeof(name)), m->version, MCP_WIRE_VERSION_AUTH);
+    peer_kill(p,
+              "%s runs an older mcpnet (wire version %u) that cannot authenticate; run one mcpnet version "
+              "on every host",
+              name, m->version);
     return;
   }
-  p->hello = m->u.hello;
-  p->have_hello = 1;
-  p->state = PEER_UP;
+  if (p->have_hello) {
+    MCP_WARN_LIMITED(p->host, "out-of-band: %s sent a second HELLO; connection closed",
+                     peer_name(p, name, sizeof(name)));
+    peer_kill(p, "%s sent a second HELLO", name);
+    return;
+  }
+  if (p->outgoing)
+    on_hello_from_acceptor(p, m);
+  else
+    on_hello_from_dialler(p, m);
 }
 
 static void on_conn_req(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
 {
-  struct mcp_oob_listener *l = listener_find(m->u.conn_req.listen_token);
+  const struct mcp_wire_conn_req *cr = &m->u.conn_req;
+  struct mcp_oob_listener *l = listener_find(cr->listen_id);
   struct mcp_oob_request *r;
   char name[160];
 
+  if (p->outgoing) {
+    /* Requests go from dialler to acceptor only. */
+    MCP_WARN_LIMITED(p->host, "out-of-band: %s sent a connection request on a connection we dialled; closed",
+                     peer_name(p, name, sizeof(name)));
+    peer_kill(p, "%s sent a connection request the wrong way", name);
+    return;
+  }
   if (l == NULL) {
-    MCP_WARN("out-of-band: connection request from %s for an unknown listen token %016llx "
-             "(closed listen, or a handle from another process); refused",
-             peer_name(p, name, sizeof(name)), (unsigned long long)m->u.conn_req.listen_token);
-    reject(p, m->u.conn_req.ep.stream_id, MCP_WIRE_REJECT_NO_LISTENER, "no listen with that token");
+    MCP_WARN_LIMITED(
+      p->host,
+      "out-of-band: connection request from %s for listen %u, which this process does not have "
+      "(closed listen, or a handle from another process); refused",
+      peer_name(p, name, sizeof(name)), cr->listen_id);
+    if (p->authed)
+      reject(p, cr->ep.stream_id, MCP_WIRE_REJECT_NO_LISTENER, "no listen with that id");
+    else
+      refuse_and_close(p, cr->ep.stream_id, MCP_WIRE_REJECT_NO_LISTENER, "no listen with that id");
+    return;
+  }
+  if (!mac_equal(cr->mac, request_mac(&l->cred, p, cr->ep.stream_id))) {
+    MCP_WARN_LIMITED(p->host,
+                     "out-of-band: connection request from %s for listen %u with a wrong proof of its key (a "
+                     "stranger guessing, or a handle from another job); refused and connection closed",
+                     peer_name(p, name, sizeof(name)), cr->listen_id);
+    refuse_and_close(p, cr->ep.stream_id, MCP_WIRE_REJECT_NO_LISTENER, "wrong proof of the listen key");
+    return;
+  }
+  if (!p->authed) {
+    p->authed = 1;
+    p->sq.max = SENDQ_MAX;
+    mcp_sock_rbuf_set_max(&p->rb, MCP_WIRE_MAX_FRAME);
+  }
+  if (l->npending >= MCP_OOB_MAX_PENDING) {
+    MCP_WARN_LIMITED(
+      p->host,
+      "out-of-band: %u connection requests already wait on listen %u; one more from %s refused "
+      "(a peer that connects again and again?)",
+      l->npending, cr->listen_id, peer_name(p, name, sizeof(name)));
+    reject(p, cr->ep.stream_id, MCP_WIRE_REJECT_RESOURCES,
+           "too many connection requests wait on this listen");
     return;
   }
   r = calloc(1, sizeof(*r));
   if (r == NULL) {
-    reject(p, m->u.conn_req.ep.stream_id, MCP_WIRE_REJECT_RESOURCES, "out of memory");
+    reject(p, cr->ep.stream_id, MCP_WIRE_REJECT_RESOURCES, "out of memory");
     return;
   }
   r->peer = p;
-  r->req = m->u.conn_req;
+  r->req = *cr;
   p->refs++;
+  l->npending++;
   mcp_list_append(&l->pending, &r->link);
 }
 
@@ -403,8 +556,8 @@ static void on_stream_frame(struct mcp_oob_peer *p, const struct mcp_wire_msg *m
     return;
   }
   if (s->inbox_count == MCP_OOB_INBOX) {
-    MCP_WARN("out-of-band: stream %u from %s overflows; frame %s dropped", s->id,
-             peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
+    MCP_WARN_LIMITED(p->host, "out-of-band: stream %u from %s overflows; frame %s dropped", s->id,
+                     peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
     return;
   }
   if (s->inbox == NULL && (s->inbox = inbox_get()) == NULL) {
@@ -416,14 +569,30 @@ static void on_stream_frame(struct mcp_oob_peer *p, const struct mcp_wire_msg *m
   s->inbox_count++;
 }
 
+/* What a connection may say before it is trusted: the first HELLO; then, incoming, only
+ * requests (which prove it); outgoing, only the acceptor's stream-0 refusals. */
+static int frame_allowed(const struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
+{
+  if (m->type == MCP_WIRE_HELLO)
+    return 1;
+  if (!p->have_hello || !p->authed) {
+    if (p->outgoing)
+      return m->type == MCP_WIRE_CONN_REJECT && m->stream_id == 0;
+    return p->have_hello && m->type == MCP_WIRE_CONN_REQ;
+  }
+  return 1;
+}
+
 static void dispatch(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
 {
   char name[160];
 
-  if (!p->have_hello && m->type != MCP_WIRE_HELLO) {
-    MCP_WARN("out-of-band: refused a connection from %s: %s before HELLO (not an mcpnet peer?)",
-             peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
-    peer_kill(p, "%s sent %s before HELLO", name, mcp_wire_type_name(m->type));
+  if (!frame_allowed(p, m)) {
+    MCP_WARN_LIMITED(p->host,
+                     "out-of-band: refused a connection from %s: %s before it proved itself (not an mcpnet "
+                     "peer of this job?)",
+                     peer_name(p, name, sizeof(name)), mcp_wire_type_name(m->type));
+    peer_kill(p, "%s sent %s before it proved itself", name, mcp_wire_type_name(m->type));
     return;
   }
   switch (m->type) {
@@ -437,8 +606,13 @@ static void dispatch(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
   }
   case MCP_WIRE_PONG: return;
   case MCP_WIRE_CONN_REJECT:
-    if (m->stream_id == 0 && m->u.reject.code == MCP_WIRE_REJECT_SILENT) {
-      p->told_silent = p->outgoing;
+    if (m->stream_id == 0 && p->outgoing && m->u.reject.code == MCP_WIRE_REJECT_SILENT) {
+      p->told_silent = 1;
+      return;
+    }
+    if (m->stream_id == 0 && p->outgoing && !p->authed) {
+      /* The acceptor refused our HELLO (no such listen): our streams learn why. */
+      peer_kill(p, "%s refused the connection: %s", peer_name(p, name, sizeof(name)), m->u.reject.reason);
       return;
     }
     on_stream_frame(p, m);
@@ -462,8 +636,8 @@ static void peer_read(struct mcp_oob_peer *p)
     while ((r = mcp_sock_rbuf_next(&p->rb, &frame, &len, err, sizeof(err))) == 1) {
       struct mcp_wire_msg m;
       if (mcp_wire_decode(frame, len, &m, err, sizeof(err)) != 0) {
-        MCP_WARN("out-of-band: malformed frame from %s: %s; connection closed",
-                 peer_name(p, name, sizeof(name)), err);
+        MCP_WARN_LIMITED(p->host, "out-of-band: malformed frame from %s: %s; connection closed",
+                         peer_name(p, name, sizeof(name)), err);
         peer_kill(p, "malformed frame from %s: %s", name, err);
         return;
       }
@@ -472,8 +646,8 @@ static void peer_read(struct mcp_oob_peer *p)
         return;
     }
     if (r < 0) {
-      MCP_WARN("out-of-band: refused bytes from %s: %s; connection closed", peer_name(p, name, sizeof(name)),
-               err);
+      MCP_WARN_LIMITED(p->host, "out-of-band: refused bytes from %s: %s; connection closed",
+                       peer_name(p, name, sizeof(name)), err);
       peer_kill(p, "garbage from %s: %s", name, err);
       return;
     }
@@ -491,8 +665,8 @@ static void peer_read(struct mcp_oob_peer *p)
       MCP_INFO(NCCL_NET, "out-of-band: %s closed before HELLO (a port probe?)",
                peer_name(p, name, sizeof(name)));
     else if (mcp_sock_rbuf_pending(&p->rb) > 0)
-      MCP_WARN("out-of-band: %s closed in the middle of a frame (%zu bytes left)",
-               peer_name(p, name, sizeof(name)), mcp_sock_rbuf_pending(&p->rb));
+      MCP_WARN_LIMITED(p->host, "out-of-band: %s closed in the middle of a frame (%zu bytes left)",
+                       peer_name(p, name, sizeof(name)), mcp_sock_rbuf_pending(&p->rb));
     peer_kill(p,
               "%s closed the out-of-band connection: the peer process exited or closed its "
               "communicator",
@@ -500,26 +674,151 @@ static void peer_read(struct mcp_oob_peer *p)
   }
 }
 
+/* An outgoing connection the acceptor closed because our HELLO came late: our process
+ * made no call into mcpnet for 10 s after dialling, it is not gone. Dial again on the
+ * same peer, so the streams waiting on it keep waiting. 1 when redialled. */
+static int peer_redial(struct mcp_oob_peer *p)
+{
+  struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
+                                       .max_retries = 1000,
+                                       .backoff_ms = 10,
+                                       .backoff_max_ms = 1000};
+  char addr[MCP_SOCKADDR_STRLEN];
+
+  if (!p->outgoing || !p->told_silent || p->sent_frames || p->redials >= MAX_REDIALS || p->state == PEER_DEAD)
+    return 0;
+  p->redials++;
+  MCP_INFO(NCCL_NET,
+           "out-of-band: %s closed our connection because this process answered its HELLO "
+           "more than %u s after dialling (it made no call into mcpnet meanwhile); dialling again",
+           mcp_sockaddr_format(&p->addr, addr, sizeof(addr)), MCP_OOB_AUTH_TIMEOUT_MS / 1000);
+  if (p->fd >= 0)
+    close(p->fd);
+  p->fd = -1;
+  mcp_sock_connect_cancel(&p->conn);
+  mcp_sock_sendq_free(&p->sq);
+  mcp_sock_sendq_init(&p->sq, SENDQ_MAX);
+  mcp_sock_rbuf_free(&p->rb);
+  mcp_sock_rbuf_init(&p->rb, MCP_WIRE_MAX_FRAME, mcp_wire_frame_len);
+  p->have_hello = 0;
+  p->authed = 0;
+  p->told_silent = 0;
+  p->state = PEER_CONNECTING;
+  if (mcp_sock_connect_start(&p->conn, &p->addr, NULL, &opts) == MCP_SOCK_CONNECT_FAILED)
+    peer_kill(p, "%s", p->conn.msg);
+  return 1;
+}
+
+/* Incoming connections that have not proved themselves, from host (NULL: any). */
+static unsigned unauth_count(const char *host)
+{
+  struct mcp_list *it;
+  unsigned n = 0;
+
+  mcp_list_each(it, &oob.peers)
+  {
+    const struct mcp_oob_peer *p = mcp_list_entry(it, struct mcp_oob_peer, link);
+
+    if (!p->outgoing && !p->authed && p->state != PEER_DEAD && (host == NULL || strcmp(p->host, host) == 0))
+      n++;
+  }
+  return n;
+}
+
+/* Closes the oldest incoming connection from host (NULL: any) that has not proved itself,
+ * one whose HELLO named no live listen first. 1 when one was closed. */
+static int evict_unauth(const char *host, const char *why)
+{
+  struct mcp_oob_peer *victim = NULL;
+  struct mcp_list *it;
+
+  /* The list is newest first: the last match is the oldest. */
+  mcp_list_each(it, &oob.peers)
+  {
+    struct mcp_oob_peer *p = mcp_list_entry(it, struct mcp_oob_peer, link);
+
+    if (p->outgoing || p->authed || p->state == PEER_DEAD || (host != NULL && strcmp(p->host, host) != 0))
+      continue;
+    if (victim == NULL || !p->listen_ok || victim->listen_ok)
+      victim = p;
+  }
+  if (victim == NULL)
+    return 0;
+  MCP_WARN_LIMITED(
+    victim->host,
+    "out-of-band: closed a connection from %s that had not proved itself after %llu ms, to make "
+    "room: %s",
+    victim->host, (unsigned long long)(now_ms() - victim->accepted_ms), why);
+  peer_kill(victim, "closed to make room for other connections");
+  return 1;
+}
+
+static void accept_failed(int err)
+{
+  struct rlimit rl = {0, 0};
+  char addr[MCP_SOCKADDR_STRLEN];
+
+  (void)getrlimit(RLIMIT_NOFILE, &rl);
+  MCP_WARN_LIMITED("listener",
+                   "out-of-band: accept on %s failed: %s (open files limit %llu); connections wait in the "
+                   "kernel's queue. Raise the limit (ulimit -n) if this process has many connections",
+                   mcp_sockaddr_format(&oob.local, addr, sizeof(addr)), strerror(err),
+                   (unsigned long long)rl.rlim_cur);
+}
+
+/* One accepted connection joins the channel as a stranger (oob.lock held); NULL when
+ * no memory was left (the connection is closed). */
+static struct mcp_oob_peer *adopt(int fd, const union mcp_sockaddr *from)
+{
+  char host[MCP_SOCKADDR_STRLEN];
+  struct mcp_oob_peer *p;
+
+  mcp_sockaddr_format_host(from, host, sizeof(host));
+  if (unauth_count(host) >= MCP_OOB_MAX_UNAUTH_PER_HOST)
+    evict_unauth(host, "too many connections from one address have not proved themselves");
+  if (unauth_count(NULL) >= MCP_OOB_MAX_UNAUTH)
+    evict_unauth(NULL, "too many connections have not proved themselves");
+  p = peer_new(0);
+  if (p == NULL) {
+    close(fd);
+    return NULL;
+  }
+  p->fd = fd;
+  p->addr = *from;
+  snprintf(p->host, sizeof(p->host), "%s", host);
+  p->state = PEER_HELLO;
+  p->accepted_ms = now_ms();
+  p->auth_deadline_ms = p->accepted_ms + MCP_OOB_AUTH_TIMEOUT_MS;
+  (void)mcp_sock_set_keepalive(fd, oob.keepalive_s);
+  return p;
+}
+
+static void progress_peer(struct mcp_oob_peer *p);
+
 static void accept_new(void)
 {
   for (;;) {
     union mcp_sockaddr from;
     struct mcp_oob_peer *p;
-    int fd;
+    int fd, rc;
 
-    if (mcp_sock_accept(oob.listen_fd, &fd, &from) != 0)
-      return;
-    p = peer_new();
-    if (p == NULL) {
-      close(fd);
+    rc = mcp_sock_accept(oob.listen_fd, &fd, &from);
+    if (rc == -EMFILE || rc == -ENFILE || rc == -ENOBUFS || rc == -ENOMEM) {
+      /* Out of descriptors: a stranger's connection gives its own back first. */
+      if (evict_unauth(NULL, "no file descriptor is left for a new connection")) {
+        /* Its descriptor closed with it; try again. */
+        continue;
+      }
+      accept_failed(-rc);
       return;
     }
-    p->fd = fd;
-    p->addr = from;
-    p->state = PEER_HELLO;
-    p->hello_deadline_ms = now_ms() + HELLO_TIMEOUT_MS;
-    (void)mcp_sock_set_keepalive(fd, oob.keepalive_s);
-    send_hello(p);
+    if (rc != 0)
+      return;
+    p = adopt(fd, &from);
+    /* Read it at once: a genuine dialler's HELLO is usually there already, and naming a
+     * live listen keeps its connection when strangers crowd the rest out. */
+    if (p != NULL)
+      progress_peer(p);
   }
 }
 
@@ -541,24 +840,27 @@ static void progress_peer(struct mcp_oob_peer *p)
     /* The acceptor's process may answer minutes from now: from here on only TCP says
      * whether it is still there, and keepalive makes TCP say it about its host too. */
     (void)mcp_sock_set_keepalive(p->fd, oob.keepalive_s);
-    send_hello(p);
+    if (send_hello(p) != 0)
+      return;
   }
   if (p->state != PEER_HELLO && p->state != PEER_UP)
     return;
-  if (p->state == PEER_HELLO && !p->outgoing && now_ms() > p->hello_deadline_ms) {
+  if (!p->outgoing && !p->authed && now_ms() > p->auth_deadline_ms) {
     struct mcp_wire_msg m;
 
-    MCP_WARN("out-of-band: %s connected but sent no HELLO within %d s (not an mcpnet peer?); closed",
-             peer_name(p, name, sizeof(name)), HELLO_TIMEOUT_MS / 1000);
+    MCP_WARN_LIMITED(p->host, "out-of-band: %s connected but did not prove itself within %u s (%s); closed",
+                     peer_name(p, name, sizeof(name)), MCP_OOB_AUTH_TIMEOUT_MS / 1000,
+                     p->have_hello ? "HELLO, but no connection request" : "no HELLO: not an mcpnet peer?");
     /* An mcpnet dialler that was merely late learns why and dials again. */
     memset(&m, 0, sizeof(m));
     m.type = MCP_WIRE_CONN_REJECT;
     m.u.reject.code = MCP_WIRE_REJECT_SILENT;
     snprintf(m.u.reject.reason, sizeof(m.u.reject.reason),
-             "no HELLO within %d s of accept: closed as a silent client", HELLO_TIMEOUT_MS / 1000);
+             "no connection request within %u s of accept: closed as a silent client",
+             MCP_OOB_AUTH_TIMEOUT_MS / 1000);
     if (peer_queue(p, &m) == 0)
       (void)mcp_sock_sendq_flush(&p->sq, p->fd);
-    peer_kill(p, "no HELLO from %s", name);
+    peer_kill(p, "%s did not prove itself in time", name);
     return;
   }
   left = mcp_sock_sendq_flush(&p->sq, p->fd);
@@ -572,7 +874,7 @@ static void progress_peer(struct mcp_oob_peer *p)
     return;
   }
   peer_read(p);
-  if (p->state != PEER_DEAD && mcp_sock_sendq_pending(&p->sq) > 0)
+  if (p->state != PEER_DEAD && p->fd >= 0 && mcp_sock_sendq_pending(&p->sq) > 0)
     (void)mcp_sock_sendq_flush(&p->sq, p->fd);
 }
 
@@ -587,10 +889,11 @@ static void progress_locked(void)
     struct mcp_oob_peer *p = mcp_list_entry(it, struct mcp_oob_peer, link);
 
     progress_peer(p);
-    /* A dead connection nobody refers to (a stray client) is dropped at once. */
+    /* A dead connection nobody refers to (a stranger) is dropped at once. */
     if (p->state == PEER_DEAD && p->refs == 0)
       peer_free(p);
   }
+  mcp_log_limited_flush();
 }
 
 void mcp_oob_progress(void)
@@ -618,11 +921,23 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
   struct mcp_sock_iface_choice choice;
   struct mcp_sock_port_range range = {0, 0};
   char msg[MCP_SOCK_MSGLEN], addr[MCP_SOCKADDR_STRLEN];
-  int rc = 0;
+  int rc = 0, err, waited = 0;
 
   pthread_mutex_lock(&oob.lock);
   if (oob.users++ > 0)
     goto out;
+  do
+    err = mcp_random_fill_wait(&oob.nonce, sizeof(oob.nonce), &waited);
+  while (err == 0 && oob.nonce == 0);
+  if (waited)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel: waited for the kernel's random generator, which was "
+                                   "not initialised yet (early in the host's boot)");
+  if (err != 0) {
+    MCP_WARN("out-of-band channel: the kernel's random generator cannot give a nonce (getrandom: %s): "
+             "mcpnet will not use guessable keys. Allow getrandom in the container's seccomp profile",
+             strerror(-err));
+    goto fail;
+  }
   if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &choice) != 0) {
     MCP_WARN("no interface for the out-of-band channel%s%s: %s",
              cfg->socket_ifname ? " matching NCCL_SOCKET_IFNAME=" : "",
@@ -635,7 +950,6 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
     MCP_WARN("out-of-band listener on %s: %s", choice.name, msg);
     goto fail;
   }
-  oob.nonce = random_u64();
   oob.next_stream_id = 1;
   oob.connect_timeout_ms = cfg->connect_timeout_s * 1000;
   /* Dead-host detection on the channel: about a minute, but never before recovery has had
@@ -677,6 +991,7 @@ void mcp_oob_release(void)
     if (oob.listen_fd >= 0)
       close(oob.listen_fd);
     oob.listen_fd = -1;
+    mcp_log_limited_flush();
   }
   pthread_mutex_unlock(&oob.lock);
 }
@@ -692,16 +1007,30 @@ void mcp_oob_local(union mcp_sockaddr *addr, uint64_t *nonce)
 struct mcp_oob_listener *mcp_oob_listener_add(void)
 {
   struct mcp_oob_listener *l = calloc(1, sizeof(*l));
+  uint64_t id = 0;
+  int err = 0;
 
   if (l == NULL)
     return NULL;
   pthread_mutex_lock(&oob.lock);
-  do
-    l->token = random_u64();
-  while (listener_find(l->token) != NULL);
-  mcp_list_init(&l->pending);
-  mcp_list_push(&oob.listeners, &l->link);
+  /* A random id, so that a stranger cannot name a live listen by counting. */
+  do {
+    err = mcp_random_fill(&id, sizeof(id));
+    l->cred.listen_id = (uint32_t)id;
+  } while (err == 0 && (l->cred.listen_id == 0 || listener_find(l->cred.listen_id) != NULL));
+  if (err == 0)
+    err = mcp_random_fill(l->cred.key, sizeof(l->cred.key));
+  if (err == 0) {
+    mcp_list_init(&l->pending);
+    mcp_list_push(&oob.listeners, &l->link);
+  }
   pthread_mutex_unlock(&oob.lock);
+  if (err != 0) {
+    MCP_WARN("listen: no random key from the kernel (getrandom: %s); mcpnet will not publish a guessable one",
+             strerror(-err));
+    free(l);
+    return NULL;
+  }
   return l;
 }
 
@@ -736,10 +1065,21 @@ int mcp_oob_listener_take(struct mcp_oob_listener *l, struct mcp_oob_request **r
   *req = mcp_list_first(&l->pending, struct mcp_oob_request, link);
   if (*req != NULL) {
     mcp_list_del(&(*req)->link);
+    l->npending--;
     got = 1;
   }
   pthread_mutex_unlock(&oob.lock);
   return got;
+}
+
+unsigned mcp_oob_listener_pending(struct mcp_oob_listener *l)
+{
+  unsigned n;
+
+  pthread_mutex_lock(&oob.lock);
+  n = l->npending;
+  pthread_mutex_unlock(&oob.lock);
+  return n;
 }
 
 int mcp_oob_request_reject(struct mcp_oob_request *req, uint32_t code, const char *why)
@@ -779,21 +1119,21 @@ static struct mcp_oob_stream *stream_new(struct mcp_oob_peer *p)
   return s;
 }
 
-struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce)
+struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce,
+                                              const struct mcp_oob_cred *cred)
 {
   struct mcp_oob_stream *s = NULL;
   struct mcp_oob_peer *p = NULL, *q;
   struct mcp_list *it;
 
   pthread_mutex_lock(&oob.lock);
-  /* Share a live connection to the same process, whichever side opened it. */
+  /* Share a live connection this process dialled to the same listener and process. An
+   * incoming one never carries our requests: whoever dialled us may claim any nonce. */
   mcp_list_each(it, &oob.peers)
   {
     q = mcp_list_entry(it, struct mcp_oob_peer, link);
-    if (q->state == PEER_DEAD)
-      continue;
-    if ((q->have_hello && q->hello.nonce == nonce) ||
-        (q->outgoing && q->expect_nonce == nonce && mcp_sockaddr_equal(&q->addr, addr))) {
+    if (q->state != PEER_DEAD && q->outgoing && q->expect_nonce == nonce &&
+        mcp_sockaddr_equal(&q->addr, addr)) {
       p = q;
       break;
     }
@@ -803,17 +1143,20 @@ struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, ui
                                          .max_retries = 1000,
                                          .backoff_ms = 10,
                                          .backoff_max_ms = 1000};
-    p = peer_new();
+    p = peer_new(1);
     if (p == NULL)
       goto out;
-    p->outgoing = 1;
     p->addr = *addr;
+    mcp_sockaddr_format_host(addr, p->host, sizeof(p->host));
     p->expect_nonce = nonce;
+    p->cred = *cred;
     p->state = PEER_CONNECTING;
     if (mcp_sock_connect_start(&p->conn, addr, NULL, &opts) == MCP_SOCK_CONNECT_FAILED)
       peer_kill(p, "%s", p->conn.msg);
   }
   s = stream_new(p);
+  if (s != NULL)
+    s->cred = *cred;
 out:
   pthread_mutex_unlock(&oob.lock);
   return s;
@@ -845,15 +1188,24 @@ int mcp_oob_stream_ready(struct mcp_oob_stream *s)
 int mcp_oob_stream_send(struct mcp_oob_stream *s, const struct mcp_wire_msg *m)
 {
   struct mcp_wire_msg out = *m;
+  struct mcp_oob_peer *p = s->peer;
   int rc = -1;
 
   pthread_mutex_lock(&oob.lock);
-  if (!atomic_load(&s->dead) && s->peer->state != PEER_DEAD) {
+  if (!atomic_load(&s->dead) && p->state != PEER_DEAD) {
     out.stream_id = m->type == MCP_WIRE_CONN_REQ ? 0 : s->remote_id;
-    rc = peer_queue(s->peer, &out);
-    if (rc == 0 && s->peer->fd >= 0)
-      (void)mcp_sock_sendq_flush(&s->peer->sq, s->peer->fd);
+    if (m->type == MCP_WIRE_CONN_REQ) {
+      /* Only on a connection we dialled whose acceptor proved itself. */
+      if (!p->outgoing || !p->authed)
+        goto out;
+      out.u.conn_req.listen_id = s->cred.listen_id;
+      out.u.conn_req.mac = request_mac(&s->cred, p, out.u.conn_req.ep.stream_id);
+    }
+    rc = peer_queue(p, &out);
+    if (rc == 0 && p->fd >= 0)
+      (void)mcp_sock_sendq_flush(&p->sq, p->fd);
   }
+out:
   pthread_mutex_unlock(&oob.lock);
   return rc;
 }
@@ -974,4 +1326,26 @@ const char *mcp_oob_self_name(char *buf, size_t len)
     snprintf(buf, len, "%s pid %u (%s)", host, (unsigned)getpid(), addr);
   pthread_mutex_unlock(&oob.lock);
   return buf;
+}
+
+int mcp_oob_test_adopt(int fd, const union mcp_sockaddr *from)
+{
+  int rc = -1;
+
+  pthread_mutex_lock(&oob.lock);
+  if (oob.users > 0 && adopt(fd, from) != NULL)
+    rc = 0;
+  pthread_mutex_unlock(&oob.lock);
+  return rc;
+}
+
+void mcp_oob_test_count(unsigned *peers, unsigned *unauth)
+{
+  struct mcp_list *it;
+
+  pthread_mutex_lock(&oob.lock);
+  *peers = 0;
+  mcp_list_each(it, &oob.peers)(*peers)++;
+  *unauth = unauth_count(NULL);
+  pthread_mutex_unlock(&oob.lock);
 }

@@ -18,10 +18,12 @@
 #include "mcpnet/wire.h"
 
 /* Handle layout: magic 0, version 4, family 6, addr 8, port 24, reserved 26, dev 28,
- * listen token 32, nonce 40, (version 3) member count 48; the rest of [0, 96) zero;
- * [96, 128) the caller's. */
+ * listen key[0] (versions 2-3: the token) 32, nonce 40, (version 3) member count 48,
+ * (version 4) listen id 49, listen key[1] 53; the rest of [0, 96) zero; [96, 128) the
+ * caller's. */
 #define WIRE_HANDLE_USED_V2 48
-#define WIRE_HANDLE_USED 49
+#define WIRE_HANDLE_USED_V3 49
+#define WIRE_HANDLE_USED 61
 _Static_assert(WIRE_HANDLE_USED <= MCP_WIRE_HANDLE_TAIL_OFFSET,
                "the handle encoding must leave the tail to the caller");
 _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_NET_HANDLE_MAXSIZE,
@@ -34,11 +36,12 @@ _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_N
 #define WIRE_EP_MAX                                                                                     \
   (4 + WIRE_STR(MCP_WIRE_DEVNAME_MAX) + 4 + 16 + 2 + 1 + 8 * MCP_WIRE_MAX_QPS + 16 + WIRE_FP_SIZE + 1 + \
    (MCP_WIRE_MAX_MEMBERS - 1) * WIRE_MEMBER_SIZE)
-#define WIRE_HELLO_MAX (8 + 4 + WIRE_STR(MCP_WIRE_HOSTNAME_MAX) + WIRE_STR(MCP_WIRE_VERSTR_MAX) + 4)
+#define WIRE_HELLO_MAX \
+  (8 + 4 + WIRE_STR(MCP_WIRE_HOSTNAME_MAX) + WIRE_STR(MCP_WIRE_VERSTR_MAX) + 4 + 8 + 4 + 8)
 #define WIRE_REJECT_MAX (4 + WIRE_STR(MCP_WIRE_REASON_MAX))
 #define WIRE_RECOVER_MAX (12 + 4 * MCP_WIRE_RECOVER_SLOTS + WIRE_EP_MAX)
 _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_RECOVER_MAX <= MCP_WIRE_MSG_MAX, "RECOVER fits");
-_Static_assert(MCP_WIRE_HDR_SIZE + 8 + WIRE_EP_MAX <= MCP_WIRE_MSG_MAX, "CONN_REQ fits");
+_Static_assert(MCP_WIRE_HDR_SIZE + 12 + WIRE_EP_MAX <= MCP_WIRE_MSG_MAX, "CONN_REQ fits");
 _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_HELLO_MAX <= MCP_WIRE_MSG_MAX, "HELLO fits");
 _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_REJECT_MAX <= MCP_WIRE_MSG_MAX, "REJECT fits");
 _Static_assert(MCP_WIRE_MSG_MAX <= MCP_WIRE_MAX_FRAME, "messages fit a frame");
@@ -158,6 +161,10 @@ static void wire_rd_str(struct wire_rd *r, char *dst, size_t max, const char *fi
     wire_rd_bad(r, "%s contains a NUL byte", field);
     return;
   }
+  if (!mcp_text_printable_span((const char *)r->p + r->off, n)) {
+    wire_rd_bad(r, "%s contains a byte that is not printable ASCII", field);
+    return;
+  }
   memcpy(dst, r->p + r->off, n);
   dst[n] = '\0';
   r->off += n;
@@ -211,8 +218,14 @@ static void wire_wr_str(struct wire_wr *w, const char *s, size_t max)
   wire_wr_bytes(w, s, n);
 }
 
-/* A string field of a struct: NUL-terminated within its array of max + 1. */
-static int wire_str_ok(const char *s, size_t max) { return strnlen(s, max + 1) <= max; }
+/* A string field of a struct: NUL-terminated within its array of max + 1, and printable
+ * ASCII (what a decoder accepts). */
+static int wire_str_ok(const char *s, size_t max)
+{
+  size_t n = strnlen(s, max + 1);
+
+  return n <= max && mcp_text_printable_span(s, n);
+}
 
 /* ---- The handle --------------------------------------------------------------------- */
 
@@ -240,6 +253,10 @@ static int wire_handle_check(const struct mcp_wire_handle *h, char *err, size_t 
     mcp_text_errf(err, errlen, "handle member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
     return -1;
   }
+  if ((h->version == 0 || h->version >= MCP_WIRE_VERSION_AUTH) && h->listen_id == 0) {
+    mcp_text_errf(err, errlen, "handle listen id is 0");
+    return -1;
+  }
   return 0;
 }
 
@@ -251,7 +268,7 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
 
   if (wire_handle_check(h, err, errlen) != 0)
     return -EINVAL;
-  version = h->version != 0 ? h->version : ndevs > 1 ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1;
+  version = h->version != 0 ? h->version : MCP_WIRE_VERSION;
   if (version > MCP_WIRE_VERSION || (ndevs > 1 && version < MCP_WIRE_VERSION_FUSION)) {
     mcp_text_errf(err, errlen, "a handle of %u member device(s) cannot be written as version %u", ndevs,
                   version);
@@ -265,17 +282,25 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
   wire_wr_u16(&w, h->port);
   wire_wr_u16(&w, 0);
   wire_wr_u32(&w, (uint32_t)h->dev);
-  wire_wr_u64(&w, h->listen_token);
+  wire_wr_u64(&w, h->listen_key[0]);
   wire_wr_u64(&w, h->nonce);
   if (version >= MCP_WIRE_VERSION_FUSION)
     wire_wr_u8(&w, (uint8_t)ndevs);
+  if (version >= MCP_WIRE_VERSION_AUTH) {
+    wire_wr_u32(&w, h->listen_id);
+    wire_wr_u64(&w, h->listen_key[1]);
+  }
   {
     struct wire_wr cap = {.p = out, .cap = MCP_WIRE_HANDLE_SIZE, .off = MCP_WIRE_HANDLE_CAP_OFFSET};
 
     wire_wr_u32(&cap, MCP_WIRE_HANDLE_CAP_MAGIC);
     wire_wr_u8(&cap, MCP_WIRE_VERSION);
   }
-  return w.overflow || w.off != (version >= MCP_WIRE_VERSION_FUSION ? WIRE_HANDLE_USED : WIRE_HANDLE_USED_V2)
+  return w.overflow ||
+      w.off !=
+        (version >= MCP_WIRE_VERSION_AUTH       ? WIRE_HANDLE_USED
+           : version >= MCP_WIRE_VERSION_FUSION ? WIRE_HANDLE_USED_V3
+                                                : WIRE_HANDLE_USED_V2)
     ? -ENOBUFS
     : 0;
 }
@@ -328,13 +353,17 @@ int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wi
   if (wire_rd_u16(&r, "reserved") != 0)
     wire_rd_bad(&r, "reserved bytes at offset 26 are not zero");
   h->dev = (int32_t)wire_rd_u32(&r, "device index");
-  h->listen_token = wire_rd_u64(&r, "listen token");
+  h->listen_key[0] = wire_rd_u64(&r, "listen key");
   h->nonce = wire_rd_u64(&r, "nonce");
   h->ndevs = 1;
   if (version >= MCP_WIRE_VERSION_FUSION) {
     h->ndevs = wire_rd_u8(&r, "member count");
     if (!r.failed && (h->ndevs < 1 || h->ndevs > MCP_WIRE_MAX_MEMBERS))
       wire_rd_bad(&r, "member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
+  }
+  if (version >= MCP_WIRE_VERSION_AUTH) {
+    h->listen_id = wire_rd_u32(&r, "listen id");
+    h->listen_key[1] = wire_rd_u64(&r, "listen key");
   }
   for (size_t i = r.off; !r.failed && i < MCP_WIRE_HANDLE_TAIL_OFFSET; i++)
     if (in[i] != 0)
@@ -388,7 +417,8 @@ void mcp_wire_handle_get_sockaddr(const struct mcp_wire_handle *h, union mcp_soc
 int mcp_wire_handle_equal(const struct mcp_wire_handle *a, const struct mcp_wire_handle *b)
 {
   return a->family == b->family && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0 && a->port == b->port &&
-    a->dev == b->dev && a->listen_token == b->listen_token && a->nonce == b->nonce &&
+    a->dev == b->dev && a->listen_key[0] == b->listen_key[0] && a->listen_key[1] == b->listen_key[1] &&
+    a->listen_id == b->listen_id && a->nonce == b->nonce &&
     (a->ndevs ? a->ndevs : 1) == (b->ndevs ? b->ndevs : 1);
 }
 
@@ -532,7 +562,8 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
     if (k > 0)
       snprintf(who, sizeof(who), "member %u ", k);
     if (!wire_str_ok(mb.dev_name, MCP_WIRE_DEVNAME_MAX) || mb.dev_name[0] == '\0') {
-      mcp_text_errf(err, errlen, "%sdevice name is empty or longer than %d bytes", who, MCP_WIRE_DEVNAME_MAX);
+      mcp_text_errf(err, errlen, "%sdevice name is empty, longer than %d bytes or not printable", who,
+                    MCP_WIRE_DEVNAME_MAX);
       return -EINVAL;
     }
     if (mb.port < 1) {
@@ -696,7 +727,12 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
   case MCP_WIRE_HELLO:
     if (!wire_str_ok(m->u.hello.hostname, MCP_WIRE_HOSTNAME_MAX) ||
         !wire_str_ok(m->u.hello.plugin_version, MCP_WIRE_VERSTR_MAX)) {
-      mcp_text_errf(err, errlen, "HELLO host name or plugin version string is not terminated");
+      mcp_text_errf(err, errlen,
+                    "HELLO host name or plugin version string is not terminated or not printable");
+      return -EINVAL;
+    }
+    if ((m->version == 0 || m->version >= MCP_WIRE_VERSION_AUTH) && m->u.hello.challenge == 0) {
+      mcp_text_errf(err, errlen, "HELLO challenge is 0");
       return -EINVAL;
     }
     return 0;
@@ -704,7 +740,7 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
   case MCP_WIRE_CONN_ACK: return mcp_wire_endpoint_check(&m->u.conn_ack, err, errlen);
   case MCP_WIRE_CONN_REJECT:
     if (!wire_str_ok(m->u.reject.reason, MCP_WIRE_REASON_MAX)) {
-      mcp_text_errf(err, errlen, "CONN_REJECT reason is not terminated");
+      mcp_text_errf(err, errlen, "CONN_REJECT reason is not terminated or not printable");
       return -EINVAL;
     }
     return 0;
@@ -744,9 +780,19 @@ static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m, uns
     wire_wr_str(w, m->u.hello.hostname, MCP_WIRE_HOSTNAME_MAX);
     wire_wr_str(w, m->u.hello.plugin_version, MCP_WIRE_VERSTR_MAX);
     wire_wr_u32(w, (uint32_t)m->u.hello.local_rank);
+    if (version >= MCP_WIRE_VERSION_AUTH) {
+      wire_wr_u64(w, m->u.hello.challenge);
+      wire_wr_u32(w, m->u.hello.listen_id);
+      wire_wr_u64(w, m->u.hello.proof);
+    }
     break;
   case MCP_WIRE_CONN_REQ:
-    wire_wr_u64(w, m->u.conn_req.listen_token);
+    if (version >= MCP_WIRE_VERSION_AUTH) {
+      wire_wr_u32(w, m->u.conn_req.listen_id);
+      wire_wr_u64(w, m->u.conn_req.mac);
+    } else {
+      wire_wr_u64(w, m->u.conn_req.listen_token);
+    }
     wire_wr_endpoint(w, &m->u.conn_req.ep, version);
     break;
   case MCP_WIRE_CONN_ACK: wire_wr_endpoint(w, &m->u.conn_ack, version); break;
@@ -785,7 +831,7 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   if (rc != 0)
     return rc;
   fused = wire_msg_ndevs(m) > 1;
-  version = m->version != 0 ? m->version : fused ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1;
+  version = m->version != 0 ? m->version : MCP_WIRE_VERSION;
   if (version > MCP_WIRE_VERSION || m->type > wire_type_max(version)) {
     mcp_text_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type),
                   version);
@@ -830,9 +876,21 @@ static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
     wire_rd_str(r, m->u.hello.hostname, MCP_WIRE_HOSTNAME_MAX, "host name");
     wire_rd_str(r, m->u.hello.plugin_version, MCP_WIRE_VERSTR_MAX, "plugin version");
     m->u.hello.local_rank = (int32_t)wire_rd_u32(r, "local rank");
+    if (version >= MCP_WIRE_VERSION_AUTH) {
+      m->u.hello.challenge = wire_rd_u64(r, "challenge");
+      m->u.hello.listen_id = wire_rd_u32(r, "listen id");
+      m->u.hello.proof = wire_rd_u64(r, "proof");
+      if (!r->failed && m->u.hello.challenge == 0)
+        wire_rd_bad(r, "challenge is 0");
+    }
     break;
   case MCP_WIRE_CONN_REQ:
-    m->u.conn_req.listen_token = wire_rd_u64(r, "listen token");
+    if (version >= MCP_WIRE_VERSION_AUTH) {
+      m->u.conn_req.listen_id = wire_rd_u32(r, "listen id");
+      m->u.conn_req.mac = wire_rd_u64(r, "MAC");
+    } else {
+      m->u.conn_req.listen_token = wire_rd_u64(r, "listen token");
+    }
     wire_rd_endpoint(r, &m->u.conn_req.ep, version);
     break;
   case MCP_WIRE_CONN_ACK: wire_rd_endpoint(r, &m->u.conn_ack, version); break;
@@ -902,9 +960,11 @@ int mcp_wire_msg_equal(const struct mcp_wire_msg *a, const struct mcp_wire_msg *
     return a->u.hello.nonce == b->u.hello.nonce && a->u.hello.pid == b->u.hello.pid &&
       strcmp(a->u.hello.hostname, b->u.hello.hostname) == 0 &&
       strcmp(a->u.hello.plugin_version, b->u.hello.plugin_version) == 0 &&
-      a->u.hello.local_rank == b->u.hello.local_rank;
+      a->u.hello.local_rank == b->u.hello.local_rank && a->u.hello.challenge == b->u.hello.challenge &&
+      a->u.hello.listen_id == b->u.hello.listen_id && a->u.hello.proof == b->u.hello.proof;
   case MCP_WIRE_CONN_REQ:
     return a->u.conn_req.listen_token == b->u.conn_req.listen_token &&
+      a->u.conn_req.listen_id == b->u.conn_req.listen_id && a->u.conn_req.mac == b->u.conn_req.mac &&
       mcp_wire_endpoint_equal(&a->u.conn_req.ep, &b->u.conn_req.ep);
   case MCP_WIRE_CONN_ACK: return mcp_wire_endpoint_equal(&a->u.conn_ack, &b->u.conn_ack);
   case MCP_WIRE_CONN_REJECT:

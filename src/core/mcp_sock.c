@@ -647,16 +647,15 @@ long mcp_sock_sendq_flush(struct mcp_sock_sendq *q, int fd)
   return (long)(q->tail - q->head);
 }
 
-int mcp_sock_rbuf_init(struct mcp_sock_rbuf *rb, size_t cap, mcp_sock_frame_len_fn frame_len)
+int mcp_sock_rbuf_init(struct mcp_sock_rbuf *rb, size_t max, mcp_sock_frame_len_fn frame_len)
 {
   memset(rb, 0, sizeof(*rb));
-  rb->buf = malloc(cap);
-  if (rb->buf == NULL)
-    return -ENOMEM;
-  rb->cap = cap;
+  rb->max = max;
   rb->frame_len = frame_len;
   return 0;
 }
+
+void mcp_sock_rbuf_set_max(struct mcp_sock_rbuf *rb, size_t max) { rb->max = max; }
 
 void mcp_sock_rbuf_free(struct mcp_sock_rbuf *rb)
 {
@@ -666,31 +665,88 @@ void mcp_sock_rbuf_free(struct mcp_sock_rbuf *rb)
 
 size_t mcp_sock_rbuf_pending(const struct mcp_sock_rbuf *rb) { return rb->end - rb->start; }
 
+size_t mcp_sock_rbuf_allocated(const struct mcp_sock_rbuf *rb) { return rb->alloc; }
+
+/* Room for more bytes at the end: the buffer doubles from MCP_SOCK_RBUF_FIRST up to max.
+ * 0, -ENOBUFS when it is at max and full, -ENOMEM. */
+static int sock_rbuf_room(struct mcp_sock_rbuf *rb)
+{
+  size_t want;
+  uint8_t *nb;
+
+  if (rb->end < rb->alloc)
+    return 0;
+  if (rb->alloc >= rb->max)
+    return -ENOBUFS;
+  want = rb->alloc != 0 ? 2 * rb->alloc : MCP_SOCK_RBUF_FIRST;
+  if (want > rb->max)
+    want = rb->max;
+  nb = realloc(rb->buf, want);
+  if (nb == NULL)
+    return -ENOMEM;
+  rb->buf = nb;
+  rb->alloc = want;
+  return 0;
+}
+
+/* The first recv while no buffer is allocated goes to the stack, so a connection with
+ * nothing to say costs no allocation. >0 bytes (now in rb->buf), 0 EOF, -errno. */
+static ssize_t sock_rbuf_recv(struct mcp_sock_rbuf *rb, int fd)
+{
+  uint8_t first[MCP_SOCK_RBUF_FIRST];
+  ssize_t n;
+
+  n = recv(fd, first, rb->max < sizeof(first) ? rb->max : sizeof(first), MSG_DONTWAIT);
+  if (n <= 0)
+    return n < 0 ? -errno : 0;
+  if (sock_rbuf_room(rb) != 0)
+    return -ENOMEM;
+  memcpy(rb->buf, first, (size_t)n);
+  return n;
+}
+
 long mcp_sock_rbuf_fill(struct mcp_sock_rbuf *rb, int fd)
 {
   long total = 0;
 
-  /* Frames already taken may be overwritten now (documented): slide the rest down so
-   * the largest frame always fits behind it. */
-  if (rb->start > 0) {
+  /* Frames already taken may be dropped now (documented): an empty buffer is given back,
+   * else the rest slides down so the largest frame always fits behind it. */
+  if (rb->start == rb->end) {
+    free(rb->buf);
+    rb->buf = NULL;
+    rb->alloc = rb->start = rb->end = 0;
+  } else if (rb->start > 0) {
     memmove(rb->buf, rb->buf + rb->start, rb->end - rb->start);
     rb->end -= rb->start;
     rb->start = 0;
   }
-  while (rb->end < rb->cap && !rb->eof) {
-    ssize_t n = recv(fd, rb->buf + rb->end, rb->cap - rb->end, MSG_DONTWAIT);
+  while (!rb->eof) {
+    ssize_t n;
 
+    if (rb->buf == NULL) {
+      n = sock_rbuf_recv(rb, fd);
+    } else {
+      int rc = sock_rbuf_room(rb);
+
+      if (rc == -ENOBUFS)
+        break; /* full: the caller takes frames first */
+      if (rc != 0)
+        return rc;
+      n = recv(fd, rb->buf + rb->end, rb->alloc - rb->end, MSG_DONTWAIT);
+      if (n < 0)
+        n = -errno;
+    }
     if (n > 0) {
       rb->end += (size_t)n;
       total += n;
     } else if (n == 0) {
       rb->eof = 1;
-    } else if (errno == EINTR) {
+    } else if (n == -EINTR) {
       continue;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    } else if (n == -EAGAIN || n == -EWOULDBLOCK) {
       break;
     } else {
-      return -errno;
+      return (long)n;
     }
   }
   return total;
@@ -708,8 +764,9 @@ int mcp_sock_rbuf_next(struct mcp_sock_rbuf *rb, const uint8_t **frame, size_t *
     return -EBADMSG;
   if (rc == 0)
     return 0;
-  if (flen == 0 || flen > rb->cap) {
-    snprintf(msg, msglen, "a frame of %zu bytes does not fit the %zu-byte receive buffer", flen, rb->cap);
+  if (flen == 0 || flen > rb->max) {
+    snprintf(msg, msglen, "a frame of %zu bytes is larger than the %zu bytes this connection accepts now",
+             flen, rb->max);
     return -EBADMSG;
   }
   if (have < flen)

@@ -148,9 +148,14 @@ static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
       memset(m->u.hello.plugin_version, 'v', MCP_WIRE_VERSTR_MAX);
     }
     m->u.hello.local_rank = big ? 7 : -1;
+    m->u.hello.challenge = big ? ~0ull : 1; /* version 4's fields; older ones ignore them */
+    m->u.hello.listen_id = big ? ~0u : 0;
+    m->u.hello.proof = big ? ~0ull : 0;
     break;
   case MCP_WIRE_CONN_REQ:
-    m->u.conn_req.listen_token = big ? ~0ull : 42;
+    m->u.conn_req.listen_token = big ? ~0ull : 42; /* versions 1-3 */
+    m->u.conn_req.listen_id = big ? ~0u : 1;       /* version 4 */
+    m->u.conn_req.mac = big ? ~0ull : 0x0102030405060708ull;
     seed_endpoint(&m->u.conn_req.ep, big);
     break;
   case MCP_WIRE_CONN_ACK: seed_endpoint(&m->u.conn_ack, big); break;
@@ -231,27 +236,31 @@ static int write_corpus(const char *dir)
       }
     }
   }
-  /* A one-member listener's handle is version 2; a fused one's version 3. */
-  for (int fam = 4; fam <= 6 + 2 * (MCP_WIRE_VERSION - MCP_WIRE_VERSION_FUSION + 1); fam += 2) {
-    int fused = fam > 6;
-
-    h = (struct mcp_wire_handle){.family = (uint16_t)(fused ? fam - 4 : fam),
-                                 .port = 40001,
-                                 .dev = fam == 4 ? 0 : 3,
-                                 .listen_token = 0x5eed5eed5eed5eedull,
-                                 .nonce = 0xabcdef,
-                                 .ndevs = (uint8_t)(fused ? fam - 6 : 1)};
-    h.addr[0] = h.family == 4 ? 127 : 0xfd;
-    h.addr[h.family == 4 ? 3 : 15] = 1;
-    if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {
-      fprintf(stderr, "fuzz_wire: seed handle: %s\n", err);
-      return 1;
+  /* Handles of every version from 2, both families: version 2 of one member, 3 and 4
+   * fused (4 members on IPv6), 4 with its listen id and key. */
+  for (uint16_t v = 2; v <= MCP_WIRE_VERSION; v++) {
+    for (int fam = 4; fam <= 6; fam += 2) {
+      h = (struct mcp_wire_handle){.version = v,
+                                   .family = (uint16_t)fam,
+                                   .port = 40001,
+                                   .dev = fam == 4 ? 0 : 3,
+                                   .listen_key = {0x5eed5eed5eed5eedull, 0x0123456789abcdefull},
+                                   .listen_id = 0x1d1d1d1du,
+                                   .nonce = 0xabcdef,
+                                   .ndevs = (uint8_t)(v < MCP_WIRE_VERSION_FUSION ? 1
+                                                        : fam == 4                ? 2
+                                                                                  : 4)};
+      h.addr[0] = h.family == 4 ? 127 : 0xfd;
+      h.addr[h.family == 4 ? 3 : 15] = 1;
+      if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {
+        fprintf(stderr, "fuzz_wire: seed handle: %s\n", err);
+        return 1;
+      }
+      snprintf(name, sizeof(name), "v%u-handle-ipv%d", v, h.family);
+      if (write_file(dir, name, handle, sizeof(handle)) != 0)
+        return 1;
+      n++;
     }
-    snprintf(name, sizeof(name), "v%d-handle-ipv%d",
-             fused ? MCP_WIRE_VERSION_FUSION : MCP_WIRE_VERSION_FUSION - 1, h.family);
-    if (write_file(dir, name, handle, sizeof(handle)) != 0)
-      return 1;
-    n++;
   }
   printf("fuzz_wire: wrote %d seeds to %s\n", n, dir);
   return 0;

@@ -4,7 +4,8 @@
  * - an outgoing connection that the peer's kernel accepted waits for the HELLO as long as
  *   TCP holds it (a busy or late peer process), and dies at once on FIN;
  * - an incoming connection that stays silent (a stray client) is still dropped after 10 s,
- *   with a SILENT notice first, while a real peer on the same listener stays up;
+ *   with a SILENT notice first and nothing else (the acceptor speaks second), while a
+ *   real peer that proved itself on the same listener stays up;
  * - a dialler told SILENT (it dialled, then made no call for 10 s) dials again instead of
  *   failing its streams;
  * - the INFO/WARN schedule for a long wait;
@@ -14,7 +15,8 @@
  *   stream's frames its own and in order;
  * - a peer that closes (FIN) or resets (RST) in the middle of a frame kills the stream,
  *   and the FIN case says how many bytes of the frame were left.
- * The fake peers are plain sockets that speak the wire format by hand.
+ * The fake peers are plain sockets that speak the wire format by hand (mcp_oob_fake.h);
+ * what strangers can and cannot do is test_conn_oob_trust.c's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcp_oob_fake.h"
 #include "mcp_test.h"
 #include "mcpnet/clock.h"
 #include "mcpnet/log.h"
@@ -61,13 +64,6 @@ static void capture(ncclDebugLogLevel level, unsigned long flags, const char *fi
   loglen += (size_t)n;
 }
 
-static void sleep_ms(unsigned ms)
-{
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
-
-  nanosleep(&ts, NULL);
-}
-
 /* A listener that never accepts on its own: the kernel completes the handshakes. */
 static int fake_listener(union mcp_sockaddr *a)
 {
@@ -81,61 +77,14 @@ static int fake_listener(union mcp_sockaddr *a)
   return fd;
 }
 
-static int send_msg(int fd, const struct mcp_wire_msg *m)
-{
-  uint8_t buf[MCP_WIRE_MSG_MAX];
-  char err[MCP_WIRE_ERRLEN];
-  size_t len;
+static void turn(void) { mcp_oob_progress(); }
+static void sleep_ms(unsigned ms) { fake_sleep_ms(ms); }
+static int send_msg(int fd, const struct mcp_wire_msg *m) { return fake_send_msg(fd, m); }
+static int read_msg(int fd, struct mcp_wire_msg *m) { return fake_read_msg(fd, m, turn); }
 
-  if (mcp_wire_encode(m, buf, sizeof(buf), &len, err, sizeof(err)) != 0)
-    return -1;
-  return send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
-}
-
-static int send_hello(int fd, uint64_t nonce)
-{
-  struct mcp_wire_msg m;
-
-  memset(&m, 0, sizeof(m));
-  m.type = MCP_WIRE_HELLO;
-  m.u.hello.nonce = nonce;
-  m.u.hello.pid = 4242;
-  snprintf(m.u.hello.hostname, sizeof(m.u.hello.hostname), "fakehost");
-  snprintf(m.u.hello.plugin_version, sizeof(m.u.hello.plugin_version), "%s", MCPNET_VERSION);
-  m.u.hello.local_rank = 7;
-  return send_msg(fd, &m);
-}
-
-/* Reads one whole frame, giving the channel's progress a turn between tries (it is
- * what writes to us). 1 with *m, 0 on EOF, -1 on an error or nothing after many turns. */
-static int read_msg(int fd, struct mcp_wire_msg *m)
-{
-  uint8_t buf[MCP_WIRE_MAX_FRAME];
-  char err[MCP_WIRE_ERRLEN];
-  size_t have = 0, want = 0;
-
-  for (int turn = 0; turn < 5000; turn++) {
-    ssize_t n;
-    size_t need = want != 0 ? want : 16;
-
-    n = recv(fd, buf + have, need - have, MSG_DONTWAIT);
-    if (n == 0)
-      return 0;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-      return errno == ECONNRESET ? 0 : -1;
-    if (n > 0)
-      have += (size_t)n;
-    if (want == 0 && have >= 16 && mcp_wire_frame_len(buf, have, &want, err, sizeof(err)) != 1)
-      return -1;
-    if (want != 0 && have == want)
-      return mcp_wire_decode(buf, have, m, err, sizeof(err)) == 0 ? 1 : -1;
-    if (n <= 0) {
-      mcp_oob_progress();
-      sleep_ms(1);
-    }
-  }
-  return -1;
-}
+/* The listen our fake acceptors pretend to hold (their handle's id and key). */
+static const struct mcp_oob_cred peer_cred = {.listen_id = 0x7001,
+                                              .key = {0x1111222233334444ull, 0x5555666677778888ull}};
 
 /* Progress until the stream's connection reaches phase (or some thousand turns). */
 static enum mcp_oob_phase drive_to(struct mcp_oob_stream *s, enum mcp_oob_phase phase)
@@ -169,10 +118,9 @@ static void test_late_acceptor_is_waited_for(void)
   union mcp_sockaddr a;
   int lfd = fake_listener(&a), fd;
   struct mcp_oob_stream *s;
-  struct mcp_wire_msg m;
 
   CHECK(lfd >= 0);
-  s = mcp_oob_stream_open_to(&a, 0x1111);
+  s = mcp_oob_stream_open_to(&a, 0x1111, &peer_cred);
   CHECK(s != NULL);
   if (s == NULL)
     return;
@@ -187,9 +135,7 @@ static void test_late_acceptor_is_waited_for(void)
   /* Ten minutes late, the process calls in: it accepts, and each side's HELLO arrives. */
   fd = accept(lfd, NULL, NULL);
   CHECK(fd >= 0);
-  CHECK_EQ_INT(read_msg(fd, &m), 1);
-  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
-  CHECK_EQ_INT(send_hello(fd, 0x1111), 0);
+  CHECK_EQ_INT(fake_accept_handshake(fd, 0x1111, &peer_cred, turn), 0);
   CHECK_EQ_INT(drive_to(s, MCP_OOB_UP), MCP_OOB_UP);
   CHECK_EQ_INT(mcp_oob_stream_ready(s), 1);
 
@@ -201,32 +147,44 @@ static void test_late_acceptor_is_waited_for(void)
   close(lfd);
 }
 
-/* A client on our listener that never speaks is dropped after 10 s, and told why first;
- * a real peer that said HELLO on the same listener is not touched. */
+/* A client on our listener that never speaks is dropped after 10 s, told why first and
+ * nothing else (the acceptor speaks second, so it never saw our nonce); a real peer that
+ * proved itself on the same listener is not touched. */
 static void test_stray_dropped_real_peer_kept(void)
 {
   union mcp_sockaddr local;
-  uint64_t nonce;
+  uint64_t nonce, chal_acc, chal_dial;
   int stray = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int real = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct mcp_oob_listener *l = mcp_oob_listener_add();
+  struct mcp_oob_request *req = NULL;
   struct mcp_wire_msg m;
   char c;
 
+  CHECK(l != NULL);
+  if (l == NULL)
+    return;
   mcp_oob_local(&local, &nonce);
   CHECK(connect(stray, &local.sa, mcp_sockaddr_len(&local)) == 0);
   CHECK(connect(real, &local.sa, mcp_sockaddr_len(&local)) == 0);
-  CHECK_EQ_INT(send_hello(real, 0x2222), 0);
-  CHECK_EQ_INT(read_msg(stray, &m), 1); /* our HELLO, sent at accept */
-  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
-  CHECK_EQ_INT(m.u.hello.nonce, nonce);
-  CHECK_EQ_INT(read_msg(real, &m), 1);
-  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
+  CHECK_EQ_INT(fake_dial_handshake(real, 0x2222, &l->cred, &chal_acc, &chal_dial, turn), 0);
+  CHECK_EQ_INT(fake_send_request(real, &l->cred, chal_acc, chal_dial, 9, 0), 0);
+  for (int i = 0; i < 1000 && !mcp_oob_listener_take(l, &req); i++)
+    sleep_ms(1);
+  CHECK(req != NULL);
+  if (req != NULL)
+    mcp_oob_request_free(req);
+  /* The stray got nothing so far. */
+  mcp_oob_progress();
+  CHECK(recv(stray, &c, 1, MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
   loglen = 0;
   pass_seconds(9);
-  CHECK(strstr(logbuf, "no HELLO") == NULL);
+  CHECK(strstr(logbuf, "did not prove itself") == NULL);
   pass_seconds(2);
   CHECK(strstr(logbuf, "WARN NET/MCP out-of-band: 127.0.0.1:") != NULL);
-  CHECK(strstr(logbuf, "connected but sent no HELLO within 10 s (not an mcpnet peer?); closed") != NULL);
+  CHECK(strstr(logbuf,
+               "connected but did not prove itself within 10 s (no HELLO: not an mcpnet peer?); closed") !=
+        NULL);
   CHECK_EQ_INT(read_msg(stray, &m), 1);
   CHECK_EQ_INT(m.type, MCP_WIRE_CONN_REJECT);
   CHECK_EQ_INT(m.stream_id, 0);
@@ -235,12 +193,14 @@ static void test_stray_dropped_real_peer_kept(void)
   /* The real peer's connection is still open: nothing to read, no EOF. */
   pass_seconds(120);
   CHECK(recv(real, &c, 1, MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+  mcp_oob_listener_remove(l);
   close(stray);
   close(real);
 }
 
-/* We dialled, then made no call for 10 s, so the acceptor closed us with SILENT: the
- * stream must not die; the channel dials again and the second connection comes up. */
+/* We dialled, then made no call for 10 s, so the acceptor closed us with SILENT (after
+ * its HELLO: we never sent our request): the stream must not die; the channel dials again
+ * with a fresh challenge and the second connection comes up. */
 static void test_silent_dialler_redials(void)
 {
   union mcp_sockaddr a;
@@ -249,22 +209,22 @@ static void test_silent_dialler_redials(void)
   struct mcp_wire_msg m;
 
   CHECK(lfd >= 0);
-  s = mcp_oob_stream_open_to(&a, 0x3333);
+  s = mcp_oob_stream_open_to(&a, 0x3333, &peer_cred);
   CHECK(s != NULL);
   if (s == NULL)
     return;
   fd = accept(lfd, NULL, NULL); /* blocking: the kernel completed it already or will */
   CHECK(fd >= 0);
-  CHECK_EQ_INT(send_hello(fd, 0x3333), 0);
+  CHECK_EQ_INT(fake_accept_handshake(fd, 0x3333, &peer_cred, turn), 0);
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REJECT;
   m.u.reject.code = MCP_WIRE_REJECT_SILENT;
-  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no HELLO within 10 s of accept");
+  snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no connection request within 10 s of accept");
   CHECK_EQ_INT(send_msg(fd, &m), 0);
   close(fd);
   loglen = 0;
   /* The channel sees HELLO, SILENT, EOF and dials again: a second connection arrives. */
-  for (int turn = 0; turn < 3000; turn++) {
+  for (int t = 0; t < 3000; t++) {
     struct pollfd p = {.fd = lfd, .events = POLLIN};
     mcp_oob_progress();
     if (poll(&p, 1, 1) == 1)
@@ -274,9 +234,7 @@ static void test_silent_dialler_redials(void)
   CHECK(strstr(logbuf, "dialling again") != NULL);
   fd2 = accept(lfd, NULL, NULL);
   CHECK(fd2 >= 0);
-  CHECK_EQ_INT(read_msg(fd2, &m), 1);
-  CHECK_EQ_INT(m.type, MCP_WIRE_HELLO);
-  CHECK_EQ_INT(send_hello(fd2, 0x3333), 0);
+  CHECK_EQ_INT(fake_accept_handshake(fd2, 0x3333, &peer_cred, turn), 0);
   CHECK_EQ_INT(drive_to(s, MCP_OOB_UP), MCP_OOB_UP);
   CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
 
@@ -315,15 +273,13 @@ static void test_wait_notice_schedule(void)
 /* A stream to a fake peer that said HELLO (its socket in *fd), or NULL. */
 static struct mcp_oob_stream *stream_up(int lfd, const union mcp_sockaddr *a, uint64_t nonce, int *fd)
 {
-  struct mcp_oob_stream *s = mcp_oob_stream_open_to(a, nonce);
-  struct mcp_wire_msg m;
+  struct mcp_oob_stream *s = mcp_oob_stream_open_to(a, nonce, &peer_cred);
 
   *fd = -1;
   if (s == NULL)
     return NULL;
   if (drive_to(s, MCP_OOB_TCP_UP) != MCP_OOB_TCP_UP || (*fd = accept(lfd, NULL, NULL)) < 0 ||
-      read_msg(*fd, &m) != 1 || m.type != MCP_WIRE_HELLO || send_hello(*fd, nonce) != 0 ||
-      drive_to(s, MCP_OOB_UP) != MCP_OOB_UP) {
+      fake_accept_handshake(*fd, nonce, &peer_cred, turn) != 0 || drive_to(s, MCP_OOB_UP) != MCP_OOB_UP) {
     mcp_oob_stream_close(s, 0);
     return NULL;
   }

@@ -898,14 +898,65 @@ static void test_rbuf_eof_and_garbage(void)
   mcp_sock_rbuf_free(&rb);
 
   /* A frame the callback rejects makes the stream unusable, with its reason. */
-  mcp_sock_rbuf_init(&rb, 60004, lenpfx_frame_len);
-  memcpy(rb.buf, "\xff\xff\xff\xff", 4);
-  rb.end = 4;
-  CHECK_EQ_INT(mcp_sock_rbuf_next(&rb, &f, &flen, msg, sizeof(msg)), -EBADMSG);
-  CHECK(strstr(msg, "too long") != NULL);
-  mcp_sock_rbuf_free(&rb);
+  {
+    int sv[2];
+
+    CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    mcp_sock_rbuf_init(&rb, 60004, lenpfx_frame_len);
+    CHECK_EQ_INT(send(sv[0], "\xff\xff\xff\xff", 4, 0), 4);
+    CHECK_EQ_INT(mcp_sock_rbuf_fill(&rb, sv[1]), 4);
+    CHECK_EQ_INT(mcp_sock_rbuf_next(&rb, &f, &flen, msg, sizeof(msg)), -EBADMSG);
+    CHECK(strstr(msg, "too long") != NULL);
+    mcp_sock_rbuf_free(&rb);
+    close(sv[0]);
+    close(sv[1]);
+  }
   close(sfd);
   close(lfd);
+}
+
+/* A receive buffer holds memory only while bytes wait: none for a connection that says
+ * nothing, up to the frame it needs, none again once its frames were taken; and it
+ * refuses a frame longer than the limit it has now (a stranger's limit is low), though
+ * the callback would take it. */
+static void test_rbuf_allocates_on_demand(void)
+{
+  struct mcp_sock_rbuf rb;
+  uint8_t big[4000];
+  const uint8_t *f;
+  size_t flen;
+  char msg[MCP_SOCK_MSGLEN];
+  int sv[2];
+
+  CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  mcp_sock_rbuf_init(&rb, 60004, lenpfx_frame_len);
+  CHECK_EQ_INT(mcp_sock_rbuf_allocated(&rb), 0);
+  for (int i = 0; i < 100; i++)
+    CHECK_EQ_INT(mcp_sock_rbuf_fill(&rb, sv[1]), 0); /* nothing to read: nothing held */
+  CHECK_EQ_INT(mcp_sock_rbuf_allocated(&rb), 0);
+  /* A 3,000-byte frame: the buffer grows to hold it, no further than the next power of two. */
+  memset(big, 'x', sizeof(big));
+  big[0] = (uint8_t)(2996 & 0xff);
+  big[1] = (uint8_t)(2996 >> 8);
+  big[2] = big[3] = 0;
+  CHECK_EQ_INT(send(sv[0], big, 3000, 0), 3000);
+  while (mcp_sock_rbuf_fill(&rb, sv[1]) > 0)
+    ;
+  CHECK_EQ_INT(mcp_sock_rbuf_next(&rb, &f, &flen, msg, sizeof(msg)), 1);
+  CHECK_EQ_INT(flen, 3000);
+  CHECK(mcp_sock_rbuf_allocated(&rb) >= 3000 && mcp_sock_rbuf_allocated(&rb) <= 4096);
+  CHECK_EQ_INT(mcp_sock_rbuf_fill(&rb, sv[1]), 0);
+  CHECK_EQ_INT(mcp_sock_rbuf_allocated(&rb), 0); /* taken, then given back */
+  /* Under a limit of 2,048 bytes the same frame is refused before it is read whole. */
+  mcp_sock_rbuf_set_max(&rb, 2048);
+  CHECK_EQ_INT(send(sv[0], big, 3000, 0), 3000);
+  CHECK(mcp_sock_rbuf_fill(&rb, sv[1]) > 0);
+  CHECK(mcp_sock_rbuf_allocated(&rb) <= 2048);
+  CHECK_EQ_INT(mcp_sock_rbuf_next(&rb, &f, &flen, msg, sizeof(msg)), -EBADMSG);
+  CHECK(strstr(msg, "larger than the 2048 bytes") != NULL);
+  mcp_sock_rbuf_free(&rb);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 int main(void)
@@ -928,6 +979,7 @@ int main(void)
   RUN_TEST(test_keepalive_options);
   RUN_TEST(test_connect_bad_input);
   RUN_TEST(test_connect_local_bind);
+  RUN_TEST(test_rbuf_allocates_on_demand);
   RUN_TEST(test_sendq_limits);
   RUN_TEST(test_send_to_closed_peer);
   RUN_TEST(test_rbuf_eof_and_garbage);

@@ -15,6 +15,7 @@
 
 #include "mcp_test.h"
 #include "mcpnet/sock.h"
+#include "mcpnet/text.h"
 #include "mcpnet/wire.h"
 
 /* ---- Random values ---------------------------------------------------------------- */
@@ -32,14 +33,15 @@ static uint64_t rnd(void)
 
 static uint32_t rnd_below(uint32_t n) { return (uint32_t)(rnd() % n); }
 
-/* A random string of 0..max bytes, none of them NUL; often at the extremes. */
+/* A random string of 0..max printable bytes (the wire refuses others); often at the
+ * extremes. */
 static void rnd_str(char *dst, size_t max, size_t min)
 {
   uint32_t pick = rnd_below(4);
   size_t n = pick == 0 ? min : pick == 1 ? max : min + rnd_below((uint32_t)(max - min + 1));
 
   for (size_t i = 0; i < n; i++)
-    dst[i] = (char)(1 + rnd_below(255));
+    dst[i] = (char)(0x20 + rnd_below(0x5f));
   dst[n] = '\0';
 }
 
@@ -106,9 +108,13 @@ static void rnd_msg(struct mcp_wire_msg *m, uint16_t type)
     rnd_str(m->u.hello.hostname, MCP_WIRE_HOSTNAME_MAX, 0);
     rnd_str(m->u.hello.plugin_version, MCP_WIRE_VERSTR_MAX, 0);
     m->u.hello.local_rank = (int32_t)rnd();
+    m->u.hello.challenge = rnd() | 1;
+    m->u.hello.listen_id = (uint32_t)rnd();
+    m->u.hello.proof = rnd();
     break;
   case MCP_WIRE_CONN_REQ:
-    m->u.conn_req.listen_token = rnd();
+    m->u.conn_req.listen_id = (uint32_t)rnd();
+    m->u.conn_req.mac = rnd();
     rnd_endpoint(&m->u.conn_req.ep);
     break;
   case MCP_WIRE_CONN_ACK: rnd_endpoint(&m->u.conn_ack); break;
@@ -197,7 +203,7 @@ static void test_recover_needs_version_2(void)
   buf[4] = 1;
   CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
   CHECK(strstr(err, "unknown frame type 9 (version 1 knows 1..8)") != NULL);
-  buf[4] = 2;
+  buf[4] = MCP_WIRE_VERSION;
   memset(buf + MCP_WIRE_HDR_SIZE, 0, 4); /* round 0 */
   CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
   CHECK(strstr(err, "recovery round 0 is invalid") != NULL);
@@ -208,7 +214,9 @@ static void test_recover_needs_version_2(void)
   CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
 }
 
-/* The little-endian layout is a contract with other hosts: pin one frame byte by byte. */
+/* The little-endian layout is a contract with other hosts: pin frames byte by byte (a
+ * version-2 PING, as older builds wrote it; a version-4 HELLO and CONN_REQ with the
+ * fields authentication adds). */
 static void test_golden_bytes(void)
 {
   static const uint8_t want[] = {
@@ -219,9 +227,9 @@ static void test_golden_bytes(void)
     0x44, 0x33, 0x22, 0x11,                         /* stream id 0x11223344 */
     0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01, /* cookie */
   };
-  struct mcp_wire_msg m = {.type = MCP_WIRE_PING, .stream_id = 0x11223344};
+  struct mcp_wire_msg m = {.version = 2, .type = MCP_WIRE_PING, .stream_id = 0x11223344};
   uint8_t buf[MCP_WIRE_MSG_MAX];
-  size_t len;
+  size_t len, at;
 
   m.u.cookie = 0x0102030405060708ull;
   len = encode_ok(&m, buf);
@@ -233,9 +241,25 @@ static void test_golden_bytes(void)
   CHECK_EQ_INT(encode_ok(&m, buf), MCP_WIRE_HDR_SIZE);
   m = (struct mcp_wire_msg){.type = MCP_WIRE_HELLO};
   strcpy(m.u.hello.hostname, "ab");
+  m.u.hello.challenge = 0x1112131415161718ull;
+  m.u.hello.listen_id = 0x21222324u;
+  m.u.hello.proof = 0x3132333435363738ull;
   len = encode_ok(&m, buf);
-  CHECK_EQ_INT(len, MCP_WIRE_HDR_SIZE + 8 + 4 + 2 + 2 + 2 + 0 + 4);
+  CHECK_EQ_INT(len, MCP_WIRE_HDR_SIZE + 8 + 4 + 2 + 2 + 2 + 0 + 4 + 8 + 4 + 8);
+  CHECK_EQ_INT(buf[4], 4);
   CHECK(buf[28] == 2 && buf[29] == 0 && buf[30] == 'a' && buf[31] == 'b');
+  at = 38; /* after the local rank: challenge, listen id, proof */
+  CHECK(buf[at] == 0x18 && buf[at + 7] == 0x11 && buf[at + 8] == 0x24 && buf[at + 11] == 0x21 &&
+        buf[at + 12] == 0x38 && buf[at + 19] == 0x31);
+
+  /* A version-4 CONN_REQ starts with the listen id and the MAC, then the endpoint. */
+  m = (struct mcp_wire_msg){.type = MCP_WIRE_CONN_REQ};
+  rnd_endpoint(&m.u.conn_req.ep);
+  m.u.conn_req.listen_id = 0x41424344u;
+  m.u.conn_req.mac = 0x5152535455565758ull;
+  len = encode_ok(&m, buf);
+  CHECK(buf[16] == 0x44 && buf[19] == 0x41 && buf[20] == 0x58 && buf[27] == 0x51);
+  CHECK(buf[28] == (uint8_t)m.u.conn_req.ep.stream_id);
 }
 
 /* A fused endpoint's frame pinned byte by byte: member 0's fields sit where version 1 put
@@ -281,7 +305,7 @@ static void test_golden_fused_endpoint(void)
     0x78, 0x56,                                     /* LID */
     0x01, 0xef, 0xcd, 0xab,                         /* ring rkey (member 1's) */
   };
-  struct mcp_wire_msg m = {.type = MCP_WIRE_CONN_REQ, .stream_id = 9}, out;
+  struct mcp_wire_msg m = {.version = 3, .type = MCP_WIRE_CONN_REQ, .stream_id = 9}, out;
   struct mcp_wire_endpoint *ep = &m.u.conn_req.ep;
   struct mcp_wire_member *mb = &ep->more[0];
   uint8_t buf[MCP_WIRE_MSG_MAX];
@@ -498,7 +522,7 @@ static void test_corrupted_header(void)
 
   memcpy(b, good, len);
   put_u16(b + 4, MCP_WIRE_VERSION + 1);
-  expect_reject(b, len, -EPROTONOSUPPORT, "version 4 is newer than this build's version 3");
+  expect_reject(b, len, -EPROTONOSUPPORT, "version 5 is newer than this build's version 4");
   put_u16(b + 4, 0xffff);
   expect_reject(b, len, -EPROTONOSUPPORT, "version 65535");
   put_u16(b + 4, 0);
@@ -539,6 +563,8 @@ static void test_corrupted_fields(void)
   size_t len, dev, nq;
 
   rnd_msg(&m, MCP_WIRE_CONN_ACK);
+  m.version = 2; /* one member: the fingerprint is the frame's end */
+  m.u.conn_ack.ndevs = 0;
   strcpy(m.u.conn_ack.dev_name, "mlx5_0");
   m.u.conn_ack.nqps = 2;
   len = encode_ok(&m, good);
@@ -672,7 +698,9 @@ static void rnd_handle(struct mcp_wire_handle *h)
     h->addr[i] = (uint8_t)rnd();
   h->port = (uint16_t)(1 + rnd_below(65535));
   h->dev = (int32_t)rnd_below(1u << 31);
-  h->listen_token = rnd();
+  h->listen_key[0] = rnd();
+  h->listen_key[1] = rnd();
+  h->listen_id = (uint32_t)rnd() | 1;
   h->nonce = rnd();
 }
 
@@ -707,12 +735,14 @@ static void test_handle(void)
                                .addr = {127, 0, 0, 1},
                                .port = 0x1234,
                                .dev = 3,
-                               .listen_token = 0x1122334455667788ull,
+                               .listen_key = {0x1122334455667788ull, 0x99aabbccddeeff00ull},
+                               .listen_id = 0x0a0b0c0d,
                                .nonce = 1};
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, buf, err, sizeof(err)), 0);
-  CHECK(memcmp(buf, "NPCM\x02\x00\x04\x00\x7f\x00\x00\x01", 12) == 0);
+  CHECK(memcmp(buf, "NPCM\x04\x00\x04\x00\x7f\x00\x00\x01", 12) == 0);
   CHECK(buf[24] == 0x34 && buf[25] == 0x12 && buf[28] == 3 && buf[32] == 0x88 && buf[39] == 0x11);
-  CHECK(buf[40] == 1);
+  CHECK(buf[40] == 1 && buf[48] == 1);
+  CHECK(buf[49] == 0x0d && buf[52] == 0x0a && buf[53] == 0x00 && buf[60] == 0x99 && buf[61] == 0);
 
   /* The caller's connect state in the tail does not disturb decoding. */
   memcpy(b, buf, sizeof(b));
@@ -730,7 +760,7 @@ static void test_handle(void)
   memcpy(b, buf, sizeof(b));
   b[4] = MCP_WIRE_VERSION + 1;
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EPROTONOSUPPORT);
-  CHECK(strstr(err, "handle version 4 is newer than this build's version 3") != NULL);
+  CHECK(strstr(err, "handle version 5 is newer than this build's version 4") != NULL);
   memcpy(b, buf, sizeof(b));
   b[6] = 5;
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
@@ -748,7 +778,11 @@ static void test_handle(void)
   memcpy(b, buf, sizeof(b));
   b[31] = 0x80; /* negative device index */
   CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
-  for (int i = 48; i < MCP_WIRE_HANDLE_TAIL_OFFSET; i++) {
+  memcpy(b, buf, sizeof(b));
+  memset(b + 49, 0, 4); /* listen id 0 */
+  CHECK_EQ_INT(mcp_wire_handle_decode(b, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "listen id is 0") != NULL);
+  for (int i = 61; i < MCP_WIRE_HANDLE_TAIL_OFFSET; i++) {
     memcpy(b, buf, sizeof(b));
     b[i] = 1;
     if (mcp_wire_handle_decode(b, &out, err, sizeof(err)) != -EBADMSG) {
@@ -870,34 +904,42 @@ static void test_stream_through_rbuf(void)
   close(sv[1]);
 }
 
-/* Version 3 (NIC fusion): a fused endpoint is written as version 3 with its members, a
- * one-device endpoint still as version 2, byte for byte what a version-2 peer decodes;
- * a fused endpoint cannot be forced into version 2; member counts outside 1..4 and
+/* Version 3 (NIC fusion) and 4 (authentication): frames and handles are written as
+ * version 4 unless an older version is asked for (tests, the seed corpus); an explicit
+ * version 2 writes a one-device endpoint without the member count, byte for byte what a
+ * version-2 build decodes, and cannot carry a fused one; member counts outside 1..4 and
  * members with bad fields are refused with the field named; the handle carries the
- * listener's member count from version 3 on. */
-static void test_fusion_v3(void)
+ * listener's member count from version 3 on and its listen id and 128-bit key from 4. */
+static void test_versions(void)
 {
   struct mcp_wire_msg m, out;
   uint8_t buf[MCP_WIRE_MSG_MAX], b[MCP_WIRE_MSG_MAX];
   char err[MCP_WIRE_ERRLEN];
-  size_t len, len1;
+  size_t len, len2, len3;
   struct mcp_wire_handle h, ho;
   uint8_t hb[MCP_WIRE_HANDLE_SIZE];
 
   do
     rnd_msg(&m, MCP_WIRE_CONN_REQ);
   while (m.u.conn_req.ep.ndevs != 0);
-  len1 = encode_ok(&m, buf);
-  CHECK_EQ_INT(buf[4], 2); /* one member: version 2, as before fusion */
-  m.u.conn_req.ep.ndevs = 1;
-  m.version = 3;
   len = encode_ok(&m, buf);
+  CHECK_EQ_INT(buf[4], 4);
+  m.version = 3;
+  m.u.conn_req.listen_token = 0x77;
+  len3 = encode_ok(&m, buf);
   CHECK_EQ_INT(buf[4], 3);
-  CHECK_EQ_INT((int)len, (int)len1 + 1); /* the member count is the only extra byte */
-  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  m.version = 2;
+  len2 = encode_ok(&m, buf);
+  CHECK_EQ_INT(buf[4], 2);
+  CHECK_EQ_INT((int)len3, (int)len2 + 1); /* the member count is version 3's only extra byte */
+  CHECK_EQ_INT((int)len, (int)len3 + 4);  /* a listen id and MAC (12) where the token (8) was */
+  CHECK_EQ_INT(mcp_wire_decode(buf, len2, &out, err, sizeof(err)), 0);
+  CHECK_EQ_INT(out.version, 2);
+  CHECK_EQ_INT(out.u.conn_req.listen_token, 0x77);
   CHECK_EQ_INT(out.u.conn_req.ep.ndevs, 1);
 
   m.version = 0;
+  m.u.conn_req.listen_token = 0;
   m.u.conn_req.ep.ndevs = 2;
   snprintf(m.u.conn_req.ep.more[0].dev_name, sizeof(m.u.conn_req.ep.more[0].dev_name), "mlx5_1");
   m.u.conn_req.ep.more[0].port = 2;
@@ -907,7 +949,7 @@ static void test_fusion_v3(void)
   m.u.conn_req.ep.more[0].lid = 0x1234;
   m.u.conn_req.ep.more[0].ring_rkey = 0xabcdef01;
   len = encode_ok(&m, buf);
-  CHECK_EQ_INT(buf[4], 3);
+  CHECK_EQ_INT(buf[4], 4);
   CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
   CHECK(mcp_wire_msg_equal(&m, &out));
   CHECK(out.u.conn_req.ep.more[0].ring_rkey == 0xabcdef01u);
@@ -917,7 +959,7 @@ static void test_fusion_v3(void)
   CHECK(!mcp_wire_msg_equal(&m, &out));
 
   m.version = 2;
-  CHECK_EQ_INT(mcp_wire_encode(&m, b, sizeof(b), &len1, err, sizeof(err)), -EINVAL);
+  CHECK_EQ_INT(mcp_wire_encode(&m, b, sizeof(b), &len2, err, sizeof(err)), -EINVAL);
   CHECK(strstr(err, "fused endpoint (2 members) needs version 3") != NULL);
   m.version = 0;
 
@@ -943,22 +985,26 @@ static void test_fusion_v3(void)
   b[len - 34 + 2] = 0;
   expect_reject(b, len, -EBADMSG, "");
 
-  /* The handle: two members make a version-3 handle; one member stays version 2. */
+  /* The handle: version 4 by default, whatever its member count; versions 2 and 3 only
+   * when asked for, without the listen id and the key's second half. */
   memset(&h, 0, sizeof(h));
   h.family = 4;
   h.addr[0] = 10;
   h.port = 4000;
   h.dev = 2;
-  h.listen_token = 77;
+  h.listen_key[0] = 77;
+  h.listen_key[1] = 78;
+  h.listen_id = 79;
   h.nonce = 99;
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
-  CHECK_EQ_INT(hb[4], 2);
-  CHECK_EQ_INT(hb[48], 0);
+  CHECK_EQ_INT(hb[4], 4);
+  CHECK_EQ_INT(hb[48], 1);
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
   CHECK_EQ_INT(ho.ndevs, 1);
+  CHECK(mcp_wire_handle_equal(&h, &ho) || h.ndevs == 0);
   h.ndevs = 2;
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
-  CHECK_EQ_INT(hb[4], 3);
+  CHECK_EQ_INT(hb[4], 4);
   CHECK_EQ_INT(hb[48], 2);
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
   CHECK_EQ_INT(ho.ndevs, 2);
@@ -968,25 +1014,68 @@ static void test_fusion_v3(void)
   CHECK(strstr(err, "member count 0") != NULL);
   hb[48] = 5;
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
-  hb[4] = 2; /* a version-2 handle has nothing at byte 48 */
-  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
-  CHECK(strstr(err, "unused byte 48") != NULL);
   h.version = 2;
-  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), -EINVAL);
-
-  /* A one-device listener's handle is version 2 in its first 96 bytes and says in the
-   * tail that the listener speaks version 3; a version-2 listener's handle (zero tail)
-   * says 2, and that is what keeps a fused connector from talking to it. */
-  h.version = 0;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), -EINVAL); /* two members */
   h.ndevs = 1;
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
   CHECK_EQ_INT(hb[4], 2);
+  CHECK_EQ_INT(hb[48], 0);
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
   CHECK_EQ_INT(ho.version, 2);
-  CHECK_EQ_INT(ho.max_version, 3);
+  CHECK_EQ_INT(ho.listen_id, 0);
+  CHECK_EQ_INT(ho.listen_key[1], 0);
+  hb[48] = 1; /* a version-2 handle has nothing at byte 48 */
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "unused byte 48") != NULL);
+  h.version = 3;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
+  CHECK_EQ_INT(hb[4], 3);
+  CHECK_EQ_INT(hb[49], 0); /* no listen id before version 4 */
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.max_version, MCP_WIRE_VERSION); /* the tail says what the listener speaks */
   memset(hb + MCP_WIRE_HANDLE_TAIL_OFFSET, 0, MCP_WIRE_HANDLE_TAIL_SIZE); /* as version 2 wrote it */
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
-  CHECK_EQ_INT(ho.max_version, 2);
+  CHECK_EQ_INT(ho.max_version, 3);
+}
+
+/* Strings from another host are printable ASCII or refused: a host name with a newline
+ * (a forged log line) does not decode, with the field named; the encoder refuses to
+ * write one, and the make-printable rule senders apply turns it into '?'. */
+static void test_strings_printable(void)
+{
+  struct mcp_wire_msg m, out;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN], host[32], esc[64];
+  size_t len;
+  int at;
+
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_HELLO;
+  m.u.hello.challenge = 1;
+  strcpy(m.u.hello.hostname, "node7");
+  len = encode_ok(&m, buf);
+  at = MCP_WIRE_HDR_SIZE + 8 + 4 + 2; /* the host name's bytes */
+  CHECK(memcmp(buf + at, "node7", 5) == 0);
+  buf[at + 2] = '\n';
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "host name contains a byte that is not printable ASCII") != NULL);
+  buf[at + 2] = (char)0xc3; /* not ASCII either */
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
+  m.u.hello.hostname[2] = '\n';
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  strcpy(host, "a\nNCCL WARN x\t");
+  CHECK_EQ_STR(mcp_text_make_printable(host), "a?NCCL WARN x?");
+  CHECK_EQ_STR(mcp_text_escape("a\nb\\c\x7f", 7, esc, sizeof(esc)), "a\\x0ab\\x5cc\\x7f");
+  CHECK_EQ_STR(mcp_text_escape("abcdef", 6, esc, 4), "abc"); /* cut to fit */
+  /* A reason and a device name are held to the same rule. */
+  memset(&m, 0, sizeof(m));
+  m.type = MCP_WIRE_CONN_REJECT;
+  strcpy(m.u.reject.reason, "bad\rreason");
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  rnd_msg(&m, MCP_WIRE_CONN_ACK);
+  strcpy(m.u.conn_ack.dev_name, "mlx5\x1b[0m");
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "not printable") != NULL);
 }
 
 int main(void)
@@ -1002,7 +1091,8 @@ int main(void)
   RUN_TEST(test_encode_errors);
   RUN_TEST(test_endpoint_equal);
   RUN_TEST(test_handle);
-  RUN_TEST(test_fusion_v3);
+  RUN_TEST(test_versions);
+  RUN_TEST(test_strings_printable);
   RUN_TEST(test_random_bytes);
   RUN_TEST(test_stream_through_rbuf);
   return TEST_EXIT();

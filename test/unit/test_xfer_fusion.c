@@ -309,9 +309,10 @@ static void test_watchdog_names_members(void)
 }
 
 /* What the handshake carries for a fused end: the endpoint names every member (name,
- * port, LID) with the ring's rkey on that member, travels as a version-3 frame, and the
- * peer's link_up takes one ring rkey per member from it. A one-member end's endpoint is
- * still a version-2 frame. */
+ * port, LID) with the ring's rkey on that member, travels as a frame of this version
+ * (members exist from version 3 on, authentication from 4), and the peer's link_up takes
+ * one ring rkey per member from it. A one-member end's endpoint fits version 2 when
+ * asked for; a fused one does not. */
 static void test_endpoint_members(void)
 {
   struct fake_pair *p = pair(1, 1, 3);
@@ -326,9 +327,11 @@ static void test_endpoint_members(void)
   fake_comm_endpoint(p->recv, &m.u.conn_ack);
   CHECK_EQ_INT(m.u.conn_ack.ndevs, 3);
   CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), 0);
-  CHECK_EQ_INT(buf[4], 3);
+  CHECK_EQ_INT(buf[4], MCP_WIRE_VERSION);
   CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
   CHECK_EQ_INT(out.u.conn_ack.ndevs, 3);
+  m.version = 2;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
   CHECK(strcmp(out.u.conn_ack.dev_name, "fake1") == 0);
   CHECK(strcmp(out.u.conn_ack.more[0].dev_name, "fake1_m1") == 0);
   CHECK(strcmp(out.u.conn_ack.more[1].dev_name, "fake1_m2") == 0);
@@ -344,9 +347,10 @@ static void test_endpoint_members(void)
   mcp_xfer_link_ops.link_up(&p->send->link);
   for (k = 0; k < 3; k++)
     CHECK(p->send->remote_rkeys[k] == p->recv->ring_mrs[k]->rkey);
-  /* The one-member end (the sender here) still speaks version 2. */
+  /* The one-member end (the sender here) fits version 2. */
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_REQ;
+  m.version = 2;
   fake_comm_endpoint(p->send, &m.u.conn_req.ep);
   CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), 0);
   CHECK_EQ_INT(buf[4], 2);

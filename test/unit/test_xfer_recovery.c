@@ -122,10 +122,12 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
   uint64_t nonce;
   int turn;
 
-  mcp_oob_local(&addr, &nonce);
-  *ss = mcp_oob_stream_open_to(&addr, nonce);
   *rs = NULL;
-  if (l == NULL || *ss == NULL)
+  if (l == NULL)
+    return -1;
+  mcp_oob_local(&addr, &nonce);
+  *ss = mcp_oob_stream_open_to(&addr, nonce, &l->cred);
+  if (*ss == NULL)
     return -1;
   for (turn = 0; turn < TURNS && mcp_oob_stream_ready(*ss) == 0; turn++)
     nap();
@@ -133,9 +135,9 @@ static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct 
     return -1;
   fake_pair_attach_streams(p, *ss, p->stub[1]);
   memset(&m, 0, sizeof(m));
-  m.type = MCP_WIRE_CONN_REQ;
-  m.u.conn_req.listen_token = l->token;
+  m.type = MCP_WIRE_CONN_REQ; /* the channel proves the listen's key */
   fake_comm_endpoint(p->send, &m.u.conn_req.ep);
+  m.u.conn_req.ep.stream_id = mcp_oob_stream_id(*ss);
   if (mcp_oob_stream_send(*ss, &m) != 0)
     return -1;
   for (turn = 0; turn < TURNS && !mcp_oob_listener_take(l, &req); turn++) {
