@@ -930,8 +930,9 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
     err = mcp_random_fill_wait(&oob.nonce, sizeof(oob.nonce), &waited);
   while (err == 0 && oob.nonce == 0);
   if (waited)
-    MCP_INFO(NCCL_INIT | NCCL_NET, "out-of-band channel: waited for the kernel's random generator, which was "
-                                   "not initialised yet (early in the host's boot)");
+    MCP_INFO(NCCL_INIT | NCCL_NET,
+             "out-of-band channel: waited for the kernel's random generator, which was "
+             "not initialised yet (early in the host's boot)");
   if (err != 0) {
     MCP_WARN("out-of-band channel: the kernel's random generator cannot give a nonce (getrandom: %s): "
              "mcpnet will not use guessable keys. Allow getrandom in the container's seccomp profile",

@@ -72,6 +72,32 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
   return 0;
 }
 
+/* What buffer i of the receive in slot was posted with: the clear-to-send's own copy,
+ * which only this side writes. */
+static inline uint64_t posted_size(const struct mcp_comm *c, int slot, int i)
+{
+  return c->staging[slot].e[i].size;
+}
+
+/* The peer says it wrote more than the buffer holds (or its NIC did): a protocol
+ * violation, never a size NCCL is told. */
+static __attribute__((noinline, cold)) void recv_too_big(struct mcp_comm *c, uint32_t seq, int i,
+                                                         uint64_t size, uint64_t posted)
+{
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                "receive from %s: %llu bytes arrived for buffer %d of seq %u, posted for %llu "
+                "(protocol error)",
+                c->link.peer_name, (unsigned long long)size, i, seq, (unsigned long long)posted);
+}
+
+static __attribute__((noinline, cold)) void immediate_bad_count(struct mcp_comm *c, uint32_t imm, int slot)
+{
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                "receive from %s: data for seq %u at slot %d announces %u writes on a connection of %d QPs "
+                "(protocol error)",
+                c->link.peer_name, MCP_IMM_SEQ(imm), slot, MCP_IMM_K(imm), c->link.nqps);
+}
+
 /* A grouped receive's sizes come from the record the sender wrote into our ring; a
  * striped one's size is the sum of its writes. Out of line: a receive of one write,
  * almost every small message, completes in on_immediate without it. */
@@ -90,9 +116,21 @@ static __attribute__((noinline)) void complete_recv(struct mcp_comm *c, struct m
                     c->link.peer_name, rs->seq, rec->seq, rec->n);
       return;
     }
-    for (i = 0; i < r->n; i++)
-      r->sizes[i] = (int)rec->sizes[i];
+    /* The peer wrote these sizes into our ring: none may exceed what its buffer holds. */
+    for (i = 0; i < r->n; i++) {
+      uint32_t size = rec->sizes[i];
+
+      if (size > posted_size(c, slot, i)) {
+        recv_too_big(c, rs->seq, i, size, posted_size(c, slot, i));
+        return;
+      }
+      r->sizes[i] = (int)size;
+    }
   } else {
+    if (rs->bytes > posted_size(c, slot, 0)) {
+      recv_too_big(c, rs->seq, 0, rs->bytes, posted_size(c, slot, 0));
+      return;
+    }
     r->sizes[0] = (int)rs->bytes;
   }
   rs->req = NULL;
@@ -143,10 +181,18 @@ static inline __attribute__((always_inline)) void on_immediate(struct mcp_comm *
   /* The only write of its receive (one completion expected, no record, none counted
    * yet): complete now, with what the counts below would find, without keeping them. */
   if (__builtin_expect((imm >> 16) == 1 && rs->got == 0, 1)) {
+    if (__builtin_expect(wc->byte_len > posted_size(c, slot, 0), 0)) {
+      recv_too_big(c, rs->seq, 0, wc->byte_len, posted_size(c, slot, 0));
+      return;
+    }
     r->sizes[0] = (int)wc->byte_len;
     rs->req = NULL;
     r->done = 1;
     mcp_xfer_recv_landed(c);
+    return;
+  }
+  if (MCP_IMM_K(imm) < 1 || (int)MCP_IMM_K(imm) > c->link.nqps) {
+    immediate_bad_count(c, imm, slot);
     return;
   }
   rs->expected = (int)MCP_IMM_K(imm);

@@ -46,10 +46,13 @@ static inline int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
   return __builtin_expect(rc == 0, 1) ? 0 : post_failed(c, qp, rc);
 }
 
-/* The rkey of element e for what QP qp writes: the key of the receiver's member the QP
- * lands on (each member is its own protection domain); member 0's is in the element, the
- * others in the rkey table a fused receiver wrote next to the entry. */
-static uint32_t elem_rkey(const struct mcp_comm *c, const struct mcp_cts_elem *e, uint32_t seq, int qp)
+/* The rkey of element idx (e) for what QP qp writes: the key of the receiver's member the
+ * QP lands on (each member is its own protection domain); member 0's is in the element,
+ * the others in the rkey table a fused receiver wrote next to the entry. The table is
+ * indexed by the element's place in the entry, which this side knows, never by the idx
+ * the peer wrote into the element (a peer's 255 would read past the ring). */
+static uint32_t elem_rkey(const struct mcp_comm *c, const struct mcp_cts_elem *e, int idx, uint32_t seq,
+                          int qp)
 {
   int rm = mcp_link_remote_dev(&c->link, qp);
   const struct mcp_cts_rkeys *t;
@@ -57,7 +60,7 @@ static uint32_t elem_rkey(const struct mcp_comm *c, const struct mcp_cts_elem *e
   if (rm == 0)
     return e->rkey;
   t = (const struct mcp_cts_rkeys *)(const void *)((const char *)c->ring + MCP_CTS_RKEYS_OFFSET);
-  return t[seq % MCP_SLOTS].rkey[e->idx][rm];
+  return t[seq % MCP_SLOTS].rkey[idx][rm];
 }
 
 /* A data write on QP qp: our key of the member the QP is on, theirs of the member it reaches. */
@@ -95,7 +98,7 @@ static inline __attribute__((always_inline)) int send_one(struct mcp_comm *c, st
   wr.imm_data = htonl(MCP_IMM(r->seq, 1, 0));
   wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.rdma.remote_addr = e->addr;
-  wr.wr.rdma.rkey = c->link.remote_ndevs > 1 ? elem_rkey(c, e, r->seq, qp) : e->rkey;
+  wr.wr.rdma.rkey = c->link.remote_ndevs > 1 ? elem_rkey(c, e, 0, r->seq, qp) : e->rkey;
   wr.qp_type.xrc.remote_srqn = 0;
   wr.sg_list = NULL;
   wr.num_sge = 0;
@@ -186,7 +189,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     struct ibv_sge sge;
     int qp = (base + j) % c->link.nqps;
 
-    wr_fill(c, &wr, &sge, (char *)data + off, len, mh, qp, e->addr + off, elem_rkey(c, e, r->seq, qp));
+    wr_fill(c, &wr, &sge, (char *)data + off, len, mh, qp, e->addr + off, elem_rkey(c, e, 0, r->seq, qp));
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
@@ -208,7 +211,7 @@ static int send_group_part(struct mcp_comm *c, struct mcp_request *r, void *data
 
   if (size == 0)
     return 0;
-  wr_fill(c, &wr, &sge, data, size, mh, qp, e->addr, elem_rkey(c, e, r->seq, qp));
+  wr_fill(c, &wr, &sge, data, size, mh, qp, e->addr, elem_rkey(c, e, r->elem, r->seq, qp));
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr_id = mcp_link_wr(&c->link, MCP_WR_SEND, r->index);
   return post(c, qp, &wr);
@@ -252,6 +255,17 @@ static __attribute__((noinline, cold)) int isend_corrupt(struct mcp_comm *c, int
 {
   mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "send to %s: corrupt clear-to-send entry (n=%d) for seq %u",
                 c->link.peer_name, n, seq);
+  return MCP_ERR_REMOTE;
+}
+
+/* An element whose idx is not its place in the entry: the receiver wrote something else
+ * than a clear-to-send (the index would have chosen a member's rkey). */
+static __attribute__((noinline, cold)) int isend_bad_index(struct mcp_comm *c, int at, int idx, uint32_t seq)
+{
+  mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
+                "send to %s: corrupt clear-to-send entry for seq %u: element %d says it is element %d "
+                "(protocol error)",
+                c->link.peer_name, seq, at, idx);
   return MCP_ERR_REMOTE;
 }
 
@@ -318,6 +332,9 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
   n = e[0].n;
   if (n == 1) {
+    /* A fused receiver's element indexes its rkey table. */
+    if (c->link.remote_ndevs > 1 && e[0].idx != 0)
+      return isend_bad_index(c, 0, e[0].idx, seq);
     /* A single receive (every small message): its one element, no per-slot matching
      * state, straight to the write. */
     if (e[0].tag != tag)
@@ -351,6 +368,9 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   for (i = 1; i < n; i++)
     if (load_seq(&e[i]) != seq)
       return 0; /* the entry is still arriving */
+  for (i = 0; i < n; i++)
+    if (e[i].idx != i || e[i].n != n)
+      return e[i].idx != i ? isend_bad_index(c, i, e[i].idx, seq) : isend_corrupt(c, e[i].n, seq);
   ss = &c->sslots[slot];
   if (ss->seq != seq) {
     memset(ss, 0, sizeof(*ss));

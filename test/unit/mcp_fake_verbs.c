@@ -881,6 +881,21 @@ void fake_pair_smash_member_rkeys(struct fake_pair *p)
         t[slot].rkey[i][k] = t[slot].rkey[i][0];
 }
 
+void fake_pair_poke_cts(struct fake_pair *p, uint32_t seq, int elem, int idx, int64_t size)
+{
+  struct mcp_cts_elem *e = &p->send->ring_elems[seq % MCP_SLOTS].e[elem];
+
+  if (idx >= 0)
+    e->idx = (uint8_t)idx;
+  if (size >= 0)
+    e->size = (uint64_t)size;
+}
+
+void fake_pair_poke_record_size(struct fake_pair *p, uint32_t seq, int i, uint32_t size)
+{
+  p->recv->ring_records[seq % MCP_SLOTS].sizes[i] = size;
+}
+
 static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp)
 {
   struct mcp_comm *c = side == FAKE_SEND_SIDE ? p->send : p->recv;

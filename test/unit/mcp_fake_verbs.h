@@ -105,6 +105,11 @@ void fake_pair_smash_member_rkeys(struct fake_pair *p);
 
 /* The fake device of a side, for tests of the registration cache. */
 struct mcp_devctx *fake_pair_devctx(struct fake_pair *p, int side);
+/* What a peer's NIC can write into our memory, written here as a hostile peer would:
+ * element elem of the clear-to-send entry for seq in the sender's ring gets idx (idx >= 0)
+ * and size (size >= 0); the sizes record of seq in the receiver's ring gets sizes[i]. */
+void fake_pair_poke_cts(struct fake_pair *p, uint32_t seq, int elem, int idx, int64_t size);
+void fake_pair_poke_record_size(struct fake_pair *p, uint32_t seq, int i, uint32_t size);
 
 /* Work: fake_progress executes every posted WR of QPs that are not held (poll_cq calls
  * it); returns how many it executed. */
