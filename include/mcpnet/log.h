@@ -30,8 +30,9 @@ void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int
  * printed; later ones are only counted, and the count is printed as one line when the
  * window has passed ("... and N more like it from SOURCE in the last 60 s"), at the next
  * such WARN or at mcp_log_limited_flush, whichever comes first. A flood therefore costs
- * at most two lines a minute per format and source; sources beyond the table's size
- * share the oldest slots.
+ * at most two lines a minute per format and source; and past 4 sources of one format in
+ * a minute, the others are counted together as "other addresses", so that many addresses
+ * cannot flood it either.
  */
 #define MCP_LOG_LIMIT_WINDOW_MS 60000u
 #define MCP_WARN_LIMITED(source, ...) mcp_log_limited(source, __FILE__, __LINE__, __VA_ARGS__)

@@ -263,6 +263,7 @@ static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
 }
 
 static int peer_redial(struct mcp_oob_peer *p);
+static int evict_unauth(const char *host, const char *why);
 
 static struct mcp_oob_peer *peer_new(int outgoing)
 {
@@ -677,12 +678,26 @@ static void peer_read(struct mcp_oob_peer *p)
 /* An outgoing connection the acceptor closed because our HELLO came late: our process
  * made no call into mcpnet for 10 s after dialling, it is not gone. Dial again on the
  * same peer, so the streams waiting on it keep waiting. 1 when redialled. */
-static int peer_redial(struct mcp_oob_peer *p)
+/* Starts p's TCP connect (MCPNET_CONNECT_TIMEOUT, refusals retried with a backoff: the
+ * peer may not have its listener yet). A process out of descriptors first takes one
+ * back from a stranger: its own dial must not fail for a flood of them. */
+static void peer_dial(struct mcp_oob_peer *p)
 {
   struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
                                        .max_retries = 1000,
                                        .backoff_ms = 10,
                                        .backoff_max_ms = 1000};
+  enum mcp_sock_connect_state st = mcp_sock_connect_start(&p->conn, &p->addr, NULL, &opts);
+
+  if (st == MCP_SOCK_CONNECT_FAILED && (p->conn.err == EMFILE || p->conn.err == ENFILE) &&
+      evict_unauth(NULL, "no file descriptor is left for this process's own connection"))
+    st = mcp_sock_connect_start(&p->conn, &p->addr, NULL, &opts);
+  if (st == MCP_SOCK_CONNECT_FAILED)
+    peer_kill(p, "%s", p->conn.msg);
+}
+
+static int peer_redial(struct mcp_oob_peer *p)
+{
   char addr[MCP_SOCKADDR_STRLEN];
 
   if (!p->outgoing || !p->told_silent || p->sent_frames || p->redials >= MAX_REDIALS || p->state == PEER_DEAD)
@@ -704,8 +719,7 @@ static int peer_redial(struct mcp_oob_peer *p)
   p->authed = 0;
   p->told_silent = 0;
   p->state = PEER_CONNECTING;
-  if (mcp_sock_connect_start(&p->conn, &p->addr, NULL, &opts) == MCP_SOCK_CONNECT_FAILED)
-    peer_kill(p, "%s", p->conn.msg);
+  peer_dial(p);
   return 1;
 }
 
@@ -1140,10 +1154,6 @@ struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, ui
     }
   }
   if (p == NULL) {
-    struct mcp_sock_connect_opts opts = {.timeout_ms = (uint32_t)oob.connect_timeout_ms,
-                                         .max_retries = 1000,
-                                         .backoff_ms = 10,
-                                         .backoff_max_ms = 1000};
     p = peer_new(1);
     if (p == NULL)
       goto out;
@@ -1152,8 +1162,7 @@ struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, ui
     p->expect_nonce = nonce;
     p->cred = *cred;
     p->state = PEER_CONNECTING;
-    if (mcp_sock_connect_start(&p->conn, addr, NULL, &opts) == MCP_SOCK_CONNECT_FAILED)
-      peer_kill(p, "%s", p->conn.msg);
+    peer_dial(p);
   }
   s = stream_new(p);
   if (s != NULL)

@@ -98,6 +98,38 @@ static struct limit_slot *limit_slot_for(const char *fmt, const char *source, ui
   return victim;
 }
 
+/* How many sources of one format print in full per window; the rest are counted as one
+ * source, "other addresses", so many addresses cannot flood the log either (oldest first). */
+#define LIMIT_SOURCES 4
+static struct {
+  const char *fmt;
+  uint64_t start_ms;
+  unsigned printed;
+} limit_fmts[LIMIT_SLOTS / 4];
+
+/* Whether one more source of fmt may print in full now (limit_lock held). */
+static int limit_fmt_allows(const char *fmt, uint64_t now)
+{
+  unsigned i, oldest = 0;
+
+  for (i = 0; i < sizeof(limit_fmts) / sizeof(limit_fmts[0]); i++) {
+    if (limit_fmts[i].fmt == fmt)
+      break;
+    if (limit_fmts[i].start_ms < limit_fmts[oldest].start_ms)
+      oldest = i;
+  }
+  if (i == sizeof(limit_fmts) / sizeof(limit_fmts[0])) {
+    i = oldest;
+    limit_fmts[i].fmt = fmt;
+    limit_fmts[i].start_ms = 0;
+  }
+  if (limit_fmts[i].start_ms == 0 || now - limit_fmts[i].start_ms >= MCP_LOG_LIMIT_WINDOW_MS) {
+    limit_fmts[i].start_ms = now;
+    limit_fmts[i].printed = 0;
+  }
+  return limit_fmts[i].printed++ < LIMIT_SOURCES;
+}
+
 void mcp_log_limited(const char *source, const char *file, int line, const char *fmt, ...)
 {
   uint64_t now = mcp_clock_coarse_ms() + 1; /* never 0: 0 marks a free window */
@@ -109,6 +141,12 @@ void mcp_log_limited(const char *source, const char *file, int line, const char 
     source = "?";
   pthread_mutex_lock(&limit_lock);
   s = limit_slot_for(fmt, source, now);
+  if ((s->start_ms == 0 || now - s->start_ms >= MCP_LOG_LIMIT_WINDOW_MS) && !limit_fmt_allows(fmt, now)) {
+    /* A new window of one more source: fold it into the others'. */
+    if (s->more == 0)
+      memset(s, 0, sizeof(*s)); /* nothing of its own to report: give the slot back */
+    s = limit_slot_for(fmt, "other addresses", now);
+  }
   s->used_ms = now;
   if (s->start_ms != 0 && now - s->start_ms < MCP_LOG_LIMIT_WINDOW_MS) {
     if (s->more++ == 0)
