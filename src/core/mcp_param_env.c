@@ -69,12 +69,17 @@ static const char *const nccl_ignored[] = {
 /*
  * MCPNET_* names that are not parameters but belong to mcpnet's own build and lab
  * harness (test/lab exports them to every guest process), or to its tools (the
- * doctor's --fleet reads MCPNET_FLEET_*, set in the same pod or job as NCCL's): not a
+ * doctor's --fleet reads MCPNET_FLEET_* and its token MCPNET_DOCTOR_TOKEN, set in the
+ * same pod or job as NCCL's): not a
  * user's typo.
  */
-static const char *const harness_names[] = {"MCPNET_BUILD_DIR",         "MCPNET_SOURCE_DIR",
-                                            "MCPNET_FLEET_COORDINATOR", "MCPNET_FLEET_NODES",
-                                            "MCPNET_FLEET_RANK",        NULL};
+static const char *const harness_names[] = {"MCPNET_BUILD_DIR",
+                                            "MCPNET_SOURCE_DIR",
+                                            "MCPNET_FLEET_COORDINATOR",
+                                            "MCPNET_FLEET_NODES",
+                                            "MCPNET_FLEET_RANK",
+                                            "MCPNET_DOCTOR_TOKEN",
+                                            NULL};
 
 const char *const *mcp_param_nccl_ignored(void) { return nccl_ignored; }
 

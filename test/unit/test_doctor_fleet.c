@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "doctor.h"
 #include "doctor_fleet.h"
 #include "mcp_test.h"
 
@@ -359,9 +360,44 @@ static void test_table(void)
   CHECK(strstr(t, "\"blamed\":[2],\"unsure\":false") != NULL);
 }
 
+/* What another doctor sends is read as a stranger's would be (issue 35): a node's report
+ * with control characters in its strings and numbers out of range, and measurement plans
+ * with counts that would index the message ring backwards or not at all. */
+static void test_peer_text(void)
+{
+  char text[] = "rank=1\nnodes=3\nndev=-5\nnown=-2\nhost=evil\x1b[31mhost\naddr=10.0.0.9\nfail=a\rb\tc\n"
+                "ndev=99999\n";
+  struct fleet_node nd;
+  int rank = -1, nnodes = -1;
+  long count;
+  size_t size;
+
+  memset(&nd, 0, sizeof(nd));
+  doctor_fleet_parse_hello(&nd, text, &rank, &nnodes);
+  CHECK_EQ_INT(rank, 1);
+  CHECK_EQ_INT(nnodes, 3);
+  CHECK_EQ_INT(nd.ndev, FLEET_MAX_DEVS);
+  CHECK_EQ_INT(nd.nown, 0);
+  CHECK_EQ_STR(nd.host, "evil?[31mhost");
+  CHECK_EQ_STR(nd.addr, "10.0.0.9");
+  CHECK_EQ_STR(nd.own[0], "a?b?c");
+
+  CHECK_EQ_INT(doctor_plan_parse("end", 1 << 20, &count, &size), DOCTOR_PLAN_END);
+  CHECK_EQ_INT(doctor_plan_parse("bw 3 4096", 1 << 20, &count, &size), DOCTOR_PLAN_BW);
+  CHECK(count == 3 && size == 4096);
+  CHECK_EQ_INT(doctor_plan_parse("bw 0 4096", 1 << 20, &count, &size), DOCTOR_PLAN_BAD);
+  CHECK_EQ_INT(doctor_plan_parse("bw -7 4096", 1 << 20, &count, &size), DOCTOR_PLAN_BAD);
+  CHECK_EQ_INT(doctor_plan_parse("bw 3 4194304", 1 << 20, &count, &size), DOCTOR_PLAN_BAD);
+  CHECK_EQ_INT(doctor_plan_parse("bw 99999999999 1", 1 << 20, &count, &size), DOCTOR_PLAN_BAD);
+  CHECK_EQ_INT(doctor_plan_parse("lat 100", 1 << 20, &count, &size), DOCTOR_PLAN_LAT);
+  CHECK_EQ_INT(doctor_plan_parse("lat 100 and more", 1 << 20, &count, &size), DOCTOR_PLAN_BAD);
+  CHECK_EQ_INT(doctor_plan_parse("rm -rf /", 1 << 20, &count, &size), DOCTOR_PLAN_BAD);
+}
+
 int main(void)
 {
   RUN_TEST(test_first_host);
+  RUN_TEST(test_peer_text);
   RUN_TEST(test_resolve);
   RUN_TEST(test_pairs);
   RUN_TEST(test_pairs_rails);

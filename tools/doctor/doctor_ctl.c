@@ -5,7 +5,8 @@
  * on the plugin's own socket layer, so a failed connect is classified the same way the
  * plugin classifies its out-of-band connects: refused (nothing listens), unreachable
  * (no route) or no answer within the deadline (a firewall drops it). Every wait here
- * has a deadline; nothing blocks forever.
+ * has a deadline; nothing blocks forever. Both ends prove they know the run's token
+ * before anything else travels (doctor_ctl.h).
  */
 #include <errno.h>
 #include <netdb.h>
@@ -18,12 +19,74 @@
 
 #include "doctor_ctl.h"
 #include "mcpnet/clock.h"
+#include "mcpnet/random.h"
+#include "mcpnet/siphash.h"
 #include "mcpnet/sock.h"
 
 #define CTL_MAGIC 0x4d435044u /* "MCPD" */
 #define CTL_HDR 12
+#define AUTH_TIMEOUT_S 5 /* a stranger on the port holds the listener no longer */
 
 static double now_s(void) { return (double)mcp_clock_ns() * 1e-9; }
+
+static uint64_t run_key[2];
+static int have_run_key;
+
+int doctor_ctl_set_token(const char *token)
+{
+  /* Two fixed keys turn the text into a 128-bit one; the token must be hard to guess,
+   * not the derivation. */
+  static const uint64_t k0[2] = {0x6d63706e65742d64ull, 0x6f63746f722d6b30ull};
+  static const uint64_t k1[2] = {0x6d63706e65742d64ull, 0x6f63746f722d6b31ull};
+
+  if (token == NULL || strlen(token) < DOCTOR_TOKEN_MIN)
+    return -1;
+  run_key[0] = mcp_siphash24(k0, token, strlen(token));
+  run_key[1] = mcp_siphash24(k1, token, strlen(token));
+  have_run_key = 1;
+  return 0;
+}
+
+int doctor_ctl_random_token(char *buf, size_t len)
+{
+  uint64_t v[2];
+  int waited;
+
+  if (len < 33 || mcp_random_fill_wait(v, sizeof(v), &waited) != 0)
+    return -1;
+  snprintf(buf, len, "%016llx%016llx", (unsigned long long)v[0], (unsigned long long)v[1]);
+  return 0;
+}
+
+static uint64_t auth_mac(uint64_t what, uint64_t chal_conn, uint64_t chal_listen)
+{
+  uint8_t msg[24];
+  const uint64_t w[3] = {what, chal_conn, chal_listen};
+
+  for (int i = 0; i < 24; i++)
+    msg[i] = (uint8_t)(w[i / 8] >> (8 * (i % 8)));
+  return mcp_siphash24(run_key, msg, sizeof(msg));
+}
+#define AUTH_LISTENER 0x72656e657473696cull  /* "listener" */
+#define AUTH_CONNECTOR 0x726f7463656e6e6full /* "onnector" */
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+  uint64_t v = 0;
+
+  for (int i = 0; i < 8; i++)
+    v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+static int auth_connector(struct doctor_ctl *c, int timeout_s);
+static int auth_listener(struct doctor_ctl *c);
 
 /* "HOST", "HOST:PORT", "[V6]:PORT", "V6" (more than one colon, no brackets). */
 static int split_hostport(const char *s, char *host, size_t hlen, int *port)
@@ -94,7 +157,14 @@ int doctor_ctl_connect(struct doctor_ctl *c, const char *spec, int default_port,
   c->elapsed = now_s() - c->start;
   if (sc.state == MCP_SOCK_CONNECT_DONE) {
     c->fd = mcp_sock_connect_take_fd(&sc);
-    return 0;
+    if (auth_connector(c, timeout_s) == 0)
+      return 0;
+    doctor_ctl_close(c);
+    c->fail = DOCTOR_CTL_AUTH;
+    snprintf(c->msg, sizeof(c->msg),
+             "the doctor at %s does not know this run's token (or did not answer its challenge within %d s)",
+             c->peer, timeout_s);
+    return -1;
   }
   c->fail = sc.fail == MCP_SOCK_FAIL_REFUSED ? DOCTOR_CTL_REFUSED
     : sc.fail == MCP_SOCK_FAIL_UNREACHABLE   ? DOCTOR_CTL_UNREACHABLE
@@ -173,7 +243,7 @@ int doctor_ctl_accept_on(struct doctor_ctl *c, int lfd, double deadline)
       continue;
     if (mcp_sock_accept(lfd, &fd, &peer) != 0)
       continue;
-    if (looks_like_doctor(fd, now_s() + 5.0)) {
+    if (looks_like_doctor(fd, now_s() + AUTH_TIMEOUT_S)) {
       if (peer.sa.sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&peer.sin6.sin6_addr)) {
         /* A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d; name them as IPv4. */
         union mcp_sockaddr v4;
@@ -187,12 +257,57 @@ int doctor_ctl_accept_on(struct doctor_ctl *c, int lfd, double deadline)
       c->fd = fd;
       c->addr = peer;
       mcp_sockaddr_format(&peer, c->peer, sizeof(c->peer));
-      return 0;
+      if (auth_listener(c) == 0)
+        return 0;
+      c->strangers++;
+      c->fd = -1;
     }
     close(fd); /* not ours: keep waiting for the real peer */
   }
   c->fail = DOCTOR_CTL_NO_ANSWER;
   return -1;
+}
+
+/* The connecting side speaks first: its challenge; then it checks the listener's proof
+ * over both challenges and sends its own. */
+static int auth_connector(struct doctor_ctl *c, int timeout_s)
+{
+  uint8_t out[8], in[16];
+  uint64_t mine, theirs;
+  size_t n = 0;
+  int waited;
+
+  if (!have_run_key || mcp_random_fill_wait(&mine, sizeof(mine), &waited) != 0)
+    return -1;
+  put_u64(out, mine);
+  if (doctor_ctl_send(c, DOCTOR_MSG_AUTH, out, 8, timeout_s) != 0 ||
+      doctor_ctl_recv(c, DOCTOR_MSG_AUTH, in, sizeof(in), &n, timeout_s) != 0 || n != 16)
+    return -1;
+  theirs = get_u64(in);
+  if ((get_u64(in + 8) ^ auth_mac(AUTH_LISTENER, mine, theirs)) != 0)
+    return -1;
+  put_u64(out, auth_mac(AUTH_CONNECTOR, mine, theirs));
+  return doctor_ctl_send(c, DOCTOR_MSG_AUTH, out, 8, timeout_s);
+}
+
+/* The listener answers a challenge with its own and a proof, then wants the connector's. */
+static int auth_listener(struct doctor_ctl *c)
+{
+  uint8_t in[8], out[16];
+  uint64_t theirs, mine;
+  size_t n = 0;
+  int waited;
+
+  if (!have_run_key || doctor_ctl_recv(c, DOCTOR_MSG_AUTH, in, sizeof(in), &n, AUTH_TIMEOUT_S) != 0 ||
+      n != 8 || mcp_random_fill_wait(&mine, sizeof(mine), &waited) != 0)
+    return -1;
+  theirs = get_u64(in);
+  put_u64(out, mine);
+  put_u64(out + 8, auth_mac(AUTH_LISTENER, theirs, mine));
+  if (doctor_ctl_send(c, DOCTOR_MSG_AUTH, out, 16, AUTH_TIMEOUT_S) != 0 ||
+      doctor_ctl_recv(c, DOCTOR_MSG_AUTH, in, sizeof(in), &n, AUTH_TIMEOUT_S) != 0 || n != 8)
+    return -1;
+  return (get_u64(in) ^ auth_mac(AUTH_CONNECTOR, theirs, mine)) == 0 ? 0 : -1;
 }
 
 double doctor_ctl_now(void) { return now_s(); }

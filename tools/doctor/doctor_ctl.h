@@ -19,6 +19,7 @@ enum doctor_ctl_fail {
   DOCTOR_CTL_REFUSED,     /* nothing listens there */
   DOCTOR_CTL_UNREACHABLE, /* no route */
   DOCTOR_CTL_NO_ANSWER,   /* silence until the deadline: a firewall drops it */
+  DOCTOR_CTL_AUTH,        /* it answered, but does not know this run's token */
   DOCTOR_CTL_OTHER
 };
 
@@ -30,6 +31,7 @@ struct doctor_ctl {
   enum doctor_ctl_fail fail;
   char msg[MCP_SOCK_MSGLEN]; /* the failure, from the socket layer */
   double start, elapsed;     /* seconds: when the connect began, how long it took */
+  unsigned strangers;        /* accept: connections closed for not knowing the token */
 };
 
 /* Frame types. */
@@ -38,12 +40,30 @@ enum {
   DOCTOR_MSG_HANDLE = 2,  /* status + the plugin's listen handle, or the reason it has none */
   DOCTOR_MSG_STEP = 3,    /* status of a step both sides run: "ok" or the reason */
   DOCTOR_MSG_PLAN = 4,    /* the next measurement: "bw N SIZE", "lat N", "end" */
-  DOCTOR_MSG_RESULT = 5   /* the measured figures, key=value lines */
+  DOCTOR_MSG_RESULT = 5,  /* the measured figures, key=value lines */
+  DOCTOR_MSG_AUTH = 6     /* the run token's challenges and proofs (doctor_ctl.c) */
 };
 
+/*
+ * The run's token. The doctors of one run share a secret (MCPNET_DOCTOR_TOKEN, or the one
+ * `--listen` draws and prints for its peer), and a control connection carries nothing
+ * (summaries, the plugin's handles with their listen keys) until both ends proved they
+ * know it: challenges both ways and SipHash MACs under a key derived from the token, the
+ * connecting side first, so the token never crosses the wire and a stranger on the port
+ * learns nothing. set_token: 0, or -1 when it is shorter than DOCTOR_TOKEN_MIN characters.
+ * random_token: a fresh one into buf (2 x 16 hex digits), 0 or -1.
+ */
+#define DOCTOR_TOKEN_ENV "MCPNET_DOCTOR_TOKEN"
+#define DOCTOR_TOKEN_MIN 16
+int doctor_ctl_set_token(const char *token);
+int doctor_ctl_random_token(char *buf, size_t len);
+
+/* Connects and proves the run's token both ways (a peer that does not know it fails the
+ * connect with DOCTOR_CTL_AUTH). */
 int doctor_ctl_connect(struct doctor_ctl *c, const char *spec, int default_port, int timeout_s);
 /* Listens on bind_addr (NULL: every address) and port, calls on_listening with the
- * bound address, and accepts the first doctor that connects within wait_s. */
+ * bound address, and accepts the first doctor that connects within wait_s and knows the
+ * run's token (others are closed, and counted in c->strangers). */
 int doctor_ctl_accept(struct doctor_ctl *c, const char *bind_addr, int port, int wait_s,
                       void (*on_listening)(const char *addr, void *arg), void *arg);
 /* The same in two parts, for a listener that accepts many (the fleet's node 0):

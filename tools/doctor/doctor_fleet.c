@@ -10,6 +10,7 @@
 
 #include "doctor_fleet.h"
 #include "mcp_json.h"
+#include "mcpnet/text.h"
 
 /* ---- Where node 0 is, how many nodes, which one this is ------------------------------- */
 
@@ -418,4 +419,36 @@ void doctor_fleet_table_json(const struct fleet *f, FILE *out)
     fputc('}', out);
   }
   fprintf(out, "],\"with_problems\":%d,\"exit\":%d}\n", named, named > 0 ? DOCTOR_EXIT_FAIL : DOCTOR_EXIT_OK);
+}
+
+/* A node's report as node 0 reads it off the network: numbers clamped to what a node can
+ * have, strings cut to their fields and made printable (node 0 prints them). */
+void doctor_fleet_parse_hello(struct fleet_node *nd, char *text, int *rank, int *nodes)
+{
+  char *save = NULL;
+
+  for (char *line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+    if (sscanf(line, "rank=%d", rank) == 1 || sscanf(line, "nodes=%d", nodes) == 1)
+      continue;
+    if (sscanf(line, "ndev=%d", &nd->ndev) == 1) {
+      nd->ndev = nd->ndev < 0 ? 0 : nd->ndev > FLEET_MAX_DEVS ? FLEET_MAX_DEVS : nd->ndev;
+      continue;
+    }
+    if (sscanf(line, "nown=%d", &nd->nown) == 1) {
+      nd->nown = nd->nown < 0 ? 0 : nd->nown;
+      continue;
+    }
+    if (strncmp(line, "host=", 5) == 0)
+      mcp_text_make_printable(strncpy(nd->host, line + 5, sizeof(nd->host) - 1));
+    else if (strncmp(line, "addr=", 5) == 0)
+      mcp_text_make_printable(strncpy(nd->addr, line + 5, sizeof(nd->addr) - 1));
+    else if (strncmp(line, "fail=", 5) == 0) {
+      int k = 0;
+
+      while (k < FLEET_OWN_MAX && nd->own[k][0] != '\0')
+        k++;
+      if (k < FLEET_OWN_MAX)
+        mcp_text_make_printable(strncpy(nd->own[k], line + 5, FLEET_LINE - 1));
+    }
+  }
 }

@@ -101,6 +101,11 @@ int doctor_fleet_pairs_cap(int n, int rails);
  * Returns the number of nodes with problems. */
 int doctor_fleet_attribute(struct fleet *f);
 
+/* A node's FLEET_HELLO text (rank=, nodes=, ndev=, nown=, host=, addr=, fail= lines), as
+ * node 0 reads it from the network: nd starts zeroed; text is modified. */
+#define FLEET_MAX_DEVS 64
+void doctor_fleet_parse_hello(struct fleet_node *nd, char *text, int *rank, int *nodes);
+
 /* One node's problems, one line each ("to node 2 (rail 0): connect: ..."); returns the
  * count written to out (at most max lines of len bytes). */
 int doctor_fleet_node_lines(const struct fleet *f, int rank, char (*out)[FLEET_LINE * 2], int max);

@@ -22,6 +22,7 @@
 
 #include "doctor_ctl.h"
 #include "doctor_fleet.h"
+#include "mcpnet/text.h"
 #include "doctor_plugin.h"
 
 #define HANDLE_MSG (1 + NCCL_NET_HANDLE_MAXSIZE + 512)
@@ -252,7 +253,8 @@ static int member_connect(struct member *m, const char *spec)
   for (;;) {
     if (doctor_ctl_connect(&m->ctl, spec, m->o->port, m->o->timeout_s) == 0)
       return 0;
-    if (m->ctl.fail == DOCTOR_CTL_BAD_ADDRESS || doctor_ctl_now() + 1 > deadline)
+    if (m->ctl.fail == DOCTOR_CTL_BAD_ADDRESS || m->ctl.fail == DOCTOR_CTL_AUTH ||
+        doctor_ctl_now() + 1 > deadline)
       return -1;
     sleep(1);
   }
@@ -333,9 +335,16 @@ static int member_run(const struct doctor_opts *o, const struct fleet_conf *fc, 
       status = DOCTOR_EXIT_OK;
     } else if (!quiet) {
       const char *nl = strchr(cmd, '\n');
+      char shown[sizeof(cmd) * 4];
 
-      printf("fleet: node %d (%s): PROBLEMS, as node 0 names them:\n%s\n", m->rank, m->r->host,
-             nl ? nl + 1 : cmd);
+      printf("fleet: node %d (%s): PROBLEMS, as node 0 names them:\n", m->rank, m->r->host);
+      /* Node 0's words, lines kept; anything else that is not printable is escaped. */
+      for (const char *q = nl ? nl + 1 : cmd; *q != '\0';) {
+        size_t line = strcspn(q, "\n");
+
+        printf("%s\n", mcp_text_escape(q, line, shown, sizeof(shown)));
+        q += line + (q[line] == '\n');
+      }
     }
     break;
   }
@@ -357,27 +366,6 @@ struct coord {
   struct doctor_ctl *ctl; /* per rank; fd < 0 when absent or gone */
   char (*gone)[FLEET_LINE];
 };
-
-static void parse_hello(struct fleet_node *nd, char *text, int *rank, int *nodes)
-{
-  for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
-    if (sscanf(line, "rank=%d", rank) == 1 || sscanf(line, "nodes=%d", nodes) == 1 ||
-        sscanf(line, "ndev=%d", &nd->ndev) == 1 || sscanf(line, "nown=%d", &nd->nown) == 1)
-      continue;
-    if (strncmp(line, "host=", 5) == 0)
-      snprintf(nd->host, sizeof(nd->host), "%s", line + 5);
-    else if (strncmp(line, "addr=", 5) == 0)
-      snprintf(nd->addr, sizeof(nd->addr), "%s", line + 5);
-    else if (strncmp(line, "fail=", 5) == 0) {
-      int k = 0;
-
-      while (k < FLEET_OWN_MAX && nd->own[k][0] != '\0')
-        k++;
-      if (k < FLEET_OWN_MAX)
-        snprintf(nd->own[k], FLEET_LINE, "%s", line + 5);
-    }
-  }
-}
 
 /* "192.0.2.2:41234" or "[fd00::2]:41234" without the port. */
 static void strip_port(const char *in, char *out, size_t len)
@@ -419,7 +407,7 @@ static void coord_collect(struct coord *k, int lfd)
       doctor_ctl_close(&c);
       continue;
     }
-    parse_hello(&nd, buf, &rank, &nodes);
+    doctor_fleet_parse_hello(&nd, buf, &rank, &nodes);
     if (rank < 0 || rank >= k->f.n || nodes != k->f.n) {
       snprintf(why, sizeof(why), "it says node %d of %d, node 0 expects ranks 0..%d of %d", rank, nodes,
                k->f.n - 1, k->f.n);
@@ -665,6 +653,8 @@ int doctor_fleet_main(const struct doctor_opts *o, const struct fleet_opts *fo)
     fprintf(stderr, "mcpnet-doctor: %s\n", err);
     return DOCTOR_EXIT_USAGE;
   }
+  if (doctor_run_token("--fleet", NULL, 0) != 0)
+    return DOCTOR_EXIT_USAGE;
   if (fc.rank != 0)
     return member_run(o, &fc, fc.coordinator, 0);
   /* Node 0 listens on the port of --coordinator HOST:PORT when one is given. */

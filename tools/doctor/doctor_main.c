@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "doctor.h"
+#include "doctor_ctl.h"
 #include "doctor_fleet.h"
 #include "doctor_rankmap.h"
 #include "mcpnet/log.h"
@@ -46,6 +47,9 @@ static void usage(FILE *f)
     "  --size BYTES       bandwidth message size (default 1048576)\n"
     "  --dev N            the plugin device to check (default 0)\n"
     "  --plugin PATH      the plugin to load (default libnccl-net-mcp.so, as NCCL finds it)\n"
+    "  The two hosts prove to each other that they know the run's token, MCPNET_DOCTOR_TOKEN (at\n"
+    "  least 16 characters; --listen draws one and prints it when it is unset); other connections\n"
+    "  are ignored.\n"
     "Rank map:\n"
     "  --suggest-rank-map print the MCPNET_RANK_MAP that puts each local rank on its nearest NIC port\n"
     "                     by PCI distance, with the reasoning (reads CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER)\n"
@@ -56,7 +60,8 @@ static void usage(FILE *f)
     "                     first host of SLURM_JOB_NODELIST); --port is the default port\n"
     "  --nodes N          the number of nodes (default SLURM_NNODES, else MCPNET_FLEET_NODES)\n"
     "  --node-rank R      this node's rank (default SLURM_NODEID, else JOB_COMPLETION_INDEX,\n"
-    "                     else MCPNET_FLEET_RANK); --wait bounds the wait for all nodes\n",
+    "                     else MCPNET_FLEET_RANK); --wait bounds the wait for all nodes\n"
+    "  MCPNET_DOCTOR_TOKEN  the run's token, the same on every node (required)\n",
     f);
 }
 
@@ -216,6 +221,31 @@ bad:
   return -1;
 }
 
+int doctor_run_token(const char *mode, char *drawn, size_t len)
+{
+  const char *token = getenv(DOCTOR_TOKEN_ENV);
+
+  if (token != NULL && *token != '\0') {
+    if (doctor_ctl_set_token(token) == 0)
+      return 0;
+    fprintf(stderr,
+            "mcpnet-doctor: %s is shorter than %d characters: use a long random value, e.g. "
+            "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')\n",
+            DOCTOR_TOKEN_ENV, DOCTOR_TOKEN_MIN);
+    return -1;
+  }
+  if (drawn != NULL && doctor_ctl_random_token(drawn, len) == 0)
+    return doctor_ctl_set_token(drawn);
+  fprintf(
+    stderr, "mcpnet-doctor: %s needs the run's token in %s, the same on every node: %s\n", mode,
+    DOCTOR_TOKEN_ENV,
+    strcmp(mode, "--fleet") == 0
+      ? "set it in the job, e.g. export MCPNET_DOCTOR_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') "
+        "before srun, or from a Kubernetes Secret"
+      : "the one mcpnet-doctor --listen printed on the other host");
+  return -1;
+}
+
 int main(int argc, char **argv)
 {
   static struct doctor_opts o;
@@ -237,6 +267,10 @@ int main(int argc, char **argv)
   }
   if (fleet)
     return doctor_fleet_main(&o, &fleet_o);
+  if ((o.listen || o.peer != NULL) &&
+      doctor_run_token(o.listen ? "--listen" : "--peer", o.listen ? o.drawn_token : NULL,
+                       sizeof(o.drawn_token)) != 0)
+    return DOCTOR_EXIT_USAGE;
   r = calloc(1, sizeof(*r));
   if (r == NULL) {
     fputs("mcpnet-doctor: out of memory\n", stderr);

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "doctor_ctl.h"
+#include "mcpnet/text.h"
 #include "doctor_plugin.h"
 #include "mcpnet/wire.h"
 
@@ -236,10 +237,16 @@ static void say_listening(const char *addr, void *arg)
 {
   const struct doctor_opts *o = arg;
 
-  fprintf(stderr,
-          "mcpnet-doctor: listening on %s for up to %d s: run mcpnet-doctor --peer THIS_HOST:%d "
-          "on the other host\n",
-          addr, o->wait_s, o->port);
+  if (o->drawn_token[0] != '\0')
+    fprintf(stderr,
+            "mcpnet-doctor: listening on %s for up to %d s: run\n  %s=%s mcpnet-doctor --peer THIS_HOST:%d\n"
+            "on the other host (a doctor without this run's token is ignored)\n",
+            addr, o->wait_s, DOCTOR_TOKEN_ENV, o->drawn_token, o->port);
+  else
+    fprintf(stderr,
+            "mcpnet-doctor: listening on %s for up to %d s: run mcpnet-doctor --peer THIS_HOST:%d "
+            "on the other host, with the same %s\n",
+            addr, o->wait_s, o->port, DOCTOR_TOKEN_ENV);
 }
 
 static int control_connect(struct pair *p)
@@ -287,6 +294,12 @@ static int control_connect(struct pair *p)
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "unreachable", p->ctl.peer,
                "check the address and this host's routes (ip route get ADDRESS), and "
                "NCCL_SOCKET_IFNAME on both hosts",
+               "%s", p->ctl.msg);
+    break;
+  case DOCTOR_CTL_AUTH:
+    doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_PEER, "token", p->ctl.peer,
+               "give both sides the same MCPNET_DOCTOR_TOKEN (the one mcpnet-doctor --listen printed, or the "
+               "job's)",
                "%s", p->ctl.msg);
     break;
   default:
@@ -576,6 +589,24 @@ fail:
   return -1;
 }
 
+int doctor_plan_parse(const char *text, size_t max_size, long *count, size_t *size)
+{
+  char tail;
+
+  *count = 0;
+  *size = 0;
+  if (strcmp(text, "end") == 0)
+    return DOCTOR_PLAN_END;
+  /* A count the other side could never have meant (or one that would index the ring
+   * backwards) is refused like an unknown plan. */
+  if (sscanf(text, "bw %ld %zu%c", count, size, &tail) == 2 && *count >= 1 &&
+      *count <= DOCTOR_PLAN_MAX_COUNT && *size <= max_size)
+    return DOCTOR_PLAN_BW;
+  if (sscanf(text, "lat %ld%c", count, &tail) == 1 && *count >= 1 && *count <= DOCTOR_PLAN_MAX_COUNT)
+    return DOCTOR_PLAN_LAT;
+  return DOCTOR_PLAN_BAD;
+}
+
 static int follow(struct pair *p, char *err, size_t len)
 {
   struct doctor_pair_result *res = &p->r->pair;
@@ -585,16 +616,18 @@ static int follow(struct pair *p, char *err, size_t len)
   for (;;) {
     long count = 0;
     size_t size = 0;
-    int rc = doctor_ctl_recv(&p->ctl, DOCTOR_MSG_PLAN, text, sizeof(text) - 1, &n, p->o->timeout_s + 60);
+    int kind,
+      rc = doctor_ctl_recv(&p->ctl, DOCTOR_MSG_PLAN, text, sizeof(text) - 1, &n, p->o->timeout_s + 60);
 
     if (rc != 0) {
       snprintf(err, len, "no plan from %s: %s", p->them, strerror(-rc));
       return -1;
     }
     text[n] = '\0';
-    if (strcmp(text, "end") == 0)
+    if (doctor_plan_parse(text, p->size, &count, &size) == DOCTOR_PLAN_END)
       break;
-    if (sscanf(text, "bw %ld %zu", &count, &size) == 2 && size <= p->size) {
+    kind = doctor_plan_parse(text, p->size, &count, &size);
+    if (kind == DOCTOR_PLAN_BW) {
       int last = 0;
       size_t first = 0;
 
@@ -608,12 +641,15 @@ static int follow(struct pair *p, char *err, size_t len)
       }
       if (step_swap(p, rc == 0 ? "ok" : err, peer_err, sizeof(peer_err)) != 0)
         return -1;
-    } else if (sscanf(text, "lat %ld", &count) == 1) {
+    } else if (kind == DOCTOR_PLAN_LAT) {
       for (long i = 0; i < count; i++)
         if (pong(p, err, len) != 0)
           return -1;
     } else {
-      snprintf(err, len, "unknown plan '%s' from %s", text, p->them);
+      char shown[160];
+
+      snprintf(err, len, "unknown plan '%s' from %s", mcp_text_escape(text, n, shown, sizeof(shown)),
+               p->them);
       return -1;
     }
   }

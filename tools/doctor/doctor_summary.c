@@ -18,6 +18,7 @@
 
 #include "doctor.h"
 #include "mcpnet/fabric_pkey.h"
+#include "mcpnet/text.h"
 
 /* The selection this process itself gets: the one covering its local rank. */
 static const struct doctor_selection *own_selection(const struct doctor_report *r)
@@ -173,13 +174,15 @@ int doctor_summary_encode(const struct doctor_summary *s, char *buf, size_t len)
   return (int)used;
 }
 
-/* Truncating copy: a longer value from a newer peer is cut, not refused. */
+/* Truncating copy: a longer value from a newer peer is cut, not refused; what is not
+ * printable ASCII becomes '?' (the report prints it). */
 static void copy_str(char *dst, size_t len, const char *src)
 {
   size_t n = strnlen(src, len - 1);
 
   memcpy(dst, src, n);
   dst[n] = '\0';
+  mcp_text_make_printable(dst);
 }
 
 int doctor_summary_decode(const char *text, struct doctor_summary *s)

@@ -182,6 +182,8 @@ ulimit -l unlimited
 doctor=$PWD/bin/mcpnet-doctor
 export NCCL_NET=MCP NCCL_NET_PLUGIN=mcp LD_LIBRARY_PATH=$PWD/plugin
 export MCPNET_CONNECT_TIMEOUT=6
+# The run's token, the same on every node, as a job script sets it.
+export MCPNET_DOCTOR_TOKEN=lab-hub-fleet-run-token-0123456789
 read -r node0_ip _ <<< "$LAB_HOST_IPS"
 rank=$LAB_HOST_INDEX
 

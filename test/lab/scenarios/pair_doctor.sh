@@ -1,8 +1,12 @@
 # lab: topology=pair deadline=360
 # mcpnet-doctor across the two hosts, in rounds both guests walk through together
 # (rendezvous files in /run/xchg), each asserted on the side that reports it:
-#   ok       a --listen, b --peer a: both agree, the plugin's handshake connects, a
-#            verified message moves each way, and both print a bandwidth figure (exit 0);
+#   ok       a --listen without a token draws one and prints it, b --peer a with it: both
+#            agree, the plugin's handshake connects, a verified message moves each way,
+#            and both print a bandwidth figure (exit 0);
+#   token    a --listen with the run's MCPNET_DOCTOR_TOKEN; b --peer with another run's
+#            token is turned away ("does not know this run's token", exit 1) and a keeps
+#            waiting; b with the right one gets in (exit 0 both);
 #   mtu      b's eth0 at MTU 1000 (rxe0 then runs 512-byte packets, a 1024): both report
 #            the mismatch naming both hosts and both MTUs (a WARN: the pair still works),
 #            a in --json, which must parse and carry the pair's figures;
@@ -31,7 +35,8 @@ status() {
   [ "$rc" = "$2" ] || { cat "/tmp/$1.out" "/tmp/$1.err" >&2; lab_fail "$1: exit status $rc, expected $2"; }
   lab_log "ok: $1 exits $rc"
 }
-# listen NAME [ARGS...]: a listener in the background; returns once it listens.
+# listen NAME [ARGS...]: a listener in the background; returns once it listens, and
+# passes the token it drew (if it drew one: no MCPNET_DOCTOR_TOKEN) to the peer.
 listen() {
   local name=$1
   shift
@@ -45,23 +50,24 @@ listen() {
     sleep 0.1
   done
   grep -q listening "/tmp/$name.err" || { cat "/tmp/$name.err"; lab_fail "$name: the listener did not start"; }
-  lab_signal "$name.listening"
+  lab_signal "$name.listening" "$(sed -n 's/^ *MCPNET_DOCTOR_TOKEN=\([0-9a-f]*\) .*/\1/p' "/tmp/$name.err")"
 }
 # peer NAME [ARGS...]: a peer run toward host a, waiting for a's listener first.
 peer() {
   local name=$1 t0 t1
   shift
-  lab_wait "$name.listening" 120 > /dev/null
+  drawn=$(lab_wait "$name.listening" 120)
   t0=$(date +%s.%N)
   set +e
-  "$doctor" --peer "$LAB_PEER_IP" "$@" > "/tmp/$name.out" 2> "/tmp/$name.err"
+  MCPNET_DOCTOR_TOKEN=${drawn:-${MCPNET_DOCTOR_TOKEN:-}} "$doctor" --peer "$LAB_PEER_IP" "$@" > "/tmp/$name.out" \
+    2> "/tmp/$name.err"
   echo $? > "/tmp/$name.rc"
   set -e
   t1=$(date +%s.%N)
   elapsed=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
 }
 
-# Round 1: a healthy pair.
+# Round 1: a healthy pair; the listener draws the run's token and prints it.
 if [ "$LAB_HOST" = a ]; then
   listen ok --seconds 2
   wait "$listener" || true
@@ -71,12 +77,35 @@ if [ "$LAB_HOST" = a ]; then
   expect /tmp/ok.out '^  \[ OK \] connected to host lab-b .* through the plugin.s own handshake' "ok: a connected through the plugin"
   expect /tmp/ok.out '^  \[ OK \] a 1048576-byte message went each way and arrived intact' "ok: a verified the message"
   expect /tmp/ok.out '^  \[ OK \] bandwidth [0-9]+\.[0-9]+ MB/s with 1048576-byte messages' "ok: a prints the bandwidth"
+  expect /tmp/ok.err '^  MCPNET_DOCTOR_TOKEN=[0-9a-f]{32} mcpnet-doctor --peer THIS_HOST:18650$' "ok: a printed the token it drew"
 else
   peer ok --seconds 2
   status ok 0
   sed -n '/^Two hosts/,$p' /tmp/ok.out
   expect /tmp/ok.out '^  \[ OK \] both hosts agree' "ok: b finds both hosts agree"
   expect /tmp/ok.out '^  \[ OK \] bandwidth [0-9]+\.[0-9]+ MB/s with 1048576-byte messages \([0-9]+ in [0-9.]+ s, host lab-b to host lab-a\), latency [0-9.]+ us' "ok: b measured bandwidth and latency"
+fi
+
+# From here on the run's token comes from the environment, as a job sets it.
+export MCPNET_DOCTOR_TOKEN=lab-pair-doctor-run-token-0123456789
+
+# Round 1b: a peer with another run's token is turned away; the listener waits on.
+if [ "$LAB_HOST" = a ]; then
+  listen token --seconds 1
+  wait "$listener" || true
+  status token 0
+  expect /tmp/token.out '^  \[ OK \] a [0-9]+-byte message went each way and arrived intact' "token: a met the right peer"
+else
+  lab_wait token.listening 120 > /dev/null
+  set +e
+  MCPNET_DOCTOR_TOKEN=another-runs-doctor-token-987654 "$doctor" --peer "$LAB_PEER_IP" --seconds 1 --timeout 5 \
+    > /tmp/token-wrong.out 2> /tmp/token-wrong.err
+  echo $? > /tmp/token-wrong.rc
+  set -e
+  status token-wrong 1
+  expect /tmp/token-wrong.out "^  \[FAIL\] the doctor at 192\.0\.2\.1:18650 does not know this run's token" "token: b is told its token differs"
+  peer token --seconds 1
+  status token 0
 fi
 
 # Round 2: different MTUs. rxe0's active MTU follows its netdev's.

@@ -16,6 +16,7 @@ doctor=$PWD/bin/mcpnet-doctor
 export NCCL_NET=MCP NCCL_NET_PLUGIN=mcp LD_LIBRARY_PATH=$PWD/plugin
 # The plugin's own connect gives up before the doctor's step deadline does.
 export MCPNET_CONNECT_TIMEOUT=6
+export MCPNET_DOCTOR_TOKEN=lab-single-fleet-run-token-0123456789
 common=(--fleet --nodes 3 --port 18650 --wait 180 --timeout 12 --size 65536)
 
 # fleet ROUND "ARGS0" "ARGS1" "ARGS2" [ENV2...]: node 0 first (it listens), then nodes 1
