@@ -16,6 +16,7 @@
 
 #include <net/if.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mcpnet/fabric_gid.h"
 #include "mcpnet/fabric_sysfs.h"
@@ -85,6 +86,16 @@ struct mcp_ns_snapshot {
 
 /* This namespace's netdevs and addresses (two rtnetlink dumps). 0 or a negative errno. */
 int mcp_netns_snapshot_read(struct mcp_ns_snapshot *ns);
+
+/* The parsers behind the two netlink conversations, on one received buffer each (what
+ * the fuzzer drives): rtnetlink link and address dumps into ns; RDMA netlink's device
+ * dump (dev_name given: *dev_index of that device) or port answer (dev_name NULL: the
+ * netdev's name into ndev). Each returns 1 with *status when the reply to request seq
+ * ended (0 or a negative errno), 0 when more buffers follow. */
+int mcp_netns_rt_reply_parse(const void *buf, size_t len, uint32_t seq, struct mcp_ns_snapshot *ns,
+                             int *status);
+int mcp_netns_rdma_reply_parse(const void *buf, size_t len, uint32_t seq, const char *dev_name,
+                               uint32_t *dev_index, char *ndev, size_t ndev_len, int *found, int *status);
 
 /*
  * Is GID entry i of port p ours? ifindex[] holds, for each of p's readable entries, the

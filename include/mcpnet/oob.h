@@ -141,6 +141,10 @@ void mcp_oob_test_stream_end(struct mcp_oob_stream *s, int dead, int closed_by_p
  * not acquired). Counts the channel's connections: all of them, and incoming ones that
  * have not proved themselves yet. */
 int mcp_oob_test_adopt(int fd, const union mcp_sockaddr *from);
+/* The same for a connection this process dialled to `to` for cred's listen of process
+ * nonce, its TCP connect done: our HELLO is sent; the stream on it is returned. */
+struct mcp_oob_stream *mcp_oob_test_dial(int fd, const union mcp_sockaddr *to, uint64_t nonce,
+                                         const struct mcp_oob_cred *cred);
 void mcp_oob_test_count(unsigned *peers, unsigned *unauth);
 
 /* ---- Late peers ------------------------------------------------------------------

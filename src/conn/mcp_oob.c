@@ -1349,6 +1349,31 @@ int mcp_oob_test_adopt(int fd, const union mcp_sockaddr *from)
   return rc;
 }
 
+struct mcp_oob_stream *mcp_oob_test_dial(int fd, const union mcp_sockaddr *to, uint64_t nonce,
+                                         const struct mcp_oob_cred *cred)
+{
+  struct mcp_oob_stream *s = NULL;
+  struct mcp_oob_peer *p;
+
+  pthread_mutex_lock(&oob.lock);
+  p = oob.users > 0 ? peer_new(1) : NULL;
+  if (p != NULL) {
+    p->fd = fd;
+    p->addr = *to;
+    mcp_sockaddr_format_host(to, p->host, sizeof(p->host));
+    p->expect_nonce = nonce;
+    p->cred = *cred;
+    p->state = PEER_HELLO;
+    if (send_hello(p) == 0)
+      (void)mcp_sock_sendq_flush(&p->sq, p->fd);
+    s = stream_new(p);
+    if (s != NULL)
+      s->cred = *cred;
+  }
+  pthread_mutex_unlock(&oob.lock);
+  return s;
+}
+
 void mcp_oob_test_count(unsigned *peers, unsigned *unauth)
 {
   struct mcp_list *it;

@@ -135,34 +135,65 @@ static void nl_parse(const struct nlmsghdr *h, struct nl_want *w)
   }
 }
 
+/* One received buffer of replies to request seq: parses what w wants from each message;
+ * 1 with *status when the reply ended (DONE, or the ACK or error of a plain request), 0
+ * when more buffers follow. The kernel's bytes are checked as any peer's: every length
+ * against what was received (the fuzzer feeds this arbitrary bytes). */
+static int nl_reply(const void *buf, size_t n, uint32_t seq, struct nl_want *w, int *status)
+{
+  const struct nlmsghdr *h;
+  int left = n > INT32_MAX ? INT32_MAX : (int)n;
+
+  for (h = buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+    if (h->nlmsg_seq != seq)
+      continue; /* a late answer to an earlier request */
+    if (h->nlmsg_type == NLMSG_DONE) {
+      int st = 0; /* a dump that failed midway says so here */
+      if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(st)))
+        memcpy(&st, NLMSG_DATA(h), sizeof(st));
+      *status = st < 0 ? st : 0;
+      return 1;
+    }
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      struct nlmsgerr e;
+
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(e))) {
+        *status = -EPROTO;
+        return 1;
+      }
+      memcpy(&e, NLMSG_DATA(h), sizeof(e));
+      *status = e.error;
+      return 1;
+    }
+    nl_parse(h, w);
+  }
+  return 0;
+}
+
+int mcp_netns_rdma_reply_parse(const void *buf, size_t len, uint32_t seq, const char *dev_name,
+                               uint32_t *dev_index, char *ndev, size_t ndev_len, int *found, int *status)
+{
+  struct nl_want w = {.dev_name = dev_name, .ndev = ndev, .ndev_len = ndev_len};
+  int done = nl_reply(buf, len, seq, &w, status);
+
+  *found = w.found;
+  *dev_index = w.dev_index;
+  return done;
+}
+
 /* Read replies to the last request until its end (DONE, or the ACK of a plain request). */
 static int nl_recv(struct nl_sock *s, struct nl_want *w)
 {
   for (;;) {
     ssize_t n = recv(s->fd, s->buf.b, sizeof(s->buf.b), MSG_TRUNC);
-    struct nlmsghdr *h;
-    int left;
+    int status = 0;
 
     if (n < 0)
       return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
     if ((size_t)n > sizeof(s->buf.b))
       return -EMSGSIZE;
-    left = (int)n;
-    for (h = &s->buf.h; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_seq != s->seq)
-        continue; /* a late answer to an earlier request */
-      if (h->nlmsg_type == NLMSG_DONE) {
-        int status = 0; /* a dump that failed midway says so here */
-        if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(status)))
-          memcpy(&status, NLMSG_DATA(h), sizeof(status));
-        return status < 0 ? status : 0;
-      }
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        const struct nlmsgerr *e = NLMSG_DATA(h);
-        return h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) ? e->error : -EPROTO;
-      }
-      nl_parse(h, w);
-    }
+    if (nl_reply(s->buf.b, (size_t)n, s->seq, w, &status))
+      return status;
   }
 }
 

@@ -27,6 +27,7 @@
 #include <linux/if.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,10 +103,12 @@ static void parse_addr(const struct nlmsghdr *h, struct mcp_ns_snapshot *ns)
   const struct rtattr *a;
   const void *local = NULL, *address = NULL;
   int len = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*ifa));
-  size_t want = ifa->ifa_family == AF_INET ? 4 : 16;
+  size_t want;
 
+  /* The family is read only once the message is known to hold it. */
   if (len < 0 || ns->naddr == MCP_NS_ADDRS_MAX || (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6))
     return;
+  want = ifa->ifa_family == AF_INET ? 4 : 16;
   for (a = IFA_RTA(ifa); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
     if (RTA_PAYLOAD(a) != want)
       continue;
@@ -152,29 +155,47 @@ static int rt_dump(int fd, union rt_buf *buf, uint16_t type, uint32_t seq, struc
     return -errno;
   for (;;) {
     ssize_t n = recv(fd, buf->b, sizeof(buf->b), MSG_TRUNC);
-    struct nlmsghdr *h;
-    int left;
+    int status = 0;
 
     if (n < 0)
       return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
     if ((size_t)n > sizeof(buf->b))
       return -EMSGSIZE;
-    left = (int)n;
-    for (h = &buf->h; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-      if (h->nlmsg_seq != seq)
-        continue;
-      if (h->nlmsg_type == NLMSG_DONE)
-        return 0;
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        const struct nlmsgerr *e = NLMSG_DATA(h);
-        return h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error != 0 ? e->error : -EPROTO;
-      }
-      if (h->nlmsg_type == RTM_NEWLINK)
-        parse_link(h, ns);
-      else if (h->nlmsg_type == RTM_NEWADDR)
-        parse_addr(h, ns);
-    }
+    if (mcp_netns_rt_reply_parse(buf->b, (size_t)n, seq, ns, &status))
+      return status;
   }
+}
+
+int mcp_netns_rt_reply_parse(const void *buf, size_t len, uint32_t seq, struct mcp_ns_snapshot *ns,
+                             int *status)
+{
+  const struct nlmsghdr *h;
+  int left = len > INT32_MAX ? INT32_MAX : (int)len;
+
+  for (h = buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+    if (h->nlmsg_seq != seq)
+      continue;
+    if (h->nlmsg_type == NLMSG_DONE) {
+      *status = 0;
+      return 1;
+    }
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      struct nlmsgerr e;
+
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof(e))) {
+        *status = -EPROTO;
+        return 1;
+      }
+      memcpy(&e, NLMSG_DATA(h), sizeof(e));
+      *status = e.error != 0 ? e.error : -EPROTO;
+      return 1;
+    }
+    if (h->nlmsg_type == RTM_NEWLINK)
+      parse_link(h, ns);
+    else if (h->nlmsg_type == RTM_NEWADDR)
+      parse_addr(h, ns);
+  }
+  return 0;
 }
 
 int mcp_netns_snapshot_read(struct mcp_ns_snapshot *ns)

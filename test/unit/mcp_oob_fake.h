@@ -16,7 +16,10 @@
 #include "mcpnet/oob.h"
 #include "mcpnet/wire.h"
 
-static void fake_sleep_ms(unsigned ms)
+/* Each user takes what it needs of these. */
+#define FAKE_FN static __attribute__((unused))
+
+FAKE_FN void fake_sleep_ms(unsigned ms)
 {
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
@@ -25,9 +28,9 @@ static void fake_sleep_ms(unsigned ms)
 
 /* A turn for fake peers in a child process, which must not drive the channel it
  * inherited. */
-static __attribute__((unused)) void fake_sleep_ms_1(void) { fake_sleep_ms(1); }
+FAKE_FN void fake_sleep_ms_1(void) { fake_sleep_ms(1); }
 
-static int fake_send_msg(int fd, const struct mcp_wire_msg *m)
+FAKE_FN int fake_send_msg(int fd, const struct mcp_wire_msg *m)
 {
   uint8_t buf[MCP_WIRE_MSG_MAX];
   char err[MCP_WIRE_ERRLEN];
@@ -41,7 +44,7 @@ static int fake_send_msg(int fd, const struct mcp_wire_msg *m)
 }
 
 /* A HELLO as mcpnet writes it: a dialler's names listen_id, an acceptor's carries proof. */
-static struct mcp_wire_msg fake_hello(uint64_t nonce, uint64_t challenge, uint32_t listen_id, uint64_t proof)
+FAKE_FN struct mcp_wire_msg fake_hello(uint64_t nonce, uint64_t challenge, uint32_t listen_id, uint64_t proof)
 {
   struct mcp_wire_msg m;
 
@@ -60,7 +63,7 @@ static struct mcp_wire_msg fake_hello(uint64_t nonce, uint64_t challenge, uint32
 
 /* Reads one whole frame, calling turn() between tries (the channel's progress writes to
  * us). 1 with *m, 0 on EOF, -1 on an error or nothing after many turns. */
-static int fake_read_msg(int fd, struct mcp_wire_msg *m, void (*turn)(void))
+FAKE_FN int fake_read_msg(int fd, struct mcp_wire_msg *m, void (*turn)(void))
 {
   uint8_t buf[MCP_WIRE_MAX_FRAME];
   char err[MCP_WIRE_ERRLEN];
@@ -93,7 +96,7 @@ static int fake_read_msg(int fd, struct mcp_wire_msg *m, void (*turn)(void))
 /* A fake acceptor's side of the handshake on fd, once the channel dialled it: reads the
  * channel's HELLO (which must name cred's listen) and answers with a valid proof, as the
  * process that published cred would. 0, or -1 when the HELLO was not what mcpnet sends. */
-static int fake_accept_handshake(int fd, uint64_t nonce, const struct mcp_oob_cred *cred, void (*turn)(void))
+FAKE_FN int fake_accept_handshake(int fd, uint64_t nonce, const struct mcp_oob_cred *cred, void (*turn)(void))
 {
   struct mcp_wire_msg m, h;
   const uint64_t chal = 0xacc0acc0acc0acc0ull ^ (uint64_t)fd;
@@ -106,7 +109,7 @@ static int fake_accept_handshake(int fd, uint64_t nonce, const struct mcp_oob_cr
 }
 
 /* The smallest endpoint a decoder accepts (one device, one QP), for requests. */
-static struct mcp_wire_endpoint fake_endpoint(uint32_t stream_id)
+FAKE_FN struct mcp_wire_endpoint fake_endpoint(uint32_t stream_id)
 {
   struct mcp_wire_endpoint ep;
 
@@ -130,8 +133,8 @@ static struct mcp_wire_endpoint fake_endpoint(uint32_t stream_id)
  * listen and reads the channel's answer, checking its proof. On success *chal_acc and
  * *chal_dial hold the connection's challenges (for request MACs) and 0 is returned;
  * -1 when the channel did not answer as the owner of cred. */
-static int fake_dial_handshake(int fd, uint64_t nonce, const struct mcp_oob_cred *cred, uint64_t *chal_acc,
-                               uint64_t *chal_dial, void (*turn)(void))
+FAKE_FN int fake_dial_handshake(int fd, uint64_t nonce, const struct mcp_oob_cred *cred, uint64_t *chal_acc,
+                                uint64_t *chal_dial, void (*turn)(void))
 {
   struct mcp_wire_msg h, m;
 
@@ -147,8 +150,8 @@ static int fake_dial_handshake(int fd, uint64_t nonce, const struct mcp_oob_cred
 
 /* A CONN_REQ for cred's listen from stream_id, with the MAC a holder of its key writes
  * (or mac_xor flips bits of it: a stranger's guess). */
-static int fake_send_request(int fd, const struct mcp_oob_cred *cred, uint64_t chal_acc, uint64_t chal_dial,
-                             uint32_t stream_id, uint64_t mac_xor)
+FAKE_FN int fake_send_request(int fd, const struct mcp_oob_cred *cred, uint64_t chal_acc, uint64_t chal_dial,
+                              uint32_t stream_id, uint64_t mac_xor)
 {
   struct mcp_wire_msg m;
 
