@@ -266,6 +266,10 @@ int mcp_conn_close_listen(void *listen_comm);
 int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops, void *handle,
                      void **send_comm);
 int mcp_conn_accept(void *listen_comm, void **recv_comm);
+/* Whether an accept that has waited waited_ms for its connector's READY gives the listen
+ * to one of the pending requests queued behind it: only with one queued, and only after
+ * MCPNET_CONNECT_TIMEOUT (a connector alone is waited for as long as it stands). */
+int mcp_conn_accept_yields(uint64_t waited_ms, int connect_timeout_s, unsigned pending);
 
 /* Queue pair bring-up (mcp_conn_qp.c). */
 int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth);

@@ -638,12 +638,17 @@ static void accept_answer(struct mcp_link *c)
  * stands (a late peer), unless another request waits on the same listen and this one has
  * had MCPNET_CONNECT_TIMEOUT: then the slot goes to the next one, so a connector that
  * holds the key but never finishes cannot block the listen. 1 when it gave way. */
+int mcp_conn_accept_yields(uint64_t waited_ms, int connect_timeout_s, unsigned pending)
+{
+  return pending > 0 && waited_ms > (uint64_t)connect_timeout_s * 1000u;
+}
+
 static int accept_yield(struct mcp_listen_comm *lc, struct mcp_link *c)
 {
   uint64_t waited_ms = mcp_clock_coarse_ms() - c->wait_since_ms;
   int limit_s = mcp_param_process()->connect_timeout_s;
 
-  if (waited_ms <= (uint64_t)limit_s * 1000u || mcp_oob_listener_pending(lc->listener) == 0)
+  if (!mcp_conn_accept_yields(waited_ms, limit_s, mcp_oob_listener_pending(lc->listener)))
     return 0;
   MCP_WARN("accept from %s: no READY after %llu s while another connection request waits on this listen; "
            "this one is abandoned for it (MCPNET_CONNECT_TIMEOUT=%d s)",

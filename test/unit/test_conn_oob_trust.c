@@ -31,6 +31,7 @@
 #include "mcp_oob_fake.h"
 #include "mcp_test.h"
 #include "mcpnet/clock.h"
+#include "mcpnet/link.h"
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/param.h"
@@ -492,6 +493,16 @@ static void test_valid_request_flood(void)
   close(fd);
 }
 
+/* A holder of the key that sends its request and never READY keeps the listen's accept
+ * slot only while nobody else waits on the listen, and then only MCPNET_CONNECT_TIMEOUT. */
+static void test_accept_slot_yields(void)
+{
+  CHECK_EQ_INT(mcp_conn_accept_yields(3600u * 1000u, 30, 0), 0); /* alone: a late peer, waited for */
+  CHECK_EQ_INT(mcp_conn_accept_yields(30000, 30, 1), 0);
+  CHECK_EQ_INT(mcp_conn_accept_yields(30001, 30, 1), 1);
+  CHECK_EQ_INT(mcp_conn_accept_yields(5000, 0, 3), 1);
+}
+
 /* ---- Near the descriptor limit: in a child process of its own ---------------------- */
 
 /* 200 connections to addr, held until the pipe closes. */
@@ -646,6 +657,7 @@ int main(void)
   RUN_TEST(test_wrong_proofs);
   RUN_TEST(test_newline_in_host_name);
   RUN_TEST(test_valid_request_flood);
+  RUN_TEST(test_accept_slot_yields);
   RUN_TEST(test_fd_limit);
   mcp_oob_release();
   mcp_clock_test_set(NULL);
