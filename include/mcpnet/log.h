@@ -29,7 +29,8 @@ void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int
  * source (an address, without its port) in a window of MCP_LOG_LIMIT_WINDOW_MS is
  * printed; later ones are only counted, and the count is printed as one line when the
  * window has passed ("... and N more like it from SOURCE in the last 60 s"), at the next
- * such WARN or at mcp_log_limited_flush, whichever comes first. A flood therefore costs
+ * such WARN or at mcp_log_limited_flush, whichever comes first (or when the out-of-band
+ * channel closes). A flood therefore costs
  * at most two lines a minute per format and source; and past 4 sources of one format in
  * a minute, the others are counted together as "other addresses", so that many addresses
  * cannot flood it either.
@@ -38,8 +39,9 @@ void mcp_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int
 #define MCP_WARN_LIMITED(source, ...) mcp_log_limited(source, __FILE__, __LINE__, __VA_ARGS__)
 void mcp_log_limited(const char *source, const char *file, int line, const char *fmt, ...)
   __attribute__((format(printf, 4, 5)));
-/* Prints the counts of windows that have passed; cheap when nothing was suppressed. */
-void mcp_log_limited_flush(void);
+/* Prints the counts of windows that have passed (all: every count, as when the channel
+ * closes, so none is lost); cheap when nothing was suppressed. */
+void mcp_log_limited_flush(int all);
 /* Tests: WARNs suppressed so far, all sources. */
 unsigned long mcp_log_limited_suppressed(void);
 #define MCP_INFO(flags, ...) mcp_log(NCCL_LOG_INFO, (flags), __func__, __LINE__, __VA_ARGS__)

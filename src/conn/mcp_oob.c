@@ -907,7 +907,7 @@ static void progress_locked(void)
     if (p->state == PEER_DEAD && p->refs == 0)
       peer_free(p);
   }
-  mcp_log_limited_flush();
+  mcp_log_limited_flush(0);
 }
 
 void mcp_oob_progress(void)
@@ -1006,7 +1006,7 @@ void mcp_oob_release(void)
     if (oob.listen_fd >= 0)
       close(oob.listen_fd);
     oob.listen_fd = -1;
-    mcp_log_limited_flush();
+    mcp_log_limited_flush(1);
   }
   pthread_mutex_unlock(&oob.lock);
 }

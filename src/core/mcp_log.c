@@ -165,7 +165,7 @@ void mcp_log_limited(const char *source, const char *file, int line, const char 
   pthread_mutex_unlock(&limit_lock);
 }
 
-void mcp_log_limited_flush(void)
+void mcp_log_limited_flush(int all)
 {
   uint64_t now;
 
@@ -174,7 +174,7 @@ void mcp_log_limited_flush(void)
   now = mcp_clock_coarse_ms() + 1;
   pthread_mutex_lock(&limit_lock);
   for (struct limit_slot *s = limits; s < limits + LIMIT_SLOTS; s++) {
-    if (s->more == 0 || now - s->start_ms < MCP_LOG_LIMIT_WINDOW_MS)
+    if (s->more == 0 || (!all && now - s->start_ms < MCP_LOG_LIMIT_WINDOW_MS))
       continue;
     limit_report(s);
     s->start_ms = 0; /* the next one is printed in full */

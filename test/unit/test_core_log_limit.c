@@ -44,7 +44,7 @@ static void test_one_source(void)
   CHECK_EQ_INT(nlines, 1);
   CHECK(strstr(lines[0], "stranger 0 knocked") != NULL);
   now_ms += 30000;
-  mcp_log_limited_flush(); /* the minute is not over */
+  mcp_log_limited_flush(0); /* the minute is not over */
   CHECK_EQ_INT(nlines, 1);
   now_ms += 31000;
   say("10.0.0.1", 1000); /* the count, then this one in full */
@@ -54,10 +54,10 @@ static void test_one_source(void)
   CHECK(strstr(lines[2], "stranger 1000 knocked") != NULL);
   say("10.0.0.1", 1001);
   now_ms += 61000;
-  mcp_log_limited_flush();
+  mcp_log_limited_flush(0);
   CHECK_EQ_INT(nlines, 4);
   CHECK(strstr(lines[3], "and 1 more like it from 10.0.0.1") != NULL);
-  mcp_log_limited_flush(); /* said once */
+  mcp_log_limited_flush(0); /* said once */
   CHECK_EQ_INT(nlines, 4);
   say("10.0.0.1", 1002); /* a new minute: in full */
   CHECK_EQ_INT(nlines, 5);
@@ -78,11 +78,25 @@ static void test_many_sources(void)
   CHECK_EQ_INT(nlines, 5);
   CHECK(strstr(lines[4], "stranger 4 knocked") != NULL);
   now_ms += 61000;
-  mcp_log_limited_flush();
+  mcp_log_limited_flush(0);
   CHECK_EQ_INT(nlines, 10);
   CHECK(strstr(lines[9], "and 59 more like it from other addresses") != NULL ||
         strstr(lines[5], "and 59 more like it from other addresses") != NULL);
   CHECK(mcp_log_limited_suppressed() > 0);
+}
+
+/* When the channel closes, every count is printed, its minute over or not. */
+static void test_flush_all(void)
+{
+  nlines = 0;
+  for (int i = 0; i < 5; i++)
+    say("10.2.0.1", i);
+  CHECK_EQ_INT(nlines, 1);
+  mcp_log_limited_flush(0);
+  CHECK_EQ_INT(nlines, 1);
+  mcp_log_limited_flush(1);
+  CHECK_EQ_INT(nlines, 2);
+  CHECK(strstr(lines[1], "and 4 more like it from 10.2.0.1") != NULL);
 }
 
 int main(void)
@@ -91,6 +105,7 @@ int main(void)
   mcp_log_set_logger(capture);
   RUN_TEST(test_one_source);
   RUN_TEST(test_many_sources);
+  RUN_TEST(test_flush_all);
   mcp_clock_test_set(NULL);
   return TEST_EXIT();
 }

@@ -2,7 +2,7 @@
  * mcp_stream.c - a verified stream between two hosts, for the fault scenarios.
  *
  *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small] [--gpu]
- *              [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST]
+ *              [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST] [--linger S]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
@@ -35,7 +35,16 @@
  * --fuse LIST (comma-separated physical device indices, e.g. 0,1) makes a virtual
  * device over them with makeVDevice, as NCCL does for NCCL_NET_FORCE_MERGE, and streams
  * over it instead of device 0; "stream: fused ..." names it and its members.
+ *
+ * --linger S keeps the listen it published open through the stream (as NCCL's runtime
+ * connect keeps listens waiting for their connections), then keeps calling into the
+ * plugin for S seconds after the stream, as a proxy busy connecting its next comms does
+ * (accept on that listen, every 10 ms), then prints "stream: resources: ..." with its
+ * open descriptors and heap in use when it marked DIR/<role>.streaming and after the
+ * linger: what a stranger flood left behind (hub_hostile.sh).
  */
+#include <dirent.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +53,20 @@
 #include <unistd.h>
 
 #include "mcp_drive.h"
+
+/* This process's open descriptors and heap in use. */
+static void resources(long *fds, long *heap)
+{
+  DIR *d = opendir("/proc/self/fd");
+  struct dirent *e;
+
+  *fds = 0;
+  while (d != NULL && (e = readdir(d)) != NULL)
+    *fds += e->d_name[0] != '.';
+  if (d != NULL)
+    closedir(d);
+  *heap = (long)mallinfo2().uordblks;
+}
 
 static void sleep_until(double t)
 {
@@ -114,7 +137,8 @@ int main(int argc, char **argv)
   double t0, last, deadline;
   unsigned long long bytes = 0;
   const char *late = NULL;
-  int late_s = 0, together = 0, dev = 0, nfuse = 0, fuse[NCCL_NET_MAX_DEVS_PER_NIC];
+  int late_s = 0, together = 0, dev = 0, nfuse = 0, fuse[NCCL_NET_MAX_DEVS_PER_NIC], linger_s = 0;
+  long fds0 = 0, heap0 = 0, fds1, heap1;
 
   for (i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plugin") && i + 1 < argc)
@@ -148,13 +172,16 @@ int main(int argc, char **argv)
                 NCCL_NET_MAX_DEVS_PER_NIC);
         return 2;
       }
+    } else if (!strcmp(argv[i], "--linger") && i + 1 < argc) {
+      linger_s = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--late") && i + 1 < argc && strchr(argv[i + 1], ':') != NULL) {
       late = argv[++i];
       late_s = atoi(strchr(late, ':') + 1);
     } else {
       fprintf(stderr,
               "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
-              "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST]\n",
+              "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST] "
+              "[--linger S]\n",
               argv[0]);
       return 2;
     }
@@ -217,7 +244,10 @@ int main(int argc, char **argv)
   }
   printf("stream: connected after %.1f s\n", drv_now() - t0);
   fflush(stdout);
-  drv_close_listen(&drv, lc);
+  if (linger_s == 0) {
+    drv_close_listen(&drv, lc);
+    lc = NULL;
+  }
   if (gpu) {
     sbuf =
       mmap(NULL, (size_t)MAX_WINDOW * MAX_MSG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -345,6 +375,7 @@ int main(int argc, char **argv)
       }
     }
     if (!marked && done_r >= (nrecv < 64 ? nrecv : 64) && done_s >= (nsend < 64 ? nsend : 64)) {
+      resources(&fds0, &heap0);
       snprintf(name, sizeof(name), "%c.streaming", role);
       drv_file_put(xchg, name, "1", 1, NULL, 0);
       marked = 1;
@@ -354,6 +385,22 @@ int main(int argc, char **argv)
          nrecv, bytes, drv_now() - t0, gpu ? " (GPU-like memory, every receive flushed)" : "");
   if (gpu && flushes != nrecv)
     return fail("not every receive was flushed", flushes);
+  if (linger_s > 0) {
+    void *never = NULL;
+    double until = drv_now() + linger_s;
+
+    while (drv_now() < until) {
+      if (drv_accept(&drv, lc, &never) != ncclSuccess || never != NULL)
+        return fail("accept during --linger", 0);
+      usleep(10000);
+    }
+    drv_close_listen(&drv, lc);
+    resources(&fds1, &heap1);
+    printf("stream: resources: %ld descriptors and %ld bytes of heap when streaming began, %ld and %ld after "
+           "%d s of linger\n",
+           fds0, heap0, fds1, heap1, linger_s);
+    fflush(stdout);
+  }
   /* With --finish-together, both ends finish before either closes: a receiver that exits as soon
    * as it has everything can close the channel before the sender has polled its last
    * completions (a race the liveness check's drain now closes: architecture.md section
