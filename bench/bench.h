@@ -81,6 +81,7 @@ struct bench_opts {
   int gid_given;
   int perftest_port;
   const char *perftest_host;
+  int pt_depth;       /* perftest bandwidth tools' -t (writes in flight); 0: perftest's default */
   const char *ib_dev; /* perftest -d override */
   enum bench_role role;
   const char *xchg;   /* folder for the handle exchange */
@@ -287,6 +288,7 @@ struct bench_pt_job {
   int ib_port;
   int gid_index;
   int tcp_port;
+  int depth;        /* bandwidth tools' -t; 0: perftest's default */
   const char *host; /* NULL: server */
   char line[256];   /* the command line, as a shell would show it */
   char out[8192];   /* its output (tail) */

@@ -76,6 +76,9 @@ static const char usage_text[] =
   "  --perftest-port P    perftest's TCP port (default 18515)\n"
   "  --perftest-host H    where role b's perftest client connects (default: role a's\n"
   "                       GID address, or the --client host)\n"
+  "  --perftest-depth N   ib_write_bw/ib_send_bw -t N: writes in flight (default:\n"
+  "                       perftest's own, 128); \"match\" takes --depth, so both tools\n"
+  "                       keep as many messages in flight as NCCL does\n"
   "\n"
   "Output (a table like nccl-tests': median over runs and spread = (max-min)/median):\n"
   "  --json FILE|-        every (series, size) with all raw samples, for machines\n"
@@ -111,6 +114,7 @@ enum {
   OPT_IBDEV,
   OPT_PT_PORT,
   OPT_PT_HOST,
+  OPT_PT_DEPTH,
   OPT_JSON,
   OPT_PLOT,
   OPT_SPIN,
@@ -150,6 +154,7 @@ static const struct option long_opts[] = {
   {"ib-dev", required_argument, NULL, OPT_IBDEV},
   {"perftest-port", required_argument, NULL, OPT_PT_PORT},
   {"perftest-host", required_argument, NULL, OPT_PT_HOST},
+  {"perftest-depth", required_argument, NULL, OPT_PT_DEPTH},
   {"json", required_argument, NULL, OPT_JSON},
   {"plot", required_argument, NULL, OPT_PLOT},
   {"verbose", no_argument, NULL, 'v'},
@@ -245,6 +250,10 @@ static int check_combination(struct bench_opts *o)
   if (o->cpu_cost && (o->role != BENCH_SELF || o->compare || o->conns > 1 || o->group > 1 || o->nccl_steps))
     BAD("--cpu-cost runs one connection in one process: no --xchg/--server/--client, --compare, --conns, "
         "--group or --nccl-steps");
+  if (o->pt_depth < 0)
+    o->pt_depth = o->depth;
+  if (o->pt_depth > 0 && !o->compare)
+    BAD("--perftest-depth needs --compare");
   if (o->role == BENCH_ROLE_A && (o->json || o->plot))
     fprintf(stderr, "mcpnet-bench: note: role a serves; role b writes --json and --plot\n");
   return 0;
@@ -382,6 +391,14 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
       o->perftest_port = (int)v;
       break;
     case OPT_PT_HOST: o->perftest_host = optarg; break;
+    case OPT_PT_DEPTH:
+      if (strcmp(optarg, "match") == 0)
+        o->pt_depth = -1; /* --depth may come later on the line */
+      else if (parse_int(optarg, 1, 8192, &v) != 0)
+        BAD("--perftest-depth wants 1..8192 or match");
+      else
+        o->pt_depth = (int)v;
+      break;
     case OPT_JSON: o->json = optarg; break;
     case OPT_PLOT: o->plot = optarg; break;
     case 'v': o->verbose = 1; break;
@@ -416,7 +433,7 @@ void bench_opts_describe(const struct bench_opts *o, char *buf, size_t len)
 {
   snprintf(buf, len,
            "mcpnet-bench/2 sizes=%zu..%zu*%g conns=%d group=%d depth=%d steps=%d/%zu mem=%zu check=%d "
-           "compare=%d perftest-port=%d",
+           "compare=%d perftest-port=%d perftest-depth=%d",
            o->min_size, o->max_size, o->factor, o->conns, o->group, o->depth, o->nccl_steps, o->step_size,
-           o->mem_max, o->check, o->compare, o->perftest_port);
+           o->mem_max, o->check, o->compare, o->perftest_port, o->pt_depth);
 }

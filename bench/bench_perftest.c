@@ -68,6 +68,11 @@ static void build_argv(struct bench_pt_job *j, char **argv, char (*store)[32])
   argv[n++] = "-n";
   snprintf(store[s], 32, "%llu", (unsigned long long)j->iters);
   argv[n++] = store[s++];
+  if (j->depth > 0) {
+    argv[n++] = "-t";
+    snprintf(store[s], 32, "%d", j->depth);
+    argv[n++] = store[s++];
+  }
   if (j->host != NULL)
     argv[n++] = (char *)j->host;
   argv[n] = NULL;

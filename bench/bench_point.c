@@ -204,6 +204,7 @@ static void pt_job_init(struct bench_ctx *c, struct bench_pt_job *j, enum bench_
   j->ib_port = c->ib_port;
   j->gid_index = c->gid_index;
   j->tcp_port = c->o->perftest_port;
+  j->depth = bench_series_lookup(k)->is_bw ? c->o->pt_depth : 0;
   j->host = host;
 }
 

@@ -134,5 +134,24 @@ line=$(grep -F "close 1,024 pairs / IB plugin" <<< "$out2")
   { echo "check-bench-summary: FAIL: three close rounds should give 0.90 over rounds 0.80-1.07; got: $line"; fail=1; }
 grep -qF 'Close of 1,024 pairs in 3 alternating rounds (the table'"'"'s is the first): mcpnet 1.20, 0.80, 0.90 s; IB plugin 1.12, 1.00, 1.00 s.' "$d/targets.md" ||
   { echo "check-bench-summary: FAIL: targets.md does not list the close rounds"; cat "$d/targets.md"; fail=1; }
+# scripts/update-bench-readme's last step, on copies: the README gets the verdicts and the
+# targets' table, docs/benchmarking.md every table, under one stamp.
+cp "$src/README.md" "$d/README.md"
+cp "$src/docs/benchmarking.md" "$d/benchmarking.md"
+python3 "$src/test/lab/bench-targets-summary.py" --blocks "$d/targets.md" "Measured at test." "$d/README.md" \
+  "$d/benchmarking.md"
+block() { sed -n '/<!-- bench-targets:begin -->/,/<!-- bench-targets:end -->/p' "$1"; }
+grep -q '^| target | goal | figure | spread | holds |$' <<< "$(block "$d/README.md")" &&
+  ! grep -q '^| size |' <<< "$(block "$d/README.md")" ||
+  { echo "check-bench-summary: FAIL: the README's block should hold the targets' table and no other"; fail=1; }
+grep -q '^| 8 B | 13.0 | 10.0 | 20.0 | 1.30 | 0.65 |$' <<< "$(block "$d/benchmarking.md")" &&
+  grep -q '^| target | goal |' <<< "$(block "$d/benchmarking.md")" ||
+  { echo "check-bench-summary: FAIL: docs/benchmarking.md's block should hold every table"; fail=1; }
+# ...and the committed files show one run: the README's block is the start of the docs' one.
+readme_block=$(block "$src/README.md" | sed '$d')
+doc_block=$(block "$src/docs/benchmarking.md")
+[ -n "$readme_block" ] && [ "${doc_block#"$readme_block"}" != "$doc_block" ] ||
+  { echo "check-bench-summary: FAIL: README.md's benchmark block is not the start of docs/benchmarking.md's:" \
+      "run scripts/update-bench-readme"; fail=1; }
 [ $fail = 0 ] || { echo "$out"; exit 1; }
-echo "check-bench-summary: every verdict and row as its figures earn"
+echo "check-bench-summary: every verdict and row as its figures earn; README and docs/benchmarking.md show one run"

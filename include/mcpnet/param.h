@@ -169,6 +169,24 @@ struct mcp_config {
 /* Load flags. */
 #define MCP_PARAM_LOAD_NCCL_CONF 0x1u /* also read NCCL_CONF_FILE / ~/.nccl.conf / /etc/nccl.conf */
 
+/* What mcp_param_scan_env and mcp_param_check_select find in an environment. */
+enum mcp_param_finding_kind {
+  MCP_FIND_UNKNOWN_NAME, /* no parameter of mcpnet's, no variable of NCCL's: a typo? */
+  MCP_FIND_IGNORED,      /* NCCL's IB transport reads it, mcpnet has no counterpart */
+  MCP_FIND_PLUGIN,       /* NCCL_NET_PLUGIN: the library NCCL opens is not mcpnet's */
+  MCP_FIND_NET,          /* NCCL_NET: the network NCCL initialises is not mcpnet's */
+  MCP_FIND_NOTE          /* worth knowing, wrong in no environment (an unset NCCL_NET_PLUGIN) */
+};
+
+struct mcp_param_finding {
+  enum mcp_param_finding_kind kind;
+  bool problem;        /* makes mcpnet-params --check exit 1 */
+  const char *name;    /* the variable */
+  const char *value;   /* as set; NULL when unset */
+  const char *nearest; /* the name or value probably meant, or NULL */
+  const char *message; /* the text reported (a WARN, or INFO for a note) */
+};
+
 /*
  * What the loader reads from the outside world, injectable for tests. A NULL env or
  * NULL members mean the real thing.
@@ -189,8 +207,12 @@ struct mcp_param_env {
    */
   int nccl_abi;
   int nccl_version;
-  /* The environment block mcp_param_scan_env reads; NULL: environ. */
+  /* The environment block mcp_param_scan_env and mcp_param_check_select read; NULL: environ. */
   char *const *envp;
+  /* Each finding of those two, structured (mcpnet-params --check --json); NULL: none.
+   * Its text goes to report as well. */
+  void (*finding)(void *arg, const struct mcp_param_finding *f);
+  void *finding_arg;
 };
 
 /*
@@ -230,21 +252,62 @@ int mcp_param_format_origin(const struct mcp_param_origin *origin, char *buf, si
 int mcp_param_nccl_ib_timeout(int nccl_version, int nccl_abi, char *why, size_t whylen);
 
 /*
- * What the environment sets that mcpnet does not read. The NCCL_IB_* variables NCCL
- * 2.28's IB transport reads and mcpnet does not act on (NULL-terminated; for docs and
- * the WARN), whether a name is one of them, and the parameter name (or alias) nearest
- * to a misspelled MCPNET_* name by edit distance (never NULL; *distance gets it).
+ * The variables NCCL reads in the families mcpnet judges (mcp_param_nccl.c): NCCL_IB_*,
+ * NCCL_NET, NCCL_NET_* and NCCL_SOCKET_*, from NCCL 2.20 to 2.30, besides the table's
+ * rows. MCP_NCCL_IB_IGNORED: NCCL's IB transport reads it and mcpnet does not act on it,
+ * with NCCL's default (dflt, NULL where releases differ); MCP_NCCL_OWN: NCCL's own code
+ * reads it whatever the transport. Lists end with a NULL name.
  */
-const char *const *mcp_param_nccl_ignored(void);
+enum mcp_param_nccl_kind { MCP_NCCL_IB_IGNORED, MCP_NCCL_OWN };
+struct mcp_param_nccl_var {
+  const char *name;
+  const char *dflt;
+};
+const struct mcp_param_nccl_var *mcp_param_nccl_list(enum mcp_param_nccl_kind kind);
+/* The entry for name and its kind, or NULL when neither list has it. */
+const struct mcp_param_nccl_var *mcp_param_nccl_lookup(const char *name, enum mcp_param_nccl_kind *kind);
+/* Whether value is NCCL's default for var: such a setting changes nothing. */
+bool mcp_param_nccl_is_default(const struct mcp_param_nccl_var *var, const char *value);
+/* Whether name is of the families above (NCCL_IB_*, NCCL_NET, NCCL_NET_*, NCCL_SOCKET_*). */
+bool mcp_param_nccl_family(const char *name);
+/* Whether NCCL reads name: one of the table's NCCL_* rows or of the lists above. */
 bool mcp_param_nccl_reads(const char *name);
+
+/*
+ * The known name nearest to a misspelt one by edit distance (a name cut short counts as
+ * one edit from its completion; ties go to the longer common start), never NULL;
+ * *distance (may be NULL) gets the distance. An NCCL name of the families above is
+ * measured against NCCL's names (the table's NCCL_* rows and both lists), any other
+ * name against the table's names and aliases. mcp_param_nearest_word does the same for
+ * a value among candidates (NULL-terminated), ignoring case.
+ */
 const char *mcp_param_nearest(const char *name, int *distance);
+const char *mcp_param_nearest_word(const char *word, const char *const *cands, int *distance);
+/* Whether a distance from mcp_param_nearest* makes a likely typo of a name of len characters. */
+bool mcp_param_near_enough(int distance, size_t len);
 /*
  * Scan env->envp (or environ): one WARN listing every set NCCL_IB_* variable mcpnet does
- * not act on, one WARN per set MCPNET_* name that is no parameter, naming the nearest
- * real one. Reports through env->report like the loader. Returns the number of unknown
- * MCPNET_* names; *nignored (may be NULL) gets the number of ignored NCCL_IB_* ones.
+ * not act on (silent where it holds NCCL's default), one WARN per set MCPNET_* name that
+ * is no parameter, naming the nearest real one, and one per set name of the NCCL
+ * families above that neither NCCL nor mcpnet reads, naming the nearest NCCL name where
+ * one is close. Reports through env->report like the loader, each finding also through
+ * env->finding. Returns the number of unknown names; *nignored (may be NULL) gets the
+ * number of ignored NCCL_IB_* ones.
  */
 int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored);
+/*
+ * Whether NCCL, in this environment, would load mcpnet and use it: NCCL_NET_PLUGIN (a
+ * list from NCCL 2.27 on; "none"; a name, a library name or a path) and NCCL_NET (the
+ * network's name, any case). One WARN per problem, naming the likely intended value
+ * (NCCL_NET_PLUGIN=mpc: mcp); an INFO note when NCCL_NET_PLUGIN is unset. Reads and
+ * reports as mcp_param_scan_env. Returns the number of problems. The plugin's init does
+ * not call it: NCCL loaded the plugin, and calls its init only when NCCL_NET allows.
+ */
+int mcp_param_check_select(const struct mcp_param_env *env);
+/* For the param files: report msg as the loader does (env->report, else the log), and
+ * hand a finding to env->finding when there is one. */
+void mcp_param_report(const struct mcp_param_env *env, ncclDebugLogLevel level, const char *msg);
+void mcp_param_found(const struct mcp_param_env *env, const struct mcp_param_finding *f);
 
 /*
  * How many QPs a connection can have on a device whose CQs hold at most max_cqe entries

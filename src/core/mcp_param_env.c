@@ -2,8 +2,8 @@
  * mcp_param_env.c - where mcpnet's configuration meets NCCL's habits and the user's
  * typos: defaults NCCL changed between releases (picked for the NCCL that loaded the
  * plugin), the NCCL_IB_* variables NCCL's IB transport reads and mcpnet does not act
- * on, MCPNET_* names that are no parameter (with the nearest real one), and the
- * per-device bound on QPs per connection. A job configured for NCCL's own transport
+ * on, MCPNET_* names that are no parameter and names of NCCL's families that NCCL does
+ * not read (with the nearest real one), and the per-device bound on QPs per connection. A job configured for NCCL's own transport
  * must run under mcpnet too, so each of these is said once at init, never refused.
  */
 #include <stdio.h>
@@ -44,29 +44,6 @@ int mcp_param_nccl_ib_timeout(int nccl_version, int nccl_abi, char *why, size_t 
 }
 
 /*
- * NCCL_IB_* variables NCCL 2.28's IB transport (src/transport/net_ib.cc, ibvwrap.cc)
- * reads that mcpnet has no counterpart for; the ones it does act on are rows of the
- * parameter table. Why each is safe to ignore is in the README's compatibility section.
- */
-static const char *const nccl_ignored[] = {
-  "NCCL_IB_ADAPTIVE_ROUTING",
-  "NCCL_IB_AR_THRESHOLD",
-  "NCCL_IB_DATA_DIRECT",
-  "NCCL_IB_DISABLE",
-  "NCCL_IB_ECE_ENABLE",
-  "NCCL_IB_FIFO_TC",
-  "NCCL_IB_MQP_RETRY_ALL",
-  "NCCL_IB_MQP_RETRY_CNT",
-  "NCCL_IB_MQP_RETRY_SLEEP_MSEC",
-  "NCCL_IB_RETURN_ASYNC_EVENTS",
-  "NCCL_IB_ROUTABLE_FLID_GID_INDEX",
-  "NCCL_IB_SPLIT_DATA_ON_QPS",
-  "NCCL_IB_USE_INLINE",
-  "NCCL_IB_WARN_RAIL_LOCAL",
-  NULL,
-};
-
-/*
  * MCPNET_* names that are not parameters but belong to mcpnet's own build and lab
  * harness (test/lab exports them to every guest process), or to its tools (the
  * doctor's --fleet reads MCPNET_FLEET_* and its token MCPNET_DOCTOR_TOKEN, set in the
@@ -81,8 +58,6 @@ static const char *const harness_names[] = {"MCPNET_BUILD_DIR",
                                             "MCPNET_DOCTOR_TOKEN",
                                             NULL};
 
-const char *const *mcp_param_nccl_ignored(void) { return nccl_ignored; }
-
 static bool in_list(const char *const *list, const char *name)
 {
   for (; *list != NULL; list++)
@@ -91,79 +66,7 @@ static bool in_list(const char *const *list, const char *name)
   return false;
 }
 
-bool mcp_param_nccl_reads(const char *name)
-{
-  const struct mcp_param_def *def = mcp_param_find(name);
-
-  return in_list(nccl_ignored, name) || (def != NULL && strncmp(def->name, "NCCL_", 5) == 0);
-}
-
-/* Levenshtein distance, two rows; names are short (under 64 characters here). */
-static int edit_distance(const char *a, const char *b)
-{
-  size_t la = strlen(a), lb = strlen(b);
-  int row[2][65];
-
-  if (la > 64 || lb > 64)
-    return (int)(la > lb ? la : lb);
-  for (size_t j = 0; j <= lb; j++)
-    row[0][j] = (int)j;
-  for (size_t i = 1; i <= la; i++) {
-    int *prev = row[(i - 1) & 1], *cur = row[i & 1];
-
-    cur[0] = (int)i;
-    for (size_t j = 1; j <= lb; j++) {
-      int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-      int del = prev[j] + 1, ins = cur[j - 1] + 1;
-
-      cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-    }
-  }
-  return row[la & 1][lb];
-}
-
-static size_t common_prefix(const char *a, const char *b)
-{
-  size_t i = 0;
-
-  while (a[i] != '\0' && a[i] == b[i])
-    i++;
-  return i;
-}
-
-/* Keep cand when it is nearer, or as near with a longer common start. A name cut short
- * (MCPNET_INLINE for MCPNET_INLINE_BYTES) counts as one edit from its completion:
- * plain edit distance would prefer any other word of the same length. */
-static void consider(const char *name, const char *cand, const char **best, int *best_d)
-{
-  size_t len = strlen(name);
-  int d = strncmp(name, cand, len) == 0 && cand[len] != '\0' ? 1 : edit_distance(name, cand);
-
-  if (*best == NULL || d < *best_d ||
-      (d == *best_d && common_prefix(name, cand) > common_prefix(name, *best))) {
-    *best = cand;
-    *best_d = d;
-  }
-}
-
-const char *mcp_param_nearest(const char *name, int *distance)
-{
-  size_t n;
-  const struct mcp_param_def *defs = mcp_param_table(&n);
-  const char *best = NULL;
-  int best_d = 0;
-
-  for (size_t i = 0; i < n; i++) {
-    consider(name, defs[i].name, &best, &best_d);
-    for (const char *const *a = defs[i].aliases; a != NULL && *a != NULL; a++)
-      consider(name, *a, &best, &best_d);
-  }
-  if (distance != NULL)
-    *distance = best_d;
-  return best;
-}
-
-static void report(const struct mcp_param_env *env, ncclDebugLogLevel level, const char *msg)
+void mcp_param_report(const struct mcp_param_env *env, ncclDebugLogLevel level, const char *msg)
 {
   if (env != NULL && env->report != NULL)
     env->report(env->report_arg, level, msg);
@@ -171,6 +74,12 @@ static void report(const struct mcp_param_env *env, ncclDebugLogLevel level, con
     MCP_WARN("%s", msg);
   else
     MCP_INFO(NCCL_ENV, "%s", msg);
+}
+
+void mcp_param_found(const struct mcp_param_env *env, const struct mcp_param_finding *f)
+{
+  if (env != NULL && env->finding != NULL)
+    env->finding(env->finding_arg, f);
 }
 
 /* Append ", NAME" (or "NAME" first) to buf, keeping it terminated when it fills up. */
@@ -183,14 +92,54 @@ static void append_name(char *buf, size_t len, const char *name, size_t namelen)
   snprintf(buf + used, len - used, "%s%.*s", used > 0 ? ", " : "", (int)namelen, name);
 }
 
+/* A name of NCCL's families that nobody reads: the nearest NCCL name when one is close. */
+static void unknown_nccl(const struct mcp_param_env *env, const char *name, const char *value)
+{
+  int d;
+  const char *near = mcp_param_nearest(name, &d);
+  bool close = mcp_param_near_enough(d, strlen(name));
+  char msg[600];
+  struct mcp_param_finding f = {MCP_FIND_UNKNOWN_NAME, true, name, value, close ? near : NULL, msg};
+
+  if (close)
+    snprintf(msg, sizeof(msg),
+             "%s=%s (environment) is a variable neither NCCL 2.20-2.30 nor mcpnet reads, so it changes "
+             "nothing; did you mean %s?",
+             name, value, near);
+  else
+    snprintf(msg, sizeof(msg),
+             "%s=%s (environment) is a variable neither NCCL 2.20-2.30 nor mcpnet reads, so it changes "
+             "nothing (no known name is close to it)",
+             name, value);
+  mcp_param_report(env, NCCL_LOG_WARN, msg);
+  mcp_param_found(env, &f);
+}
+
+static void unknown_mcpnet(const struct mcp_param_env *env, const char *name, const char *value)
+{
+  int d;
+  const char *near = mcp_param_nearest(name, &d);
+  char msg[600];
+  struct mcp_param_finding f = {MCP_FIND_UNKNOWN_NAME, true, name, value, near, msg};
+
+  snprintf(msg, sizeof(msg),
+           "%s=%s (environment) is not an mcpnet variable and is ignored; "
+           "the nearest one is %s (mcpnet-params lists them all)",
+           name, value, near);
+  mcp_param_report(env, NCCL_LOG_WARN, msg);
+  mcp_param_found(env, &f);
+}
+
 int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
 {
   char *const *envp = env != NULL && env->envp != NULL ? env->envp : environ;
-  char ignored[1024] = "", foreign[512] = "", msg[1800];
+  char ignored[1024] = "", msg[1400];
   int nunknown = 0, nign = 0;
 
   for (; envp != NULL && *envp != NULL; envp++) {
     const char *eq = strchr(*envp, '=');
+    const struct mcp_param_nccl_var *var;
+    enum mcp_param_nccl_kind kind;
     char name[128];
     size_t nlen;
 
@@ -202,32 +151,35 @@ int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
       continue;
     memcpy(name, *envp, nlen);
     name[nlen] = '\0';
-    if (strncmp(name, "NCCL_IB_", 8) == 0 && mcp_param_find(name) == NULL) {
-      nign++;
-      if (in_list(nccl_ignored, name))
-        append_name(ignored, sizeof(ignored), name, nlen);
-      else
-        append_name(foreign, sizeof(foreign), name, nlen);
-    } else if (strncmp(name, "MCPNET_", 7) == 0 && mcp_param_find(name) == NULL &&
-               !in_list(harness_names, name)) {
-      int d;
-      const char *near = mcp_param_nearest(name, &d);
+    if (mcp_param_find(name) != NULL)
+      continue; /* a parameter: the loader judges its value */
+    if (mcp_param_nccl_family(name)) {
+      var = mcp_param_nccl_lookup(name, &kind);
+      if (var == NULL) {
+        nunknown++;
+        unknown_nccl(env, name, eq + 1);
+      } else if (kind == MCP_NCCL_IB_IGNORED && !mcp_param_nccl_is_default(var, eq + 1)) {
+        struct mcp_param_finding f = {MCP_FIND_IGNORED, false, name, eq + 1, NULL, NULL};
+        char one[300];
 
+        snprintf(one, sizeof(one), "%s=%s: NCCL's IB transport reads it, mcpnet does not act on it", name,
+                 eq + 1);
+        f.message = one;
+        nign++;
+        append_name(ignored, sizeof(ignored), name, nlen);
+        mcp_param_found(env, &f);
+      }
+    } else if (strncmp(name, "MCPNET_", 7) == 0 && !in_list(harness_names, name)) {
       nunknown++;
-      snprintf(msg, sizeof(msg),
-               "%s=%s (environment) is not an mcpnet variable and is ignored; "
-               "the nearest one is %s (mcpnet-params lists them all)",
-               name, eq + 1, near);
-      report(env, NCCL_LOG_WARN, msg);
+      unknown_mcpnet(env, name, eq + 1);
     }
   }
   if (nign > 0) {
     snprintf(msg, sizeof(msg),
              "set, but mcpnet does not act on them (NCCL's own IB transport would): "
-             "%s%s%s%s. The README's compatibility section says what mcpnet does instead",
-             ignored, ignored[0] != '\0' && foreign[0] != '\0' ? "; " : "",
-             foreign[0] != '\0' ? "not read by NCCL 2.28 either: " : "", foreign);
-    report(env, NCCL_LOG_WARN, msg);
+             "%s. The README's compatibility section says what mcpnet does instead",
+             ignored);
+    mcp_param_report(env, NCCL_LOG_WARN, msg);
   }
   if (nignored != NULL)
     *nignored = nign;

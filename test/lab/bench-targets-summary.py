@@ -3,11 +3,13 @@
 
 Reads the run's folder (the JSON of every mcpnet-bench pair, mcpnet-cpu-cost's output,
 the packet counts, mcp-scale's output) and prints each target with its figure, its
-spread and PASS or MISS, then writes targets.md there: the README's benchmark block,
-which scripts/update-bench-readme copies between the README's markers. Kept apart from
-the shell script so the summary can be rerun on a finished run's folder:
+spread and PASS or MISS, then writes targets.md there: the benchmark block, which
+scripts/update-bench-readme puts between the markers of docs/benchmarking.md (all of it)
+and of the README (the verdicts and the targets' table). Kept apart from the shell script
+so the summary can be rerun on a finished run's folder:
 
     test/lab/bench-targets-summary.py build/lab/runs/targets/single [--ref NAME.so]
+    test/lab/bench-targets-summary.py --blocks TARGETS.md STAMP README.md BENCHMARKING.md
 
 (--ref: the reference plugin's file name, as callgrind names its object; by default
 the one the run wrote into ref.txt.)
@@ -341,5 +343,27 @@ def main():
         f.write("\n".join(md) + "\n")
 
 
+BEGIN, END = "<!-- bench-targets:begin -->", "<!-- bench-targets:end -->"
+
+
+def write_blocks(targets, stamp, readme, doc):
+    """A run's targets.md between the bench-targets markers of two files: the README gets
+    the verdicts and the targets' table (what a user reads), docs/benchmarking.md all of
+    it (every table), each under the same stamp. scripts/update-bench-readme calls this."""
+    text = open(targets).read().rstrip("\n")
+    short = text.split("\n| size ", 1)[0].rstrip("\n")
+    for path, block in ((readme, short), (doc, text)):
+        body = open(path).read()
+        if BEGIN not in body or END not in body:
+            sys.exit(f"bench-targets-summary: {path} has no {BEGIN} ... {END} block")
+        head, rest = body.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        with open(path, "w") as f:
+            f.write(head + BEGIN + "\n" + stamp + "\n\n" + block + "\n" + END + tail)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--blocks"]:
+        write_blocks(*sys.argv[2:6])
+    else:
+        main()

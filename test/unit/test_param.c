@@ -742,14 +742,16 @@ static void test_scan_env(void)
   CHECK(mcp_param_nccl_reads("NCCL_IB_TIMEOUT"));
   CHECK(!mcp_param_nccl_reads("NCCL_IB_FROBNICATE"));
   CHECK(!mcp_param_nccl_reads("MCPNET_STRICT"));
-  for (const char *const *p = mcp_param_nccl_ignored(); *p != NULL; p++)
-    CHECK(mcp_param_find(*p) == NULL); /* ignored means: no row of the table */
+  for (const struct mcp_param_nccl_var *v = mcp_param_nccl_list(MCP_NCCL_IB_IGNORED); v->name != NULL; v++)
+    CHECK(mcp_param_find(v->name) == NULL); /* ignored means: no row of the table */
+  for (const struct mcp_param_nccl_var *v = mcp_param_nccl_list(MCP_NCCL_OWN); v->name != NULL; v++)
+    CHECK(mcp_param_find(v->name) == NULL && mcp_param_nccl_family(v->name));
 
   fake_init(&f);
   f.env.envp = envp;
-  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 2);
-  CHECK_EQ_INT(nign, 3);
-  CHECK_EQ_INT(f.nwarn, 3);
+  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 3);
+  CHECK_EQ_INT(nign, 2);
+  CHECK_EQ_INT(f.nwarn, 4);
   CHECK(strstr(f.warns,
                "MCPNET_STRIKT=0 (environment) is not an mcpnet variable and is ignored; "
                "the nearest one is MCPNET_STRICT") != NULL);
@@ -758,8 +760,11 @@ static void test_scan_env(void)
                "the nearest one is MCPNET_CTS_BATCH") != NULL);
   CHECK(strstr(f.warns,
                "mcpnet does not act on them (NCCL's own IB transport would): "
-               "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE; not read by NCCL 2.28 either: "
-               "NCCL_IB_FROBNICATE.") != NULL);
+               "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE. The README") != NULL);
+  /* Not even NCCL's, and nothing close: said so, without a guess. */
+  CHECK(strstr(f.warns,
+               "NCCL_IB_FROBNICATE=1 (environment) is a variable neither NCCL 2.20-2.30 nor mcpnet "
+               "reads, so it changes nothing (no known name is close to it)") != NULL);
   CHECK(strstr(f.warns, "NCCL_IB_HCA") == NULL);
   CHECK(strstr(f.warns, "ECE") == NULL);
   CHECK(strstr(f.warns, "WATCHDOG") == NULL);
@@ -772,6 +777,197 @@ static void test_scan_env(void)
   CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 0);
   CHECK_EQ_INT(nign, 0);
   CHECK_EQ_INT(f.nwarn, 0);
+}
+
+/* What a finding callback saw, for the structured side of the scans. */
+struct seen {
+  int n, problems;
+  char names[1024], nearest[1024];
+  enum mcp_param_finding_kind kinds[32];
+};
+
+static void seen_finding(void *arg, const struct mcp_param_finding *fd)
+{
+  struct seen *s = arg;
+  size_t used = strlen(s->names), nused = strlen(s->nearest);
+
+  if (s->n < 32)
+    s->kinds[s->n] = fd->kind;
+  s->n++;
+  s->problems += fd->problem;
+  snprintf(s->names + used, sizeof(s->names) - used, "%s=%s ", fd->name, fd->value ? fd->value : "(unset)");
+  snprintf(s->nearest + nused, sizeof(s->nearest) - nused, "%s ", fd->nearest ? fd->nearest : "-");
+}
+
+/* Misspelt NCCL names get the nearest NCCL name; values equal to NCCL's default say
+ * nothing (NCCL_IB_DISABLE=0 is in many images: one WARN at every init was noise). */
+static void test_scan_nccl_names(void)
+{
+  struct fake f;
+  struct seen s;
+  int d, nign = -1;
+  char *envp[] = {
+    "NCCL_IB_GID_INDX=3",     /* NCCL_IB_GID_INDEX, one of mcpnet's rows */
+    "NCCL_NET_PLUGN=mcp",     /* NCCL_NET_PLUGIN, NCCL's own */
+    "NCCL_SOCKET_IFNAM=eth0", /* NCCL_SOCKET_IFNAME, one of mcpnet's rows */
+    "NCCL_NET_GDR_LEVL=PHB",  /* NCCL_NET_GDR_LEVEL, NCCL's own */
+    "NCCL_IB_DISABLE=0",      /* NCCL's default: silent */
+    "NCCL_IB_ECE_ENABLE=00",  /* 0, not NCCL's default 1: WARN */
+    "NCCL_IB_SPLIT_DATA_ON_QPS=0",
+    "NCCL_SOCKET_NTHREADS=4", /* NCCL's own, known: silent */
+    "NCCL_NET_GDR_LEVEL=PHB",
+    "NCCL_NET=MCP",
+    "NCCL_DEBUG=INFO", /* not a family mcpnet judges */
+    NULL,
+  };
+
+  CHECK_EQ_STR(mcp_param_nearest("NCCL_IB_GID_INDX", &d), "NCCL_IB_GID_INDEX");
+  CHECK_EQ_INT(d, 1);
+  CHECK_EQ_STR(mcp_param_nearest("NCCL_NET_PLUGN", &d), "NCCL_NET_PLUGIN");
+  CHECK_EQ_STR(mcp_param_nearest("NCCL_SOCKET_IFNAM", &d), "NCCL_SOCKET_IFNAME");
+  CHECK_EQ_INT(d, 1); /* cut short: one edit from its completion */
+  CHECK_EQ_STR(mcp_param_nearest("NCCL_IB_TIMOUT", &d), "NCCL_IB_TIMEOUT");
+  /* An NCCL name is never "corrected" to one of mcpnet's own. */
+  CHECK(strncmp(mcp_param_nearest("NCCL_IB_STRICT", &d), "NCCL_", 5) == 0);
+  CHECK(mcp_param_near_enough(1, 16));
+  CHECK(!mcp_param_near_enough(0, 16));
+  CHECK(!mcp_param_near_enough(2, 3));
+  CHECK(!mcp_param_near_enough(8, 18));
+  CHECK(mcp_param_nccl_family("NCCL_NET"));
+  CHECK(mcp_param_nccl_family("NCCL_SOCKET_NTHREADS"));
+  CHECK(!mcp_param_nccl_family("NCCL_NETDEVS_POLICY"));
+  CHECK(!mcp_param_nccl_family("NCCL_DEBUG"));
+  CHECK(mcp_param_nccl_reads("NCCL_IB_DISABLE"));
+  CHECK(mcp_param_nccl_reads("NCCL_SOCKET_IFNAME"));
+  CHECK(mcp_param_nccl_reads("NCCL_NET_PLUGIN"));
+  CHECK(!mcp_param_nccl_reads("NCCL_IB_GID_INDX"));
+
+  fake_init(&f);
+  memset(&s, 0, sizeof(s));
+  f.env.envp = envp;
+  f.env.finding = seen_finding;
+  f.env.finding_arg = &s;
+  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 4);
+  CHECK_EQ_INT(nign, 1);
+  CHECK(strstr(f.warns,
+               "NCCL_IB_GID_INDX=3 (environment) is a variable neither NCCL 2.20-2.30 nor mcpnet reads, "
+               "so it changes nothing; did you mean NCCL_IB_GID_INDEX?") != NULL);
+  CHECK(strstr(f.warns, "NCCL_NET_PLUGN=mcp (environment) is a variable neither") != NULL);
+  CHECK(strstr(f.warns, "did you mean NCCL_NET_PLUGIN?") != NULL);
+  CHECK(strstr(f.warns, "did you mean NCCL_SOCKET_IFNAME?") != NULL);
+  CHECK(strstr(f.warns, "did you mean NCCL_NET_GDR_LEVEL?") != NULL);
+  CHECK(strstr(f.warns, "(NCCL's own IB transport would): NCCL_IB_ECE_ENABLE. The") != NULL);
+  CHECK(strstr(f.warns, "NCCL_IB_DISABLE") == NULL);
+  CHECK(strstr(f.warns, "SPLIT_DATA") == NULL);
+  CHECK(strstr(f.warns, "NTHREADS") == NULL);
+  CHECK(strstr(f.warns, "NCCL_DEBUG") == NULL);
+  CHECK_EQ_INT(f.nwarn, 5);
+  /* Structured: four unknown names with their nearest, one ignored. */
+  CHECK_EQ_INT(s.n, 5);
+  CHECK_EQ_INT(s.problems, 4);
+  CHECK_EQ_STR(s.names,
+               "NCCL_IB_GID_INDX=3 NCCL_NET_PLUGN=mcp NCCL_SOCKET_IFNAM=eth0 NCCL_NET_GDR_LEVL=PHB "
+               "NCCL_IB_ECE_ENABLE=00 ");
+  CHECK_EQ_STR(s.nearest, "NCCL_IB_GID_INDEX NCCL_NET_PLUGIN NCCL_SOCKET_IFNAME NCCL_NET_GDR_LEVEL - ");
+  CHECK(s.kinds[0] == MCP_FIND_UNKNOWN_NAME && s.kinds[4] == MCP_FIND_IGNORED);
+
+  /* Every listed default parses, and a default compares as NCCL reads integers. */
+  for (const struct mcp_param_nccl_var *v = mcp_param_nccl_list(MCP_NCCL_IB_IGNORED); v->name != NULL; v++) {
+    long long x;
+
+    CHECK(v->dflt == NULL || mcp_param_parse_int(v->dflt, &x) == 0);
+    CHECK(!mcp_param_nccl_is_default(v, "garbage"));
+  }
+  CHECK(mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_DISABLE", NULL), "0"));
+  CHECK(mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_MQP_RETRY_CNT", NULL), "34"));
+  CHECK(!mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_DISABLE", NULL), "1"));
+  CHECK(!mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_AR_THRESHOLD", NULL), "8192"));
+}
+
+/* Runs mcp_param_check_select on one environment; returns its problem count. */
+static int select_on(struct fake *f, struct seen *s, char **envp)
+{
+  fake_init(f);
+  memset(s, 0, sizeof(*s));
+  f->env.envp = envp;
+  f->env.finding = seen_finding;
+  f->env.finding_arg = s;
+  return mcp_param_check_select(&f->env);
+}
+
+/* NCCL_NET_PLUGIN and NCCL_NET decide whether NCCL loads and uses mcpnet at all. */
+static void test_check_select(void)
+{
+  struct fake f;
+  struct seen s;
+
+  char *good[] = {"NCCL_NET_PLUGIN=mcp", "NCCL_NET=MCP", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, good), 0);
+  CHECK_EQ_INT(f.nwarn + f.ninfo + s.n, 0);
+  char *lower[] = {"NCCL_NET_PLUGIN=libnccl-net-mcp.so", "NCCL_NET=mcp", NULL}; /* NCCL: strcasecmp */
+  CHECK_EQ_INT(select_on(&f, &s, lower), 0);
+  CHECK_EQ_INT(f.nwarn, 0);
+
+  /* Unset: a note, not a problem (images that only carry the package). */
+  char *unset[] = {"PATH=/usr/bin", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, unset), 0);
+  CHECK_EQ_INT(f.nwarn, 0);
+  CHECK_EQ_INT(f.ninfo, 1);
+  CHECK(strstr(f.infos, "NCCL_NET_PLUGIN is not set: NCCL opens libnccl-net.so") != NULL);
+  CHECK(s.n == 1 && s.kinds[0] == MCP_FIND_NOTE && s.problems == 0);
+
+  /* Slips of mcp: a transposition, a case, a longer name, a library name. */
+  const char *slips[] = {"mpc", "MCP", "mcpnet", "libnccl-net-mpc.so", "mc", NULL};
+  for (int i = 0; slips[i] != NULL; i++) {
+    char var[128], *env[] = {var, NULL};
+
+    snprintf(var, sizeof(var), "NCCL_NET_PLUGIN=%s", slips[i]);
+    CHECK_EQ_INT(select_on(&f, &s, env), 1);
+    CHECK(strstr(f.warns, "did you mean mcp?") != NULL);
+    CHECK_EQ_STR(s.nearest, "mcp ");
+  }
+  char *mpc[] = {"NCCL_NET_PLUGIN=mpc", NULL};
+  select_on(&f, &s, mpc);
+  CHECK(
+    strstr(f.warns, "NCCL_NET_PLUGIN=mpc: NCCL opens libnccl-net-mpc.so, not mcpnet's libnccl-net-mcp.so") !=
+    NULL);
+
+  /* Another plugin altogether, or none: mcpnet does not run. */
+  char *ofi[] = {"NCCL_NET_PLUGIN=ofi", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, ofi), 1);
+  CHECK(strstr(f.warns, "NCCL_NET_PLUGIN=ofi names no mcpnet: NCCL loads libnccl-net-ofi.so") != NULL);
+  char *none[] = {"NCCL_NET_PLUGIN=none", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, none), 1);
+  CHECK(strstr(f.warns, "NCCL_NET_PLUGIN=none: NCCL 2.27 and later load no plugin at all") != NULL);
+  char *gone[] = {"NCCL_NET_PLUGIN=/nonexistent/mcp_param_test/libnccl-net-mcp.so", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, gone), 1);
+  CHECK(strstr(f.warns, "does not exist here") != NULL);
+  /* A list (2.27+) with mcpnet second: notes, no problem. */
+  char *list[] = {"NCCL_NET_PLUGIN=ofi,mcp", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, list), 0);
+  CHECK_EQ_INT(f.nwarn, 0);
+  CHECK(strstr(f.infos, "NCCL tries libnccl-net-ofi.so before mcpnet") != NULL);
+  CHECK(strstr(f.infos, "is a list, which NCCL 2.27 and later read") != NULL);
+
+  /* NCCL_NET: NCCL's own networks, a slip of MCP, something else. */
+  char *ib[] = {"NCCL_NET_PLUGIN=mcp", "NCCL_NET=IB", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, ib), 1);
+  CHECK(strstr(f.warns, "NCCL_NET=IB selects NCCL's own IB transport: NCCL never initialises mcpnet") !=
+        NULL);
+  char *sock[] = {"NCCL_NET_PLUGIN=mcp", "NCCL_NET=socket", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, sock), 1);
+  char *mpcnet[] = {"NCCL_NET_PLUGIN=mcp", "NCCL_NET=MPC", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, mpcnet), 1);
+  CHECK(strstr(f.warns, "NCCL_NET=MPC names no network NCCL has") != NULL);
+  CHECK(strstr(f.warns, "did you mean MCP?") != NULL);
+  CHECK_EQ_STR(s.nearest, "MCP ");
+  char *other[] = {"NCCL_NET_PLUGIN=mcp", "NCCL_NET=AWS Libfabric", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, other), 1);
+  CHECK(strstr(f.warns, "NCCL_NET=AWS Libfabric is not mcpnet's network") != NULL);
+  /* Both wrong: two problems. */
+  char *both[] = {"NCCL_NET_PLUGIN=mpc", "NCCL_NET=IB", NULL};
+  CHECK_EQ_INT(select_on(&f, &s, both), 2);
+  CHECK_EQ_INT(s.problems, 2);
 }
 
 static void test_time_to_error(void)
@@ -957,6 +1153,8 @@ int main(void)
   RUN_TEST(test_timeout_by_nccl_era);
   RUN_TEST(test_qps_per_connection);
   RUN_TEST(test_scan_env);
+  RUN_TEST(test_scan_nccl_names);
+  RUN_TEST(test_check_select);
   RUN_TEST(test_time_to_error);
   RUN_TEST(test_formatting);
   RUN_TEST(test_log);
