@@ -75,6 +75,9 @@ case_ $S 's/^export NCCL_NET=MCP /export NCCL_NET=MPC /' "NCCL_NET=MPC names no 
 case_ $S 's/^set -euo pipefail$/if then/' "bash -n"
 case_ $S 's/srun --container-image=/srun --image=/' "srun without pyxis --container-image"
 case_ $S 's/NCCL_NET_PLUGIN=mcp /NCCL_NETPLUGIN=mcp /' "NCCL_NETPLUGIN is neither an mcpnet parameter"
+# The fleet preflight's run token is a secret: drawn per job or from a Secret, never literal.
+case_ $S 's/^MCPNET_DOCTOR_TOKEN=.*/MCPNET_DOCTOR_TOKEN=a-token-everyone-copies/' "MCPNET_DOCTOR_TOKEN=a-token-everyone-copies: a secret written into the example"
+case_ $K '/name: MCPNET_DOCTOR_TOKEN/{n;s/valueFrom:/value: "a-token-everyone-copies"/;n;N;N;d}' "a secret written into the example"
 case_ $P 's/--min-memlock 0/--min-memlock 0 --fleet/' "exits 2 in a prolog's environment"
 case_ $P 's/^exit 0$/exit 1/' "exits 1 on a healthy node: a failing Prolog drains the node"
 case_ $P 's/--min-memlock 0/--memlock 0/' "mcpnet-doctor has no option --memlock"

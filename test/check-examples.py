@@ -162,6 +162,8 @@ table = set(re.findall(r"^((?:NCCL|MCPNET)_[A-Z0-9_]+) \(", subprocess.run(
     [params_tool, "--text"], check=True, capture_output=True, text=True).stdout, re.M))
 # NCCL's own variables outside the families --check judges, which the examples set: logging.
 NCCL_OWN = {"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"}
+# Secrets: drawn per job or taken from a secret store, never a literal in a file others copy.
+SECRETS = {"MCPNET_DOCTOR_TOKEN"}
 
 
 def params_check(env):
@@ -181,8 +183,12 @@ def check_vars(where, pairs, text):
             bad(where, f"{n} is neither an mcpnet parameter nor one of NCCL's variables known here"
                        f" ({sorted(NCCL_OWN)})")
     for n, v in pairs:
-        if "$" in v:
+        if n in SECRETS:
+            if "$" not in v:
+                bad(where, f"{n}={v}: a secret written into the example; draw it per job")
+        elif "$" in v:
             bad(where, f"{n}={v}: give a literal value, so it can be checked")
+    pairs = [(n, v) for n, v in pairs if n not in SECRETS]
     names = {n for n, _ in pairs}
     # A name only mentioned is given a neutral value: --check must know it.
     env = {n: (v if v else "1") for n, v in pairs if "$" not in v}
@@ -440,7 +446,8 @@ def check_k8s(p):
                            for m in c.get("volumeMounts") or []):
                     bad(p, f"{name}: /dev/shm is not a memory emptyDir")
                 for e in c.get("env") or []:
-                    pairs.append((e["name"], str(e.get("value", ""))))
+                    # A value from a Secret or the downward API reads as a reference ("$").
+                    pairs.append((e["name"], str(e.get("value", "$valueFrom" if "valueFrom" in e else ""))))
                     if e["name"] == "MCPNET_OOB_PORT_RANGE":
                         oob = str(e.get("value"))
     check_vars(p, list(dict(pairs).items()), text)
