@@ -53,7 +53,6 @@ enum mcp_param_id {
   MCP_PARAM_FORCE_FLUSH,
   MCP_PARAM_PROGRESS_CPU,
   MCP_PARAM_INLINE_BYTES,
-  MCP_PARAM_CTS_BATCH,
   MCP_PARAM_CONFIG,
   MCP_PARAM_COUNT
 };
@@ -152,7 +151,6 @@ struct mcp_config {
   bool force_flush;
   int progress_cpu; /* -1 = not pinned */
   int inline_bytes;
-  int cts_batch;           /* most clear-to-send entries in one write */
   const char *config_path; /* MCPNET_CONFIG */
 
   /* Derived from the above at load, so users need not parse again. */

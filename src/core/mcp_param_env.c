@@ -76,6 +76,19 @@ static const char *const harness_names[] = {"MCPNET_BUILD_DIR",         "MCPNET_
                                             "MCPNET_FLEET_COORDINATOR", "MCPNET_FLEET_NODES",
                                             "MCPNET_FLEET_RANK",        NULL};
 
+/*
+ * Parameters mcpnet no longer has, with what happens instead: a job that still sets one
+ * hears why it has no effect, not a guess at the nearest name.
+ */
+static const struct {
+  const char *name, *instead;
+} retired[] = {
+  {"MCPNET_CTS_BATCH",
+   "every receive's clear-to-send is now written by the irecv that accepted it, so nothing is "
+   "held back to batch (issue 36)"},
+  {NULL, NULL},
+};
+
 const char *const *mcp_param_nccl_ignored(void) { return nccl_ignored; }
 
 static bool in_list(const char *const *list, const char *name)
@@ -205,14 +218,20 @@ int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
         append_name(foreign, sizeof(foreign), name, nlen);
     } else if (strncmp(name, "MCPNET_", 7) == 0 && mcp_param_find(name) == NULL &&
                !in_list(harness_names, name)) {
-      int d;
+      int d, r;
       const char *near = mcp_param_nearest(name, &d);
 
       nunknown++;
-      snprintf(msg, sizeof(msg),
-               "%s=%s (environment) is not an mcpnet variable and is ignored; "
-               "the nearest one is %s (mcpnet-params lists them all)",
-               name, eq + 1, near);
+      for (r = 0; retired[r].name != NULL && strcmp(retired[r].name, name) != 0; r++)
+        ;
+      if (retired[r].name != NULL)
+        snprintf(msg, sizeof(msg), "%s=%s (environment) was retired and is ignored: %s", name, eq + 1,
+                 retired[r].instead);
+      else
+        snprintf(msg, sizeof(msg),
+                 "%s=%s (environment) is not an mcpnet variable and is ignored; "
+                 "the nearest one is %s (mcpnet-params lists them all)",
+                 name, eq + 1, near);
       report(env, NCCL_LOG_WARN, msg);
     }
   }

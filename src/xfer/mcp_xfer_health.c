@@ -169,7 +169,6 @@ static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_
   }
   for (i = 0; i < c->nreqs; i++)
     flushes += c->reqs[i].in_use && !c->reqs[i].done && c->reqs[i].kind == MCP_REQ_FLUSH;
-  advertised -= c->cts_pending; /* the newest wait to be advertised together */
   if (advertised > 0) {
     if (oldest->got == 0)
       part(buf, len, used,

@@ -726,7 +726,8 @@ static void test_scan_env(void)
     "MCPNET_WATCHDOG_SECONDS=60", /* an alias: known */
     "MCPNET_RECOVERY_TIMEOUT=5",
     "MCPNET_BUILD_DIR=/tmp/b", /* the lab harness's own */
-    "MCPNET_CTS_BATCHES=2",
+    "MCPNET_INLINE_BYTE=2",
+    "MCPNET_CTS_BATCH=4", /* retired */
     NULL,
   };
 
@@ -747,15 +748,18 @@ static void test_scan_env(void)
 
   fake_init(&f);
   f.env.envp = envp;
-  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 2);
+  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 3);
   CHECK_EQ_INT(nign, 3);
-  CHECK_EQ_INT(f.nwarn, 3);
+  CHECK_EQ_INT(f.nwarn, 4);
   CHECK(strstr(f.warns,
                "MCPNET_STRIKT=0 (environment) is not an mcpnet variable and is ignored; "
                "the nearest one is MCPNET_STRICT") != NULL);
   CHECK(strstr(f.warns,
-               "MCPNET_CTS_BATCHES=2 (environment) is not an mcpnet variable and is ignored; "
-               "the nearest one is MCPNET_CTS_BATCH") != NULL);
+               "MCPNET_INLINE_BYTE=2 (environment) is not an mcpnet variable and is ignored; "
+               "the nearest one is MCPNET_INLINE_BYTES") != NULL);
+  CHECK(strstr(f.warns,
+               "MCPNET_CTS_BATCH=4 (environment) was retired and is ignored: every receive's "
+               "clear-to-send is now written by the irecv that accepted it") != NULL);
   CHECK(strstr(f.warns,
                "mcpnet does not act on them (NCCL's own IB transport would): "
                "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE; not read by NCCL 2.28 either: "
