@@ -53,6 +53,7 @@ enum mcp_param_id {
   MCP_PARAM_FORCE_FLUSH,
   MCP_PARAM_PROGRESS_CPU,
   MCP_PARAM_INLINE_BYTES,
+  MCP_PARAM_VERBS_LIBRARY,
   MCP_PARAM_CONFIG,
   MCP_PARAM_COUNT
 };
@@ -151,7 +152,8 @@ struct mcp_config {
   bool force_flush;
   int progress_cpu; /* -1 = not pinned */
   int inline_bytes;
-  const char *config_path; /* MCPNET_CONFIG */
+  const char *verbs_library; /* MCPNET_VERBS_LIBRARY; NULL: libibverbs.so.1 */
+  const char *config_path;   /* MCPNET_CONFIG */
 
   /* Derived from the above at load, so users need not parse again. */
   int ib_af;                           /* AF_INET or AF_INET6 */

@@ -23,8 +23,9 @@
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
 
-#define SYSFS_ROOT "/sys"
+#define SYSFS_ROOT mcp_verbs_sysfs_root() /* the loaded verbs library's view */
 /* A comm nobody waited on for this long was idle, not stalled: its clock restarts. */
 #define WD_IDLE_GAP_NS 2000000000ull
 
