@@ -654,6 +654,20 @@ static void ack_before(struct uv_qp *qp, struct uv_swqe *w)
   }
 }
 
+/* An answer that moved the QP on restarts the transport timer of what is still out, as
+ * RC's timer restarts on every acknowledgement that makes progress: a peer that is slow
+ * but answering is not taken for a lost path. */
+static void timer_restart(struct uv_qp *qp, uint64_t now)
+{
+  uint64_t i;
+
+  for (i = qp->sq_head; i < qp->next_send; i++) {
+    struct uv_swqe *x = swqe_at(qp, i);
+    if (x->state == UV_W_SENT && x->sent_ns < now)
+      x->sent_ns = now;
+  }
+}
+
 static struct uv_swqe *find_sent(struct uv_qp *qp, uint32_t psn)
 {
   uint64_t i;
@@ -746,12 +760,14 @@ static void *path_rx_main(void *arg)
         ack_before(qp, w);
         w->state = UV_W_ACKED;
         uv_sq_complete_ready(qp);
+        timer_restart(qp, uv_now_ns());
       }
     } else if (f.syndrome == NAK_NONE) {
       if (w->opcode != IBV_WR_RDMA_READ) {
         ack_before(qp, w);
         w->state = UV_W_ACKED;
         uv_sq_complete_ready(qp);
+        timer_restart(qp, uv_now_ns());
       }
     } else if (f.syndrome == NAK_RNR) {
       p->dev->cnt[UV_CNT_RNR_NAK]++;
