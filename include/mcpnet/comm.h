@@ -215,7 +215,6 @@ struct mcp_send_slot {
 struct mcp_comm {
   struct mcp_link link; /* first: its kind is the comm's */
   int data_inline;      /* data writes up to this size go inline: min(max_inline, MCPNET_INLINE_BYTES) */
-  int cts_batch;        /* MCPNET_CTS_BATCH, read once per comm */
 
   /* The ring the peer writes (send: CTS ring; recv: records) and its MR. */
   union {
@@ -254,9 +253,6 @@ struct mcp_comm {
   struct mcp_cts_slot *staging; /* local copy of CTS entries when too big to inline */
   struct ibv_mr *staging_mr;
   int cts_unsignaled;
-  int cts_pending;        /* staged CTS entries not yet written (the newest seqs) */
-  uint32_t cts_published; /* CTS entries written to the peer, all time */
-  uint32_t recv_landed;   /* receives whose data arrived, all time */
 
   /* Send side: completion records of grouped sends, when too big to inline. */
   struct mcp_record *records;
@@ -306,25 +302,6 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
 int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
-/* A receive's data arrived; may write held clear-to-send entries. -1: comm failed.
- * Inline: on most receives the sender still holds enough and nothing is written, and
- * that test is cheaper than a call; cts_release writes what is held (mcp_xfer_recv.c). */
-int mcp_xfer_cts_release(struct mcp_comm *c);
-/* New entries are held back only while the sender has at least this many unused (or
- * with their data still on its way), as far as this side knows: when they go out it
- * still has one to write with while they travel (section 6.1). */
-#define MCP_CTS_HOLD 2
-static inline int mcp_xfer_cts_short(const struct mcp_comm *c)
-{
-  return (int)(c->cts_published - c->recv_landed) < MCP_CTS_HOLD;
-}
-static inline int mcp_xfer_recv_landed(struct mcp_comm *c)
-{
-  c->recv_landed++;
-  if (c->cts_pending == 0 || !mcp_xfer_cts_short(c))
-    return 0;
-  return mcp_xfer_cts_release(c);
-}
 /* The flush QP failed a read (its port went down): every read in flight on it is lost.
  * flush_lost drops the QP and marks them; flush_retry, from test, makes a new QP and
  * posts them again, at most every 100 ms, and fails the comm once

@@ -53,7 +53,7 @@ enum mcp_param_id {
   MCP_PARAM_FORCE_FLUSH,
   MCP_PARAM_PROGRESS_CPU,
   MCP_PARAM_INLINE_BYTES,
-  MCP_PARAM_CTS_BATCH,
+  MCP_PARAM_VERBS_LIBRARY,
   MCP_PARAM_CONFIG,
   MCP_PARAM_COUNT
 };
@@ -152,8 +152,8 @@ struct mcp_config {
   bool force_flush;
   int progress_cpu; /* -1 = not pinned */
   int inline_bytes;
-  int cts_batch;           /* most clear-to-send entries in one write */
-  const char *config_path; /* MCPNET_CONFIG */
+  const char *verbs_library; /* MCPNET_VERBS_LIBRARY; NULL: libibverbs.so.1 */
+  const char *config_path;   /* MCPNET_CONFIG */
 
   /* Derived from the above at load, so users need not parse again. */
   int ib_af;                           /* AF_INET or AF_INET6 */
@@ -288,7 +288,8 @@ bool mcp_param_near_enough(int distance, size_t len);
 /*
  * Scan env->envp (or environ): one WARN listing every set NCCL_IB_* variable mcpnet does
  * not act on (silent where it holds NCCL's default), one WARN per set MCPNET_* name that
- * is no parameter, naming the nearest real one, and one per set name of the NCCL
+ * is no parameter, naming the nearest real one (a retired parameter says what replaced
+ * it instead, and counts as unknown), and one per set name of the NCCL
  * families above that neither NCCL nor mcpnet reads, naming the nearest NCCL name where
  * one is close. Reports through env->report like the loader, each finding also through
  * env->finding. Returns the number of unknown names; *nignored (may be NULL) gets the

@@ -51,10 +51,23 @@ struct mcp_verbs {
 
 extern struct mcp_verbs mcp_ibv;
 
-/* Loads libibverbs once; 0 on success, else -1 with the reason in why. Thread-safe. */
+#define MCP_VERBS_DEFAULT_LIBRARY "libibverbs.so.1"
+
+/* Loads libibverbs once (or MCPNET_VERBS_LIBRARY's library when the process's
+ * configuration names one); 0 on success, else -1 with the reason in why. Thread-safe. */
 int mcp_verbs_load(char *why, size_t whylen);
 /* Drops the library when nothing uses it any more (process teardown). */
 void mcp_verbs_unload(void);
+/* The library loaded (or to be loaded): "libibverbs.so.1" unless MCPNET_VERBS_LIBRARY. */
+const char *mcp_verbs_library(void);
+/*
+ * The sysfs root every reader of a device's sysfs view uses (its GID table, ports,
+ * netdevs, counters, the GPU peer-memory module): "/sys", or the tree the loaded
+ * library generated and names through its optional
+ *   const char *mcpnet_verbs_sysfs_root(void);
+ * (the userspace device, test/uverbs). Valid after mcp_verbs_load.
+ */
+const char *mcp_verbs_sysfs_root(void);
 
 /* Port attributes through the table (the verbs.h macro calls a symbol directly). */
 int mcp_verbs_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);

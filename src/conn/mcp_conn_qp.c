@@ -312,7 +312,7 @@ static void counters_base(struct mcp_link *c)
      * first walk, before the comm can be diagnosed. */
     struct mcp_cnt_snapshot full, *kept = NULL;
 
-    if (mcp_cnt_snapshot_read("/sys", d->ibdev, d->port, d->driver, &full) == 0) {
+    if (mcp_cnt_snapshot_read(mcp_verbs_sysfs_root(), d->ibdev, d->port, d->driver, &full) == 0) {
       size_t bytes = offsetof(struct mcp_cnt_snapshot, e) + (size_t)full.n * sizeof(full.e[0]);
       if ((kept = malloc(bytes)) != NULL)
         memcpy(kept, &full, bytes);

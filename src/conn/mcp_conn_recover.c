@@ -82,7 +82,7 @@ static void members_not_active(const struct mcp_link *c, char *out, size_t len)
     int w;
 
     memset(&sys, 0, sizeof(sys));
-    if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) != 0 ||
+    if (mcp_sysfs_dev_read(mcp_verbs_sysfs_root(), d->ibdev, &sys, err, sizeof(err)) != 0 ||
         (p = mcp_sysfs_port_find(&sys, d->port)) == NULL || p->state == IBV_PORT_ACTIVE)
       continue;
     w = snprintf(out + used, len - used, "%s%s port %d %s", used == 0 ? "; not active here: " : ", ",
@@ -132,10 +132,10 @@ int mcp_recover_gid_find(const struct mcp_net_dev *d, struct ibv_context *ctx, i
   if (gid_lookup_hook != NULL)
     return gid_lookup_hook(d, index_in_use);
   memset(&sys, 0, sizeof(sys));
-  if (mcp_sysfs_dev_read("/sys", d->ibdev, &sys, err, sizeof(err)) == 0 &&
+  if (mcp_sysfs_dev_read(mcp_verbs_sysfs_root(), d->ibdev, &sys, err, sizeof(err)) == 0 &&
       (p = mcp_sysfs_port_find(&sys, d->port)) != NULL && p->ngid > 0 &&
       (rows = calloc((size_t)p->ngid, sizeof(*rows))) != NULL) {
-    n = mcp_netns_port_rows(ctx, "/sys", d->ibdev, p, rows, p->ngid, &info);
+    n = mcp_netns_port_rows(ctx, mcp_verbs_sysfs_root(), d->ibdev, p, rows, p->ngid, &info);
     for (i = 0; i < n && index < 0; i++)
       if (rows[i].netdev_in_ns && memcmp(rows[i].raw, d->gid.raw, 16) == 0 && rows[i].type == d->gid.type)
         index = rows[i].index;

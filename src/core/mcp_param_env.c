@@ -58,6 +58,19 @@ static const char *const harness_names[] = {"MCPNET_BUILD_DIR",
                                             "MCPNET_DOCTOR_TOKEN",
                                             NULL};
 
+/*
+ * Parameters mcpnet no longer has, with what happens instead: a job that still sets one
+ * hears why it has no effect, not a guess at the nearest name.
+ */
+static const struct {
+  const char *name, *instead;
+} retired[] = {
+  {"MCPNET_CTS_BATCH",
+   "every receive's clear-to-send is now written by the irecv that accepted it, so nothing is "
+   "held back to batch (issue 36)"},
+  {NULL, NULL},
+};
+
 static bool in_list(const char *const *list, const char *name)
 {
   for (; *list != NULL; list++)
@@ -115,17 +128,27 @@ static void unknown_nccl(const struct mcp_param_env *env, const char *name, cons
   mcp_param_found(env, &f);
 }
 
+/* An MCPNET_* name that is no parameter: a retired one says what replaced it, any other
+ * names the nearest real one. */
 static void unknown_mcpnet(const struct mcp_param_env *env, const char *name, const char *value)
 {
-  int d;
+  int d, r;
   const char *near = mcp_param_nearest(name, &d);
   char msg[600];
   struct mcp_param_finding f = {MCP_FIND_UNKNOWN_NAME, true, name, value, near, msg};
 
-  snprintf(msg, sizeof(msg),
-           "%s=%s (environment) is not an mcpnet variable and is ignored; "
-           "the nearest one is %s (mcpnet-params lists them all)",
-           name, value, near);
+  for (r = 0; retired[r].name != NULL && strcmp(retired[r].name, name) != 0; r++)
+    ;
+  if (retired[r].name != NULL) {
+    f.nearest = NULL; /* nothing replaces it: no guess */
+    snprintf(msg, sizeof(msg), "%s=%s (environment) was retired and is ignored: %s", name, value,
+             retired[r].instead);
+  } else {
+    snprintf(msg, sizeof(msg),
+             "%s=%s (environment) is not an mcpnet variable and is ignored; "
+             "the nearest one is %s (mcpnet-params lists them all)",
+             name, value, near);
+  }
   mcp_param_report(env, NCCL_LOG_WARN, msg);
   mcp_param_found(env, &f);
 }

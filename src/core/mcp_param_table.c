@@ -320,10 +320,9 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "Largest data message from host memory written inline (GPU memory never is); 0 never inlines data, "
           "and no message lands",
           "devices inline at most about 1 KiB"),
-  INT_ROW(MCP_PARAM_CTS_BATCH, "MCPNET_CTS_BATCH", 8, 1, 16, cts_batch,
-          "Most receives advertised in one clear-to-send write; new ones are held back while the "
-          "sender still has two unused entries, and go out together; 1 writes one per receive",
-          "a batch is 1 to 16 receives"),
+  STR_ROW(MCP_PARAM_VERBS_LIBRARY, "MCPNET_VERBS_LIBRARY", NULL, verbs_library, NULL, "path",
+          "Library that provides the verbs instead of libibverbs.so.1 (a test device: test/uverbs); "
+          "its sysfs view comes from it too. Unset: libibverbs.so.1"),
   STR_ROW(MCP_PARAM_CONFIG, "MCPNET_CONFIG", NULL, config_path, NULL, "path",
           "File of KEY=VALUE lines read before the environment (which wins); '#' starts a comment"),
 };

@@ -3,19 +3,31 @@
  *
  * Why: the plugin must load (RTLD_NOW) on hosts without rdma-core, so NCCL can fall
  * back or, with NCCL_NET=MCP, stop with our explanation rather than a dlopen error.
+ * MCPNET_VERBS_LIBRARY names another library with the same verbs (the userspace
+ * device of the tests, test/uverbs): it is loaded instead, never libibverbs.so.1 by a
+ * search path (NCCL's own IB transport loads that one in the same process). Whatever
+ * mcpnet reads about a device from sysfs then comes from the tree that library names
+ * through its optional mcpnet_verbs_sysfs_root(), so one setting is all it takes.
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "mcpnet/log.h"
+#include "mcpnet/param.h"
 #include "mcpnet/verbs.h"
 
 struct mcp_verbs mcp_ibv;
 
 static pthread_mutex_t verbs_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *verbs_lib;
+static char verbs_path[PATH_MAX] = MCP_VERBS_DEFAULT_LIBRARY;
+/* The library's sysfs view: "/sys" for libibverbs, its own tree for a library that
+ * names one. Written under verbs_lock at load, read without it afterwards. */
+static char sysfs_root[PATH_MAX] = "/sys";
 
 struct mcp_verbs_sym {
   const char *name;
@@ -59,28 +71,48 @@ static const struct mcp_verbs_sym verbs_syms[] = {
   MCP_VERBS_SYM(event_type_str, ibv_event_type_str, 1),
 };
 
+/* The tree an alternative library generated, through its optional
+ * mcpnet_verbs_sysfs_root(); "/sys" otherwise. */
+static void sysfs_root_take(void)
+{
+  const char *(*fn)(void) = (const char *(*)(void))dlsym(verbs_lib, "mcpnet_verbs_sysfs_root");
+  const char *root = fn != NULL ? fn() : NULL;
+
+  snprintf(sysfs_root, sizeof(sysfs_root), "%s", root != NULL && root[0] == '/' ? root : "/sys");
+}
+
 int mcp_verbs_load(char *why, size_t whylen)
 {
-  int rc = 0;
+  const char *want = mcp_param_process()->verbs_library;
+  int rc = 0, custom = want != NULL && want[0] != '\0';
   size_t i;
 
   pthread_mutex_lock(&verbs_lock);
   if (verbs_lib != NULL)
     goto out;
-  verbs_lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  snprintf(verbs_path, sizeof(verbs_path), "%s", custom ? want : MCP_VERBS_DEFAULT_LIBRARY);
+  verbs_lib = dlopen(verbs_path, RTLD_NOW | RTLD_LOCAL);
   if (verbs_lib == NULL) {
-    snprintf(why, whylen,
-             "libibverbs.so.1 cannot be loaded (%s): install rdma-core's libibverbs1 and "
-             "the provider of your NIC (ibverbs-providers)",
-             dlerror());
+    if (custom)
+      snprintf(why, whylen, "MCPNET_VERBS_LIBRARY=%s cannot be loaded (%s): unset it to use libibverbs.so.1",
+               verbs_path, dlerror());
+    else
+      snprintf(why, whylen,
+               "libibverbs.so.1 cannot be loaded (%s): install rdma-core's libibverbs1 and "
+               "the provider of your NIC (ibverbs-providers)",
+               dlerror());
     rc = -1;
     goto out;
   }
   for (i = 0; i < sizeof(verbs_syms) / sizeof(verbs_syms[0]); i++) {
     *verbs_syms[i].slot = dlsym(verbs_lib, verbs_syms[i].name);
     if (*verbs_syms[i].slot == NULL && verbs_syms[i].required) {
-      snprintf(why, whylen, "libibverbs.so.1 lacks %s: rdma-core is too old (need >= 32)",
-               verbs_syms[i].name);
+      if (custom)
+        snprintf(why, whylen, "MCPNET_VERBS_LIBRARY=%s lacks %s, which libibverbs has", verbs_path,
+                 verbs_syms[i].name);
+      else
+        snprintf(why, whylen, "libibverbs.so.1 lacks %s: rdma-core is too old (need >= 32)",
+                 verbs_syms[i].name);
       dlclose(verbs_lib);
       verbs_lib = NULL;
       memset(&mcp_ibv, 0, sizeof(mcp_ibv));
@@ -88,10 +120,18 @@ int mcp_verbs_load(char *why, size_t whylen)
       goto out;
     }
   }
+  sysfs_root_take();
+  if (custom)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "verbs from MCPNET_VERBS_LIBRARY=%s, not libibverbs.so.1; sysfs view: %s",
+             verbs_path, sysfs_root);
 out:
   pthread_mutex_unlock(&verbs_lock);
   return rc;
 }
+
+const char *mcp_verbs_sysfs_root(void) { return sysfs_root; }
+
+const char *mcp_verbs_library(void) { return verbs_path; }
 
 void mcp_verbs_unload(void)
 {
@@ -100,6 +140,7 @@ void mcp_verbs_unload(void)
     dlclose(verbs_lib);
     verbs_lib = NULL;
     memset(&mcp_ibv, 0, sizeof(mcp_ibv));
+    snprintf(sysfs_root, sizeof(sysfs_root), "/sys");
   }
   pthread_mutex_unlock(&verbs_lock);
 }

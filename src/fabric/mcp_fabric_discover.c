@@ -36,8 +36,8 @@
 #include "mcpnet/verbs.h"
 #include "nccl/net_common.h"
 
-#define SYSFS_ROOT "/sys"
-#define SYSFS_IB SYSFS_ROOT "/class/infiniband"
+/* The loaded verbs library's sysfs view: "/sys", or a userspace device's own tree. */
+#define SYSFS_ROOT mcp_verbs_sysfs_root()
 #define GID_TABLE_MAX 256
 
 int mcp_fabric_speed_mbps(uint8_t width_code, uint32_t speed_code)
@@ -102,7 +102,7 @@ static void sysfs_driver(const char *ibdev, char *out, size_t len)
   ssize_t n;
 
   out[0] = '\0';
-  snprintf(path, sizeof(path), SYSFS_IB "/%s/device/driver", ibdev);
+  snprintf(path, sizeof(path), "%s/class/infiniband/%s/device/driver", SYSFS_ROOT, ibdev);
   n = readlink(path, target, sizeof(target) - 1);
   if (n > 0) {
     const char *slash;
@@ -112,7 +112,7 @@ static void sysfs_driver(const char *ibdev, char *out, size_t len)
     return;
   }
   /* Software devices have no PCI parent; rxe names its netdev in "parent". */
-  snprintf(path, sizeof(path), SYSFS_IB "/%s/parent", ibdev);
+  snprintf(path, sizeof(path), "%s/class/infiniband/%s/parent", SYSFS_ROOT, ibdev);
   if (access(path, R_OK) == 0 && strncmp(ibdev, "rxe", 3) == 0)
     snprintf(out, len, "rxe");
 }
@@ -168,8 +168,12 @@ static int probe_ptr_support(struct ibv_context *ctx, const char *ibdev)
 {
   int support = NCCL_PTR_HOST;
   struct ibv_pd *pd;
+  char mod[PATH_MAX], old[PATH_MAX];
 
-  if (access("/sys/module/nvidia_peermem", F_OK) == 0 || access("/sys/module/nv_peer_mem", F_OK) == 0)
+  /* A GPU peer-memory module, as the loaded library's sysfs view shows it. */
+  snprintf(mod, sizeof(mod), "%s/module/nvidia_peermem", SYSFS_ROOT);
+  snprintf(old, sizeof(old), "%s/module/nv_peer_mem", SYSFS_ROOT);
+  if (access(mod, F_OK) == 0 || access(old, F_OK) == 0)
     support |= NCCL_PTR_CUDA;
   if (mcp_ibv.reg_dmabuf_mr == NULL)
     return support;

@@ -23,8 +23,9 @@
 #include "mcpnet/comm.h"
 #include "mcpnet/log.h"
 #include "mcpnet/param.h"
+#include "mcpnet/verbs.h"
 
-#define SYSFS_ROOT "/sys"
+#define SYSFS_ROOT mcp_verbs_sysfs_root() /* the loaded verbs library's view */
 /* A comm nobody waited on for this long was idle, not stalled: its clock restarts. */
 #define WD_IDLE_GAP_NS 2000000000ull
 
@@ -169,7 +170,6 @@ static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_
   }
   for (i = 0; i < c->nreqs; i++)
     flushes += c->reqs[i].in_use && !c->reqs[i].done && c->reqs[i].kind == MCP_REQ_FLUSH;
-  advertised -= c->cts_pending; /* the newest wait to be advertised together */
   if (advertised > 0) {
     if (oldest->got == 0)
       part(buf, len, used,

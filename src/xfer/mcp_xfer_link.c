@@ -44,7 +44,6 @@ static int link_alloc(struct mcp_link *l)
   int k;
 
   c->seq = 1;
-  c->cts_batch = mcp_param_process()->cts_batch;
   /* The send side's ring has room for a fused receiver's rkey table after its slots. */
   c->ring_bytes = is_send ? MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys)
                           : MCP_SLOTS * sizeof(struct mcp_record);

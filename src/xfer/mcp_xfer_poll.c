@@ -135,7 +135,6 @@ static __attribute__((noinline)) void complete_recv(struct mcp_comm *c, struct m
   }
   rs->req = NULL;
   r->done = 1;
-  mcp_xfer_recv_landed(c);
 }
 
 /* Consumed receive WRs go back once per MCP_CQ_BATCH immediates of a QP (not while a
@@ -188,7 +187,6 @@ static inline __attribute__((always_inline)) void on_immediate(struct mcp_comm *
     r->sizes[0] = (int)wc->byte_len;
     rs->req = NULL;
     r->done = 1;
-    mcp_xfer_recv_landed(c);
     return;
   }
   if (MCP_IMM_K(imm) < 1 || (int)MCP_IMM_K(imm) > c->link.nqps) {
@@ -455,7 +453,6 @@ static inline __attribute__((always_inline)) int land_arrived(struct mcp_comm *c
   c->rslots[slot].req = NULL;
   r->done = 1;
   c->wd_progress++;
-  mcp_xfer_recv_landed(c);
   if (__builtin_expect(++c->land_unpolled >= MCP_CQ_BATCH, 0)) {
     c->land_unpolled = 0;
     if (c->link.rec.phase == MCP_REC_NONE && c->link.error == 0)

@@ -2,15 +2,13 @@
  * mcp_xfer_recv.c - irecv and iflush.
  *
  * irecv takes the next sequence number, records which request waits on its slot and
- * stages the clear-to-send entry; entries are RDMA-written into the sender's ring on
- * QP 0 (inline when they fit), only every 16th such write signalled, to keep the send
- * queue drained. While the sender still holds MCP_CTS_HOLD (2) unused entries, new
- * ones wait and go out together, up to MCPNET_CTS_BATCH (8) in one write: receives
- * posted 8 ahead, as NCCL posts them, then cost one write per 6 instead of one each
- * (on soft-RoCE a write and its ACK are most of a small message's CPU time, and a
- * round trip that carries one is slower), and the held entries leave while the sender
- * still has one to write with. An optional-completion receive is advertised at once
- * (NCCL may stop calling us while its kernel polls for the data).
+ * RDMA-writes the clear-to-send entry into the sender's ring on QP 0 (inline when it
+ * fits), in that same call: a receive irecv accepted reaches the sender without any
+ * further call on this comm, as NCCL's IB transport writes its FIFO entry inside irecv.
+ * A caller busy on another comm (NCCL's proxy spinning on isend to the same peer, which
+ * waits for our entries as we wait for its) is then never the one that holds it up.
+ * The only batching left costs nothing: the elements of a grouped receive are one entry
+ * and one write. Only every 16th write is signalled, to keep the send queue drained.
  * iflush reads one byte of the last received buffer back through a loopback QP, which
  * orders the NIC's earlier PCIe writes before NCCL's kernel reads GPU memory; it is
  * only needed for GPU buffers, or when MCPNET_FORCE_FLUSH=1 makes it run on host
@@ -32,10 +30,9 @@
  * too (member 0) until NIC fusion gives the members their own. */
 static struct mcp_link_dev *qp0_dev(struct mcp_comm *c) { return mcp_link_dev_of(&c->link, 0); }
 
-/* RDMA-writes staged CTS entries into the sender's ring on QP 0: the slots from `slot`
- * on, `nslots` of them, the last with n elements (earlier ones whole: the ring is
- * contiguous, and elements beyond a slot's n are never read). */
-static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
+/* RDMA-writes the staged CTS entry of `slot`, its n elements, into the sender's ring on
+ * QP 0. */
+static int post_cts(struct mcp_comm *c, int slot, int n)
 {
   struct ibv_send_wr wr, *bad;
   struct ibv_sge sge;
@@ -48,7 +45,7 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
 
     memset(&wr, 0, sizeof(wr));
     sge.addr = (uintptr_t)c->staging + off;
-    sge.length = (uint32_t)((size_t)nslots * sizeof(struct mcp_cts_rkeys));
+    sge.length = (uint32_t)sizeof(struct mcp_cts_rkeys);
     sge.lkey = c->staging_mr->lkey;
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -63,10 +60,9 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
       return rc;
   }
   /* The fields an RDMA write reads, set one by one (no memset of the work request:
-   * this runs for every batch of entries), as the data path's one-write send does. */
+   * this runs for every receive), as the data path's one-write send does. */
   sge.addr = (uintptr_t)c->staging[slot].e;
-  sge.length =
-    (uint32_t)((nslots - 1) * (int)sizeof(struct mcp_cts_slot) + n * (int)sizeof(struct mcp_cts_elem));
+  sge.length = (uint32_t)(n * (int)sizeof(struct mcp_cts_elem));
   sge.lkey = c->staging_mr->lkey;
   wr.next = NULL;
   wr.sg_list = &sge;
@@ -83,36 +79,6 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
     c->cts_unsignaled = 0;
   }
   return ibv_post_send(c->link.qp[0], &wr, &bad);
-}
-
-/* Writes every held entry (the newest c->cts_pending seqs, contiguous in the ring). */
-static int cts_flush(struct mcp_comm *c)
-{
-  uint32_t first = c->seq - (uint32_t)c->cts_pending;
-  int slot = (int)(first % MCP_SLOTS), rc;
-
-  rc = post_cts(c, slot, c->cts_pending, c->rslots[(c->seq - 1) % MCP_SLOTS].req->n);
-  if (rc != 0)
-    return rc;
-  c->cts_published += (uint32_t)c->cts_pending;
-  c->cts_pending = 0;
-  return 0;
-}
-
-/* A receive's data arrived (mcp_xfer_recv_landed, comm.h, counted it) and the sender
- * holds fewer unused entries than a batch: what is held goes out, so it never runs dry
- * while receives are posted. */
-int mcp_xfer_cts_release(struct mcp_comm *c)
-{
-  int rc;
-
-  if (c->link.rec.phase != MCP_REC_NONE || c->link.qp[0] == NULL)
-    return 0; /* a recovery is draining the old QPs: its replay writes every entry */
-  rc = cts_flush(c);
-  if (rc != 0)
-    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
-                  qp0_dev(c)->dc->info->name, c->seq - 1, c->link.peer_name, strerror(rc));
-  return rc;
 }
 
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done)
@@ -146,7 +112,7 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
     const struct mcp_recv_slot *rs = &c->rslots[s % MCP_SLOTS];
     if (rs->req == NULL || rs->seq != s)
       continue;
-    rc = post_cts(c, (int)(s % MCP_SLOTS), 1, rs->req->n);
+    rc = post_cts(c, (int)(s % MCP_SLOTS), rs->req->n);
     if (rc != 0) {
       mcp_comm_fail(&c->link, MCP_ERR_SYSTEM,
                     "%s: posting the clear-to-send for seq %u to %s after recovery "
@@ -155,8 +121,6 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
       return -1;
     }
   }
-  c->cts_published += (uint32_t)c->cts_pending; /* held entries were written above too */
-  c->cts_pending = 0;
   return 0;
 }
 
@@ -263,22 +227,16 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   rs->got = 0;
   rs->bytes = 0;
 
-  c->seq = seq + 1;
-  c->cts_pending++;
-  /* Held back only while the sender has MCP_CTS_HOLD in hand, up to a batch, and never
-   * across the ring's end. */
-  if (optional || c->cts_pending >= c->cts_batch || slot == MCP_SLOTS - 1 || mcp_xfer_cts_short(c)) {
-    rc = cts_flush(c);
-    if (rc != 0) {
-      c->seq = seq;
-      c->cts_pending--;
-      rs->req = NULL;
-      mcp_req_put(r);
-      mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
-                    qp0_dev(c)->dc->info->name, seq, c->link.peer_name, strerror(rc));
-      return MCP_ERR_SYSTEM;
-    }
+  /* The entry goes out now, whatever the caller does next (header). */
+  rc = post_cts(c, slot, n);
+  if (rc != 0) {
+    rs->req = NULL;
+    mcp_req_put(r);
+    mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the clear-to-send for seq %u to %s failed: %s",
+                  qp0_dev(c)->dc->info->name, seq, c->link.peer_name, strerror(rc));
+    return MCP_ERR_SYSTEM;
   }
+  c->seq = seq + 1;
   c->inflight++;
   c->wd_progress++;
   *request = r;

@@ -254,8 +254,8 @@ def main():
             who, a, na, b, nb = mm.groups()
             pk[who] = (int(b) - int(a)) / (int(nb) - int(na))
     derived = {  # per one-way 8-byte message, receives posted ahead: from each one's protocol
-        "mcpnet": "1 landing RDMA WRITE (data and trailer, inline, signalled) + CTS writes "
-                  "(one per batch) send WRs, no receive WR; no receive completion (the receiver "
+        "mcpnet": "1 landing RDMA WRITE (data and trailer, inline, signalled) + 1 CTS write "
+                  "(one per receive) send WRs, no receive WR; no receive completion (the receiver "
                   "watches the landing line), 1 send completion, "
                   "CTS 1 in 16 signalled",
         "ref": "1 data WRITE_WITH_IMM + 1 CTS write send WRs, 1 receive WR; "

@@ -710,7 +710,6 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
     s->remote_rkeys[k] = r->ring_mrs[k]->rkey;
   for (k = 0; k < p->ndevs[0]; k++)
     r->remote_rkeys[k] = s->ring_mrs[k]->rkey;
-  s->cts_batch = r->cts_batch = o != NULL && o->cts_batch > 0 ? o->cts_batch : 4;
   if (o != NULL && o->max_inline > 0)
     s->link.max_inline = r->link.max_inline = o->max_inline;
   s->data_inline = r->data_inline = o != NULL && o->data_inline > 0 ? o->data_inline : 64;

@@ -48,7 +48,6 @@ enum { FAKE_SEND_SIDE = 0, FAKE_RECV_SIDE = 1 };
 
 struct fake_pair_opts {
   int nqps;        /* QPs of the connection (default 1) */
-  int cts_batch;   /* MCPNET_CTS_BATCH (0: 4) */
   int max_inline;  /* the provider's inline limit (default 256) */
   int data_inline; /* MCPNET_INLINE_BYTES (default 64) */
   /* Physical devices (members) of each side's fused device (default 1 each): member k

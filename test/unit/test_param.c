@@ -726,7 +726,8 @@ static void test_scan_env(void)
     "MCPNET_WATCHDOG_SECONDS=60", /* an alias: known */
     "MCPNET_RECOVERY_TIMEOUT=5",
     "MCPNET_BUILD_DIR=/tmp/b", /* the lab harness's own */
-    "MCPNET_CTS_BATCHES=2",
+    "MCPNET_INLINE_BYTE=2",
+    "MCPNET_CTS_BATCH=4", /* retired */
     NULL,
   };
 
@@ -749,15 +750,18 @@ static void test_scan_env(void)
 
   fake_init(&f);
   f.env.envp = envp;
-  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 3);
+  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 4);
   CHECK_EQ_INT(nign, 2);
-  CHECK_EQ_INT(f.nwarn, 4);
+  CHECK_EQ_INT(f.nwarn, 5);
   CHECK(strstr(f.warns,
                "MCPNET_STRIKT=0 (environment) is not an mcpnet variable and is ignored; "
                "the nearest one is MCPNET_STRICT") != NULL);
   CHECK(strstr(f.warns,
-               "MCPNET_CTS_BATCHES=2 (environment) is not an mcpnet variable and is ignored; "
-               "the nearest one is MCPNET_CTS_BATCH") != NULL);
+               "MCPNET_INLINE_BYTE=2 (environment) is not an mcpnet variable and is ignored; "
+               "the nearest one is MCPNET_INLINE_BYTES") != NULL);
+  CHECK(strstr(f.warns,
+               "MCPNET_CTS_BATCH=4 (environment) was retired and is ignored: every receive's "
+               "clear-to-send is now written by the irecv that accepted it") != NULL);
   CHECK(strstr(f.warns,
                "mcpnet does not act on them (NCCL's own IB transport would): "
                "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE. The README") != NULL);
@@ -870,6 +874,19 @@ static void test_scan_nccl_names(void)
                "NCCL_IB_ECE_ENABLE=00 ");
   CHECK_EQ_STR(s.nearest, "NCCL_IB_GID_INDEX NCCL_NET_PLUGIN NCCL_SOCKET_IFNAME NCCL_NET_GDR_LEVEL - ");
   CHECK(s.kinds[0] == MCP_FIND_UNKNOWN_NAME && s.kinds[4] == MCP_FIND_IGNORED);
+
+  /* A retired name is no typo: its finding guesses no nearest name. */
+  char *retired[] = {"MCPNET_CTS_BATCH=4", NULL};
+  fake_init(&f);
+  memset(&s, 0, sizeof(s));
+  f.env.envp = retired;
+  f.env.finding = seen_finding;
+  f.env.finding_arg = &s;
+  CHECK_EQ_INT(mcp_param_scan_env(&f.env, &nign), 1);
+  CHECK_EQ_INT(s.n, 1);
+  CHECK_EQ_STR(s.names, "MCPNET_CTS_BATCH=4 ");
+  CHECK_EQ_STR(s.nearest, "- ");
+  CHECK(strstr(f.warns, "MCPNET_CTS_BATCH=4 (environment) was retired and is ignored") != NULL);
 
   /* Every listed default parses, and a default compares as NCCL reads integers. */
   for (const struct mcp_param_nccl_var *v = mcp_param_nccl_list(MCP_NCCL_IB_IGNORED); v->name != NULL; v++) {

@@ -29,7 +29,7 @@ static void *smh, *rmh;
 
 static struct fake_pair *pair(int qps_per_member, int send_devs, int recv_devs)
 {
-  struct fake_pair_opts o = {.nqps = qps_per_member, .cts_batch = 4, .ndevs = {send_devs, recv_devs}};
+  struct fake_pair_opts o = {.nqps = qps_per_member, .ndevs = {send_devs, recv_devs}};
   struct fake_pair *p;
 
   fake_verbs_install();

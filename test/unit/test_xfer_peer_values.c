@@ -35,7 +35,7 @@ static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file
 
 static struct fake_pair *pair(int send_devs, int recv_devs)
 {
-  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1, .ndevs = {send_devs, recv_devs}};
+  struct fake_pair_opts o = {.nqps = 1, .ndevs = {send_devs, recv_devs}};
   struct fake_pair *p;
 
   fake_verbs_install();

@@ -27,9 +27,9 @@
 static unsigned char *sbuf, *rbuf;
 static struct mcp_mr *smh, *rmh;
 
-static struct fake_pair *pair(int nqps, int cts_batch, int max_inline)
+static struct fake_pair *pair(int nqps, int max_inline)
 {
-  struct fake_pair_opts o = {.nqps = nqps, .cts_batch = cts_batch, .max_inline = max_inline};
+  struct fake_pair_opts o = {.nqps = nqps, .max_inline = max_inline};
   struct fake_pair *p;
 
   fake_verbs_install();
@@ -101,7 +101,7 @@ static int one_message(struct fake_pair *p, size_t size, size_t rsize, unsigned 
 /* Three trips around the ring of MCP_SLOTS; sizes are the bytes sent, not the buffer's. */
 static void test_ring_wrap_sizes(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   int i;
 
   for (i = 0; i < 3 * MCP_SLOTS + 5; i++) {
@@ -116,12 +116,12 @@ static void test_ring_wrap_sizes(void)
   fake_pair_free(p);
 }
 
-/* NCCL's pace: receives posted 8 ahead of the sends, 300 messages, batches of up to
- * `batch` CTS entries per write, around the ring's end several times (a batch never
- * spans it: the fake refuses a write past the sender's ring). */
-static void pipelined_batches_wrap(int batch)
+/* NCCL's pace: receives posted 8 ahead of the sends, 300 messages, around the ring's
+ * end several times (the fake refuses a write past the sender's ring); each receive's
+ * clear-to-send is its own write, posted by its irecv. */
+static void test_pipelined_ring_wrap(void)
 {
-  struct fake_pair *p = pair(1, batch, 0);
+  struct fake_pair *p = pair(1, 0);
   void *r[8] = {NULL}, *s[8] = {NULL};
   int posted = 0, sent = 0, got = 0, turn, sizes[1];
   ncclResult_t rc;
@@ -134,6 +134,7 @@ static void pipelined_batches_wrap(int batch)
       k = posted % 8;
       r[k] = irecv1(p, (size_t)k * 4096, 4096, 5, 0);
       posted++;
+      CHECK_EQ_INT(fake_count_cts_writes(), posted);
     }
     if (sent < posted) {
       k = sent % 8;
@@ -155,14 +156,8 @@ static void pipelined_batches_wrap(int batch)
   }
   CHECK_EQ_INT(got, 300);
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
-  CHECK(fake_count_cts_writes() < 300); /* batched */
+  CHECK_EQ_INT(fake_count_cts_writes(), 300);
   fake_pair_free(p);
-}
-
-static void test_pipelined_batches_wrap(void)
-{
-  pipelined_batches_wrap(4);
-  pipelined_batches_wrap(8);
 }
 
 /* The immediate carries 16 bits of seq; the seq itself is 32 bits: both wrap. */
@@ -172,7 +167,7 @@ static void test_seq_wraps(void)
   int k, i;
 
   for (k = 0; k < 2; k++) {
-    struct fake_pair *p = pair(1, 4, 0);
+    struct fake_pair *p = pair(1, 0);
     fake_pair_set_seq(p, starts[k]);
     for (i = 0; i < 100; i++)
       CHECK_EQ_INT(one_message(p, 100 + (size_t)i, 4096, (unsigned)i), 100 + i);
@@ -187,7 +182,7 @@ static void test_seq_wraps(void)
  * seq 65 must wait for its own entry, not write into seq 1's buffer. */
 static void test_stale_cts_not_consumed(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   ncclResult_t rc;
   int i, writes, sizes[1];
   void *r, *s;
@@ -218,7 +213,7 @@ static void test_partial_group_entry_waits(void)
 {
   static const size_t offs[3] = {0, 4096, 8192}, sizes[3] = {4096, 4096, 4096};
   static const int tags[3] = {1, 2, 3};
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   ncclResult_t rc;
   int writes, got[3] = {-1, -1, -1};
   void *r, *s = (void *)0xdead;
@@ -245,7 +240,7 @@ static void test_partial_group_entry_waits(void)
 /* Two QPs: seq 1 rides QP 1, seq 2 QP 0. QP 1 is slow: seq 2 completes first. */
 static void test_out_of_order_slots(void)
 {
-  struct fake_pair *p = pair(2, 4, 0);
+  struct fake_pair *p = pair(2, 0);
   ncclResult_t rc;
   int sizes[1] = {-1}, done = 0;
   void *r1, *r2, *s1, *s2;
@@ -277,7 +272,7 @@ static void test_out_of_order_slots(void)
 /* A large single receive is striped over the QPs; its size is the sum of the writes. */
 static void test_striped_size(void)
 {
-  struct fake_pair *p = pair(4, 4, 0);
+  struct fake_pair *p = pair(4, 0);
   size_t size = 512 * 1024 + 3;
 
   fake_posts_reset();
@@ -288,7 +283,7 @@ static void test_striped_size(void)
 
 static void test_larger_than_receive_fails(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   ncclResult_t rc;
 
   irecv1(p, 0, 4096, 1, 0);
@@ -309,7 +304,7 @@ static void test_grouped_by_tag(void)
 {
   static const size_t offs[3] = {0, 65536, 131072}, sizes[3] = {4096, 4096, 4096};
   static const int tags[3] = {10, 11, 12}, order[3] = {2, 0, 1}, lens[3] = {100, 0, 4096};
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   void *r, *s[3];
   int got[3] = {-1, -1, -1}, i, done = 0;
   ncclResult_t rc;
@@ -344,7 +339,7 @@ static void test_pxn_head_only(void)
 {
   static const size_t offs1[2] = {0, 4096}, offs2[2] = {8192, 12288}, sizes[2] = {4096, 4096};
   static const int tags[2] = {1, 2};
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   void *r1, *r2, *a, *b, *a2, *b2;
   int got[2];
   char why[1024];
@@ -387,7 +382,7 @@ static void test_pxn_head_only(void)
 /* A tag with no element in the head receive, and none in any later one: NULL, no error. */
 static void test_unknown_tag_waits(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   ncclResult_t rc;
   int i;
 
@@ -401,33 +396,29 @@ static void test_unknown_tag_waits(void)
   fake_pair_free(p);
 }
 
-/* Receives posted 8 ahead: the first two are advertised one by one (the sender holds
- * fewer than MCP_CTS_HOLD), then entries wait while it holds two. With
- * MCPNET_CTS_BATCH=4 the next four go out in one write and the last two wait; with 8
- * all six wait (a batch is not full, the sender holds two); with 1 every receive is its
- * own write. */
-static void test_cts_batching(void)
+/* Receives posted 8 ahead: each irecv writes its own clear-to-send before it returns,
+ * one element long (no batch: a later call might never come). */
+static void test_cts_written_by_irecv(void)
 {
-  static const int batch[] = {4, 8, 1}, writes[] = {3, 2, 8};
-  struct fake_pair *p;
-  int i, k;
+  struct fake_pair *p = pair(1, 0);
+  const struct fake_post *log;
+  int i, n;
 
-  for (k = 0; k < 3; k++) {
-    p = pair(1, batch[k], 0);
-    fake_posts_reset();
-    for (i = 0; i < 8; i++)
-      irecv1(p, (size_t)i * 4096, 4096, 1, 0);
-    CHECK_EQ_INT(fake_count_cts_writes(), writes[k]);
-    fake_pair_free(p);
+  fake_posts_reset();
+  for (i = 0; i < 8; i++) {
+    irecv1(p, (size_t)i * 4096, 4096, 1, 0);
+    CHECK_EQ_INT(fake_count_cts_writes(), i + 1);
+    n = fake_posts(&log);
+    CHECK(n > 0 && log[n - 1].side == FAKE_RECV_SIDE && log[n - 1].len == sizeof(struct mcp_cts_elem));
   }
+  fake_pair_free(p);
 }
 
-/* Held entries go out when data lands: five receives, the last three held; the sender
- * can send seqs 1 and 2, not 3, until the first receive completes, then 3, 4 and 5
- * without a new irecv. */
-static void test_cts_held_flushed_on_landing(void)
+/* Five receives, then nothing on the receive comm: the sender can send all five, the
+ * entries already being there; the receives then complete. */
+static void test_cts_all_sendable_without_calls(void)
 {
-  struct fake_pair *p = pair(1, 8, 0);
+  struct fake_pair *p = pair(1, 0);
   ncclResult_t rc;
   void *r[5];
   int i, sizes[1];
@@ -435,24 +426,20 @@ static void test_cts_held_flushed_on_landing(void)
   fake_posts_reset();
   for (i = 0; i < 5; i++)
     r[i] = irecv1(p, (size_t)i * 4096, 4096, 1, 0);
-  CHECK_EQ_INT(fake_count_cts_writes(), 2);
-  for (i = 0; i < 2; i++)
+  CHECK_EQ_INT(fake_count_cts_writes(), 5);
+  fake_progress(); /* the receiver's adapter, on its own */
+  for (i = 0; i < 5; i++)
     CHECK(isend(p, 0, 10, 1, &rc) != NULL);
-  CHECK(isend(p, 0, 10, 1, &rc) == NULL); /* seq 3's entry is held by the receiver */
-  CHECK_EQ_INT(fake_wait_done(r[0], sizes, POLLS), 1);
-  CHECK_EQ_INT(fake_count_cts_writes(), 3);
-  for (i = 0; i < 3; i++)
-    CHECK(isend(p, 0, 10, 1, &rc) != NULL);
-  for (i = 1; i < 5; i++)
+  for (i = 0; i < 5; i++)
     CHECK_EQ_INT(fake_wait_done(r[i], sizes, POLLS), 1);
   fake_pair_free(p);
 }
 
-/* The optional-completion hint (LL/LL128): the entry goes out at once although the
- * sender holds a batch, and the receive is done only once its data landed. */
+/* The optional-completion hint (LL/LL128): the entry goes out at once, as every entry
+ * does, and the receive is done only once its data landed. */
 static void test_optional_completion_hint(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   ncclResult_t rc;
   void *r;
   int i, done = 0, sizes[1] = {-1};
@@ -488,7 +475,7 @@ static void test_record_inline_and_registered(void)
   int k;
 
   for (k = 0; k < 2; k++) {
-    struct fake_pair *p = pair(1, 4, k == 0 ? 256 : 32);
+    struct fake_pair *p = pair(1, k == 0 ? 256 : 32);
     const struct fake_post *log;
     ncclResult_t rc;
     int got[2] = {-1, -1}, n, i, seen = 0;
@@ -519,7 +506,7 @@ static void test_record_inline_and_registered(void)
  * each, and every receive reports its own bytes. */
 static void test_replay_after_qp_loss(void)
 {
-  struct fake_pair *p = pair(1, 1, 0); /* every receive advertised at once */
+  struct fake_pair *p = pair(1, 0);
   const struct fake_post *log;
   void *r[8], *s[8];
   int i, n, again[9] = {0}, sizes[1];
@@ -568,7 +555,7 @@ static void test_replay_group(void)
 {
   static const size_t offs[2] = {0, 4096}, sizes[2] = {4096, 4096};
   static const int tags[2] = {1, 2};
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   void *r, *a, *b;
   int got[2] = {-1, -1};
   ncclResult_t rc;
@@ -600,7 +587,7 @@ static void test_replay_group(void)
 /* A post the provider refuses fails the comm with the reason. */
 static void test_post_failure(void)
 {
-  struct fake_pair *p = pair(1, 4, 0);
+  struct fake_pair *p = pair(1, 0);
   ncclResult_t rc;
 
   irecv1(p, 0, 4096, 1, 0);
@@ -670,7 +657,7 @@ static void test_outstanding_bounds(void)
   static const int tags[MCP_MAX_RECVS] = {1, 2, 3, 4, 5, 6, 7, 8};
   size_t offs[MCP_MAX_RECVS], sizes[MCP_MAX_RECVS];
   void *rreq[64], *sreq[40], *extra;
-  struct fake_pair *p = pair(1, 1, 256);
+  struct fake_pair *p = pair(1, 256);
   int i, g, accepted = 0, got[MCP_MAX_RECVS];
   ncclResult_t rc;
 
@@ -681,7 +668,7 @@ static void test_outstanding_bounds(void)
   CHECK_EQ_INT(fake_comm_error(p->recv), 0);
   fake_pair_free(p);
 
-  p = pair(1, 1, 256);
+  p = pair(1, 256);
   for (i = 0; i < MCP_MAX_RECVS; i++)
     sizes[i] = 64;
   for (g = 0; g < 5; g++) {
@@ -731,7 +718,7 @@ static void test_send_queues_never_overrun(void)
 
   for (a = 0; a < 2; a++) {
     ahead = aheads[a];
-    p = pair(1, 1, 0);
+    p = pair(1, 0);
     for (k = 0; k < ahead; k++)
       r[k] = irecv1(p, (size_t)k * 64, 64, 1, 0);
     for (i = 0, got = 0; i < 3000; i++) {
@@ -760,7 +747,7 @@ static void test_send_queues_never_overrun(void)
 
   /* The model: unsignalled writes fill the queue, the next post is refused (ENOMEM),
    * and polling frees nothing until a signalled one's completion. */
-  p = pair(1, 1, 0);
+  p = pair(1, 0);
   {
     struct ibv_qp *qp = fake_comm_qp(p->send, 0);
     struct ibv_send_wr wr, *bad;
@@ -785,7 +772,7 @@ static void test_send_queues_never_overrun(void)
  * it is tested; once released, it is done and the receive has its bytes. */
 static void test_landing_done_when_acknowledged(void)
 {
-  struct fake_pair *p = pair(1, 8, 0);
+  struct fake_pair *p = pair(1, 0);
   const struct fake_post *log;
   void *r, *s;
   int sizes[1] = {-1}, i, n, done = 0;
@@ -822,7 +809,7 @@ static void test_landing_done_when_acknowledged(void)
  * of their lines; every receive reports its own bytes. */
 static void test_landing_replay(void)
 {
-  struct fake_pair *p = pair(1, 1, 0); /* every receive advertised at once */
+  struct fake_pair *p = pair(1, 0);
   const struct fake_post *log;
   void *r[8], *s[8];
   int i, n, again[8] = {0}, sizes[1], done;
@@ -890,7 +877,7 @@ static void test_landing_host_only(void)
   int k;
 
   for (k = 0; k < 5; k++) {
-    struct fake_pair *p = pair(k == 4 ? 2 : 1, 8, 0);
+    struct fake_pair *p = pair(k == 4 ? 2 : 1, 0);
     struct mcp_mr *kinds[5] = {rmh, fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_CUDA),
                                fake_pair_reg_dmabuf(p, FAKE_RECV_SIDE, rbuf, BUFSZ, NCCL_PTR_HOST), rmh, rmh};
     void *data = rbuf, *mh = kinds[k], *req = k == 3 ? (void *)NCCL_NET_OPTIONAL_RECV_COMPLETION : NULL, *s;
@@ -927,7 +914,7 @@ int main(void)
   mcp_log_set_logger(fake_warn_capture);
   RUN_TEST(test_ring_wrap_sizes);
   RUN_TEST(test_seq_wraps);
-  RUN_TEST(test_pipelined_batches_wrap);
+  RUN_TEST(test_pipelined_ring_wrap);
   RUN_TEST(test_stale_cts_not_consumed);
   RUN_TEST(test_partial_group_entry_waits);
   RUN_TEST(test_out_of_order_slots);
@@ -936,8 +923,8 @@ int main(void)
   RUN_TEST(test_grouped_by_tag);
   RUN_TEST(test_pxn_head_only);
   RUN_TEST(test_unknown_tag_waits);
-  RUN_TEST(test_cts_batching);
-  RUN_TEST(test_cts_held_flushed_on_landing);
+  RUN_TEST(test_cts_written_by_irecv);
+  RUN_TEST(test_cts_all_sendable_without_calls);
   RUN_TEST(test_optional_completion_hint);
   RUN_TEST(test_record_inline_and_registered);
   RUN_TEST(test_replay_after_qp_loss);

@@ -248,7 +248,7 @@ static void count_writes(int *again)
  * kernel has not put it back yet after the flap). */
 static void run(int both, int roce)
 {
-  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1};
+  struct fake_pair_opts o = {.nqps = 1};
   struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
@@ -349,7 +349,7 @@ out:
  * members: that would change the QP-to-member map of both ends mid-connection. */
 static void run_fused(int stays_down)
 {
-  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1, .ndevs = {2, 2}};
+  struct fake_pair_opts o = {.nqps = 1, .ndevs = {2, 2}};
   struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
@@ -563,7 +563,7 @@ static void test_walk_lookups_shared(void)
  * posted around it arrives. The proxy thread never runs the lookup. */
 static void test_recover_gid_event_off_proxy_thread(void)
 {
-  struct fake_pair_opts o = {.nqps = 1, .cts_batch = 1};
+  struct fake_pair_opts o = {.nqps = 1};
   struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;

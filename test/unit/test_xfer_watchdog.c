@@ -23,7 +23,7 @@ static struct mcp_mr *smh, *rmh;
  * exactly which sends have their clear-to-send. */
 static struct fake_pair *pair_make(int nqps)
 {
-  struct fake_pair_opts o = {.nqps = nqps, .cts_batch = 1};
+  struct fake_pair_opts o = {.nqps = nqps};
   struct fake_pair *p;
 
   fake_verbs_install();

@@ -626,9 +626,27 @@ static int read_sysfs(const char *path, char *buf, size_t len)
   return 0;
 }
 
+/* Where the plugin reads sysfs: "/sys", or the tree of the verbs library
+ * MCPNET_VERBS_LIBRARY names (the userspace device names one), which the plugin has
+ * loaded by now. */
+static const char *sysfs_root(void)
+{
+  const char *lib = getenv("MCPNET_VERBS_LIBRARY");
+  const char *(*fn)(void);
+  void *h;
+
+  if (lib == NULL || lib[0] == '\0' || (h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) == NULL)
+    return "/sys";
+  fn = (const char *(*)(void))dlsym(h, "mcpnet_verbs_sysfs_root");
+  return fn != NULL && fn() != NULL ? fn() : "/sys";
+}
+
 /* getProperties of every device: unique names, sysfs-backed pciPath and guid, sane limits. */
 static int test_props(void)
 {
+  const char *root = sysfs_root();
+  char peermem[512], nvpeer[512];
+
   int n = 0, i, j;
   ncclNetProperties_v11_t p[32];
 
@@ -646,7 +664,7 @@ static int test_props(void)
         FAILF("devices %d and %d share the name %s", j, i, p[i].name);
     /* A fused device ("rxe1+rxe2") reports its first member's pciPath and guid. */
     snprintf(dname, sizeof(dname), "%.*s", (int)strcspn(p[i].name, ":+"), p[i].name);
-    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", dname);
+    snprintf(path, sizeof(path), "%s/class/infiniband/%s/device", root, dname);
     if (access(path, F_OK) == 0) {
       /* NCCL's topology wants the NIC: the device's PCI path with the function digit
        * zeroed (a VF's PF under NCCL_IB_MERGE_VFS, which this lab has none of). */
@@ -661,7 +679,7 @@ static int test_props(void)
     } else if (p[i].pciPath != NULL) {
       FAILF("%s has no sysfs device node but reports pciPath %s", p[i].name, p[i].pciPath);
     }
-    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/sys_image_guid", dname);
+    snprintf(path, sizeof(path), "%s/class/infiniband/%s/sys_image_guid", root, dname);
     if (read_sysfs(path, guid, sizeof(guid)) != 0)
       FAILF("cannot read %s", path);
     g = p[i].guid;
@@ -681,8 +699,9 @@ static int test_props(void)
       FAILF("%s: maxP2pBytes %zu", p[i].name, p[i].maxP2pBytes);
     if (!(p[i].ptrSupport & NCCL_PTR_HOST))
       FAILF("%s: ptrSupport %#x lacks HOST", p[i].name, p[i].ptrSupport);
-    if ((p[i].ptrSupport & NCCL_PTR_CUDA) && access("/sys/module/nvidia_peermem", F_OK) != 0 &&
-        access("/sys/module/nv_peer_mem", F_OK) != 0)
+    snprintf(peermem, sizeof(peermem), "%s/module/nvidia_peermem", root);
+    snprintf(nvpeer, sizeof(nvpeer), "%s/module/nv_peer_mem", root);
+    if ((p[i].ptrSupport & NCCL_PTR_CUDA) && access(peermem, F_OK) != 0 && access(nvpeer, F_OK) != 0)
       FAILF("%s: CUDA pointer support claimed without a peer-memory module", p[i].name);
     if (gpu_mode && !(p[i].ptrSupport & NCCL_PTR_CUDA))
       FAILF("%s: ptrSupport %#x lacks CUDA, which GPU-like memory needs (is nvidia_peermem loaded?)",
