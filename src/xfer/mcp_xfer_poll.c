@@ -25,6 +25,22 @@
 
 #define ALIVE_CHECK_NS 100000000ull
 
+/* Whether a caller that waits on this comm waits on the peer: on a send comm it always
+ * does (for a clear-to-send or a write's acknowledgement); on a receive comm while a
+ * receive's data has not all arrived. A flush reads our own memory through a loopback
+ * QP: it needs nothing from the peer. */
+static int waits_on_peer(const struct mcp_comm *c)
+{
+  int i;
+
+  if (c->link.kind == MCP_COMM_SEND)
+    return 1;
+  for (i = 0; i < c->nreqs; i++)
+    if (c->reqs[i].in_use && !c->reqs[i].done && c->reqs[i].kind != MCP_REQ_FLUSH)
+      return 1;
+  return 0;
+}
+
 int mcp_xfer_check_alive(struct mcp_comm *c)
 {
   uint64_t now = mcp_clock_coarse_ns();
@@ -55,6 +71,13 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     return -1;
   }
   if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
+    if (!waits_on_peer(c)) {
+      /* Only flush reads are left, local work the peer's close does not touch. The
+       * link to the peer is not needed again, so nothing on it starts a recovery; the
+       * flush QP's own retry, bounded by MCPNET_RECOVERY_TIMEOUT, covers its port. */
+      mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
+      return 0;
+    }
     mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
                   "%s %s: the peer closed its end of this connection with work "
                   "still pending here",

@@ -9,7 +9,8 @@
  * calling the comm, and then nothing drives the comm's recovery if the link fails.
  * And a flush read that the adapter fails (its port went down) is posted again on a
  * new loopback QP, never lost: NCCL would wait for it forever. And a receive whose
- * data landed just before the peer closed is complete, not lost work. And a receive
+ * data landed just before the peer closed is complete, not lost work, and so is a flush
+ * the peer's close finds pending: it reads our own memory. And a receive
  * that irecv accepted reaches the sender without any further call on its comm: a
  * caller busy on another comm (NCCL's proxy making its sends) must not starve it.
  */
@@ -178,6 +179,54 @@ static void test_flush_lost_with_its_qp(void)
   fake_pair_free(p);
 }
 
+/* A flush is local work: a read through our own loopback QP of a buffer whose data has
+ * all arrived. Its read was lost with the flush QP and is on its way again on a new one
+ * when the peer, done with its part, closes the connection normally: the flush still
+ * completes, and nothing fails. A receive still waiting for data when the peer has
+ * closed is lost work, and is still reported. */
+static void test_flush_pending_when_peer_closes(void)
+{
+  struct fake_pair *p = pair_make();
+  struct mcp_mr *gpu = fake_pair_reg(p, FAKE_RECV_SIDE, buf, sizeof(buf), NCCL_PTR_CUDA);
+  void *data = buf, *mhp = gpu, *req = NULL, *r;
+  int sizes[1] = {4096}, done = 0, rsizes[1] = {-1}, i;
+
+  (mcp_param_process())->recovery_timeout_s = 30;
+  /* The receive the flush is for: its data arrived. */
+  r = post(p, 0, 4096);
+  land(p, 4096);
+  CHECK_EQ_INT(mcp_net_test(r, &done, rsizes), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, sizes, &mhp, &req), ncclSuccess);
+  CHECK(req != NULL);
+  /* The port goes down: the read fails with its QP, and is posted on a new one ... */
+  fake_pair_break_flush(p);
+  done = 1;
+  CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 0);
+  CHECK_EQ_INT(reads_posted(), 2);
+  /* ... which has not completed it yet when the peer closes its end. */
+  fake_pair_hold_flush(p, 1);
+  fake_comm_peer_closed(p->recv);
+  for (i = 0; i < 3; i++) {
+    fake_comm_check_due(p->recv); /* each call also looks at the peer */
+    CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
+    CHECK_EQ_INT(done, 0);
+    CHECK_EQ_INT(fake_comm_error(p->recv), 0);
+  }
+  fake_pair_hold_flush(p, 0);
+  CHECK_EQ_INT(mcp_net_test(req, &done, NULL), ncclSuccess);
+  CHECK_EQ_INT(done, 1);
+  CHECK_EQ_INT(fake_comm_error(p->recv), 0);
+  CHECK_EQ_INT(fake_comm_flush_lost(p->recv), 0);
+  /* A receive posted now waits for data that a closed peer never sends: reported. */
+  r = post(p, 0, 4096);
+  fake_comm_check_due(p->recv);
+  CHECK_EQ_INT(mcp_net_test(r, &done, rsizes), ncclRemoteError);
+  (mcp_param_process())->recovery_timeout_s = 0;
+  fake_pair_free(p);
+}
+
 /* The peer received its last message, closed, and its CLOSE reached us before we polled
  * the completion of ours, behind 16 others: the work finished; nothing failed. */
 static void test_completion_behind_peer_close(void)
@@ -283,6 +332,7 @@ int main(void)
   RUN_TEST(test_written_without_hint);
   RUN_TEST(test_flush_lost_with_its_qp);
   RUN_TEST(test_completion_behind_peer_close);
+  RUN_TEST(test_flush_pending_when_peer_closes);
   RUN_TEST(test_two_ranks_busy_in_isend);
   return TEST_EXIT();
 }
