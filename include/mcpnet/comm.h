@@ -252,6 +252,10 @@ struct mcp_comm {
   struct mcp_recv_slot *rslots; /* MCP_SLOTS */
   struct mcp_cts_slot *staging; /* local copy of CTS entries when too big to inline */
   struct ibv_mr *staging_mr;
+  struct ibv_mr *staging_mrs[MCP_LINK_MAX_DEVS]; /* a fused comm's, on member k ([0] is staging_mr) */
+  /* The clear-to-send's keys on QP 0: the staging on the member the QP is on, the peer's
+   * ring on the member it reaches (members_moved sets them when failover moves it). */
+  uint32_t cts_lkey, cts_rkey;
   int cts_unsignaled;
 
   /* Send side: completion records of grouped sends, when too big to inline. */

@@ -34,6 +34,7 @@ struct mcp_devctx {
    * while it waits): generation counters the comms compare with what they last saw. */
   pthread_mutex_t ev_lock;
   atomic_uint port_err_gen; /* our port went down */
+  atomic_uint port_up_gen;  /* ... and came back (a failover may take its member again) */
   atomic_uint gid_gen;      /* the port's GID table changed */
   atomic_int fatal;         /* the device reported a fatal error */
   /* Lookups of our GID's index on the port (netlink and sysfs: a recovery's, or after a

@@ -96,6 +96,7 @@ struct mcp_recovery {
   int gid_probe;   /* NONE: a GID change event's lookup is awaited (each member's gid_need) */
   int peer_ready;  /* the peer's CONN_READY of this round arrived */
   int count;       /* recoveries completed */
+  uint8_t live_before, remote_live_before; /* the link's members when the recovery began */
   char cause[256];
   struct mcp_wire_recover peer;
   struct ibv_wc verdict_wc; /* MCP_REC_VERDICT: the completion that failed */
@@ -127,6 +128,9 @@ struct mcp_link_ops {
   void (*fail_wc)(struct mcp_link *c, const struct ibv_wc *wc, int peer_gone);
   void (*done_table)(const struct mcp_link *c, uint32_t *done);
   int (*replay)(struct mcp_link *c, const uint32_t *done);
+  /* The QPs moved between members (failover, or a member back): before the replay, the
+   * layer above takes the keys of the members its fixed uses of a QP now reach. */
+  void (*members_moved)(struct mcp_link *c);
 };
 
 /* Device contexts one link can hold QPs on: the physical devices behind one virtual
@@ -143,6 +147,7 @@ struct mcp_link_dev {
   struct ibv_cq *cq;
   int sgid_index;                   /* our GID's index, looked up again by recovery */
   unsigned port_err_seen, gid_seen; /* the devctx event generations this comm has handled */
+  unsigned port_up_seen;            /* ... and of its port coming back (PORT_ACTIVE) */
   unsigned gid_need;                /* the device's GID lookup this comm waits for (mcp_qp_gid_poll) */
   /* The port's error counters when the comm connected, for a failed completion's WARN. */
   int cnt_base_ok;
@@ -152,9 +157,9 @@ struct mcp_link_dev {
 /* The link between two processes (conn): QPs, their device contexts and CQs, epoch, the
  * out-of-band stream, setup and recovery state, the peer's name and the comm's error.
  * The send and receive comms (xfer, comm.h) embed it first, so a comm's kind is at
- * offset 0 of every comm. QPs are striped over the members: QP i is on devs[i % ndevs]
- * (mcp_link_dev_of), which costs nothing per QP, and lands on the peer's member
- * i % remote_ndevs (mcp_link_remote_dev): both ends have max(their members) x
+ * offset 0 of every comm. QPs are striped over the live members (all but those a
+ * failover left out): QP i is on devs[qp_dev[i]] (mcp_link_dev_of) and lands on the
+ * peer's member qp_rdev[i] (mcp_link_remote_dev): both ends have max(their members) x
  * NCCL_IB_QPS_PER_CONNECTION QPs, as NCCL's transport, so every member of either end
  * carries some. */
 struct mcp_link {
@@ -165,6 +170,15 @@ struct mcp_link {
   int ndevs;                      /* members in devs[] (mcp_fabric_dev_members) */
   struct mcp_link_dev devs[MCP_LINK_MAX_DEVS];
   int remote_ndevs; /* the peer's members (its endpoint's ndevs; 1 for a version-2 peer) */
+  /* Failover of a fused link (issue 37), bit k: member k. up: our members whose port was
+   * active when our QPs were last made; live: those our QPs are on (mcp_link_masks of
+   * both ends' up: with as many members as the peer, the members up at both ends, so QP i
+   * joins member k to the peer's member k as at setup). remote_*: the peer's, from its
+   * RECOVER. Every member at setup. QP i is on our member qp_dev[i] and lands on the
+   * peer's member qp_rdev[i]: the live ones in turn (mcp_link_place); with every member
+   * live, member i % ndevs, as before failover existed. */
+  uint8_t up, live, remote_up, remote_live;
+  uint8_t qp_dev[MCP_MAX_QPS], qp_rdev[MCP_MAX_QPS];
   struct mcp_oob_stream *stream;
   int traffic_class;
   int sl, tc;
@@ -221,15 +235,14 @@ static inline uint64_t mcp_link_wr(const struct mcp_link *l, unsigned kind, uint
   return l->wr_self | (uint64_t)kind << 56 | idx;
 }
 
-/* The member QP qp (an index into qp[]) is on; member 0 for what is not one of the
- * link's QPs (messages about the comm as a whole). */
-static inline int mcp_link_dev_index(const struct mcp_link *l, int qp) { return qp % l->ndevs; }
+/* The member QP qp (an index into qp[]) is on. */
+static inline int mcp_link_dev_index(const struct mcp_link *l, int qp) { return l->qp_dev[qp]; }
 
 /* The peer's member QP qp lands on: the rkeys of what it writes there are that member's. */
-static inline int mcp_link_remote_dev(const struct mcp_link *l, int qp)
-{
-  return l->remote_ndevs > 1 ? qp % l->remote_ndevs : 0;
-}
+static inline int mcp_link_remote_dev(const struct mcp_link *l, int qp) { return l->qp_rdev[qp]; }
+
+/* Whether our member k carries QPs now (failover leaves those whose port is down out). */
+static inline int mcp_link_is_live(const struct mcp_link *l, int k) { return (l->live >> k) & 1; }
 
 static inline struct mcp_link_dev *mcp_link_dev_of(struct mcp_link *l, int qp)
 {
@@ -315,6 +328,23 @@ int mcp_qp_to_rts_member(struct mcp_link *c, int k, struct ibv_qp *qp, uint32_t 
 /* The QP count of a link: NCCL_IB_QPS_PER_CONNECTION per member of the end with more
  * members, as NCCL's transport, so each member of either end has its share. */
 int mcp_link_qp_count(int qps_per_conn, int local_ndevs, int remote_ndevs);
+/* QP i's member among the members of mask live (bit k: member k of ndevs): the live ones
+ * in turn, i % (live members); with every member live, i % ndevs. A mask with none of
+ * the ndevs members counts as all of them. */
+int mcp_link_member_of(uint8_t live, int ndevs, int qp);
+/* The link's maps (qp_dev, qp_rdev) from its masks (live, remote_live; 0: every member). */
+void mcp_link_place(struct mcp_link *l);
+/* Every member of the end with ndevs, as a mask. */
+uint8_t mcp_link_members_all(int ndevs);
+/* Where both ends put their QPs, from the members whose port is up at each (up: ours of
+ * ndevs, rup: the peer's of rdevs; none up counts as all): with as many members at both
+ * ends, the members up at both (QP i joins member k to member k, as at setup) unless
+ * there are none; else each end's own. Both ends compute it from the two masks the
+ * RECOVER frames carried, so they agree. */
+void mcp_link_masks(int ndevs, int rdevs, uint8_t up, uint8_t rup, uint8_t *live, uint8_t *rlive);
+/* The peer's member count (its endpoint's ndevs, 0 read as 1): every one of them up and
+ * carrying QPs, as at setup. */
+void mcp_link_set_remote_ndevs(struct mcp_link *l, int rdevs);
 /* Opens the device contexts of the physical devices behind dev (one, or a fused set) as
  * the link's members; refuses a set whose link layers differ, with a WARN that names
  * both devices (the comm does not exist yet). 0 or -1. */

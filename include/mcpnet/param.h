@@ -48,6 +48,8 @@ enum mcp_param_id {
   MCP_PARAM_OOB_PORT_RANGE,
   MCP_PARAM_CONNECT_TIMEOUT,
   MCP_PARAM_RECOVERY_TIMEOUT,
+  MCP_PARAM_IB_PORT_FAILOVER,
+  MCP_PARAM_IB_PORT_RECOVERY,
   MCP_PARAM_WATCHDOG_SEC,
   MCP_PARAM_ABORT_ON_ERROR,
   MCP_PARAM_FORCE_FLUSH,
@@ -147,7 +149,10 @@ struct mcp_config {
   const char *oob_port_range;
   int connect_timeout_s;
   int recovery_timeout_s; /* 0 = no recovery */
-  int watchdog_s;         /* 0 = off */
+  /* A fused link's recovery leaves a member whose port is down out (failover), and takes
+   * it again when its port is back (port recovery): NCCL_IB_RESILIENCY_PORT_*, non-zero. */
+  int ib_port_failover, ib_port_recovery;
+  int watchdog_s; /* 0 = off */
   bool abort_on_error;
   bool force_flush;
   int progress_cpu; /* -1 = not pinned */

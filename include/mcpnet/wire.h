@@ -244,6 +244,10 @@ struct mcp_wire_recover {
   /* Receive side: per slot, the last seq completed there (0: none yet). */
   uint32_t done[MCP_WIRE_RECOVER_SLOTS];
   struct mcp_wire_endpoint ep;
+  /* Version 4, after the endpoint: the sender's members (bit k: member k of ep.ndevs)
+   * whose port is up as its rebuild found it, and those its new QPs are on (failover,
+   * mcp_link_masks). Neither is 0 or names a member the endpoint does not have. */
+  uint8_t up, live;
 };
 
 /* One decoded frame: the header's type and stream id plus the payload of that type. */

@@ -69,14 +69,19 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 {
   int k;
 
-  /* Each member's CQ holds the completions of its own QPs (QP i is on member i % ndevs):
-   * at most a queue's depth each. A receive comm's flush QP shares it (its reads are
-   * few: one per GPU receive, and the clear-to-send writes are signalled one in 16), so
-   * the receive side keeps 16 spare; a send comm needs none, and an entry past a power
-   * of two would double rxe's CQ (issue 16). */
+  /* Every member at setup (failover may leave some out later). */
+  c->up = c->live = mcp_link_members_all(c->ndevs);
+  c->remote_up = c->remote_live = mcp_link_members_all(c->remote_ndevs);
+  mcp_link_place(c);
+  /* Each member's CQ holds the completions of its own QPs: at most a queue's depth each.
+   * A fused link's members have room for every QP of the link, which failover may move
+   * to any of them. A receive comm's flush QP shares it (its reads are few: one per GPU
+   * receive, and the clear-to-send writes are signalled one in 16), so the receive side
+   * keeps 16 spare; a send comm needs none, and an entry past a power of two would
+   * double rxe's CQ (issue 16). */
   for (k = 0; k < c->ndevs; k++) {
     struct mcp_link_dev *m = &c->devs[k];
-    int mine = nqps / c->ndevs + (k < nqps % c->ndevs);
+    int mine = c->ndevs > 1 ? nqps : nqps / c->ndevs + (k < nqps % c->ndevs);
     int spare = c->kind == MCP_COMM_RECV ? 16 : 0;
 
     m->cq = mcp_ibv.create_cq(m->dc->ctx, mine * (sq_depth + rq_depth) + spare, c, NULL, 0);
@@ -85,6 +90,7 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
       return -1;
     }
     m->sgid_index = m->dc->info->gid.index;
+    m->port_up_seen = atomic_load(&m->dc->port_up_gen);
   }
   c->nqps = nqps;
   c->sq_depth = sq_depth;
@@ -92,10 +98,11 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
   return mcp_qp_create_qps(c);
 }
 
-/* The comm's QPs on its CQ, at INIT, with fresh PSNs, into qp[], psn[] and *max_inline:
- * at setup into the comm's own, in recovery into the rebuild job's on its thread (it
- * reads only what setup fixed: depths, inline size, members). */
-static int create_qps(struct mcp_link *c, struct ibv_qp **qp, uint32_t *psn, int *max_inline)
+/* The comm's QPs, QP i on member dev[i]'s CQ, at INIT, with fresh PSNs, into qp[], psn[]
+ * and *max_inline: at setup into the comm's own, in recovery into the rebuild job's on
+ * its thread (it reads only what setup fixed: depths, inline size, members). */
+static int create_qps(struct mcp_link *c, const uint8_t *dev, struct ibv_qp **qp, uint32_t *psn,
+                      int *max_inline)
 {
   int inline_try[3] = {256, 64, 0};
   int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
@@ -105,7 +112,7 @@ static int create_qps(struct mcp_link *c, struct ibv_qp **qp, uint32_t *psn, int
     inline_try[1] = c->inline_want < 64 ? 0 : 64;
   }
   for (i = 0; i < nqps; i++) {
-    const struct mcp_link_dev *m = mcp_link_dev_of(c, i);
+    const struct mcp_link_dev *m = &c->devs[dev[i]];
     struct ibv_qp_init_attr init;
     struct ibv_qp_attr attr;
 
@@ -146,7 +153,7 @@ static int create_qps(struct mcp_link *c, struct ibv_qp **qp, uint32_t *psn, int
   return 0;
 }
 
-int mcp_qp_create_qps(struct mcp_link *c) { return create_qps(c, c->qp, c->psn, &c->max_inline); }
+int mcp_qp_create_qps(struct mcp_link *c) { return create_qps(c, c->qp_dev, c->qp, c->psn, &c->max_inline); }
 
 static void fill_av(const struct mcp_link *c, const struct mcp_net_dev *d, int sgid_index,
                     struct ibv_ah_attr *ah, const uint8_t *dgid, uint16_t dlid)
@@ -228,6 +235,58 @@ int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32
   return mcp_qp_to_rts_member(c, 0, qp, my_psn, dqpn, dpsn, dgid, dlid);
 }
 
+uint8_t mcp_link_members_all(int ndevs)
+{
+  return ndevs >= 8 ? 0xff : (uint8_t)((1u << (ndevs > 1 ? ndevs : 1)) - 1u);
+}
+
+int mcp_link_member_of(uint8_t live, int ndevs, int qp)
+{
+  int nlive = 0, want, k;
+
+  live &= mcp_link_members_all(ndevs);
+  if (live == 0)
+    live = mcp_link_members_all(ndevs);
+  for (k = 0; k < ndevs; k++)
+    nlive += (live >> k) & 1;
+  want = qp % nlive;
+  for (k = 0; k < ndevs; k++)
+    if (((live >> k) & 1) && want-- == 0)
+      return k;
+  return 0;
+}
+
+void mcp_link_place(struct mcp_link *l)
+{
+  int i, ndevs = l->ndevs > 0 ? l->ndevs : 1, rdevs = l->remote_ndevs > 0 ? l->remote_ndevs : 1;
+
+  for (i = 0; i < MCP_MAX_QPS; i++) {
+    l->qp_dev[i] = (uint8_t)mcp_link_member_of(l->live, ndevs, i);
+    l->qp_rdev[i] = (uint8_t)mcp_link_member_of(l->remote_live, rdevs, i);
+  }
+}
+
+void mcp_link_masks(int ndevs, int rdevs, uint8_t up, uint8_t rup, uint8_t *live, uint8_t *rlive)
+{
+  uint8_t mine = up & mcp_link_members_all(ndevs), theirs = rup & mcp_link_members_all(rdevs);
+
+  if (mine == 0)
+    mine = mcp_link_members_all(ndevs);
+  if (theirs == 0)
+    theirs = mcp_link_members_all(rdevs);
+  if (ndevs == rdevs && (mine & theirs) != 0)
+    mine = theirs = mine & theirs;
+  *live = mine;
+  *rlive = theirs;
+}
+
+void mcp_link_set_remote_ndevs(struct mcp_link *l, int rdevs)
+{
+  l->remote_ndevs = rdevs > 1 ? rdevs : 1;
+  l->remote_up = l->remote_live = mcp_link_members_all(l->remote_ndevs);
+  mcp_link_place(l);
+}
+
 int mcp_link_qp_count(int qps_per_conn, int local_ndevs, int remote_ndevs)
 {
   int n = qps_per_conn * (local_ndevs > remote_ndevs ? local_ndevs : remote_ndevs);
@@ -257,16 +316,20 @@ struct mcp_qp_job {
    * until mcp_qp_rebuild_take hands them to the comm). */
   int rebuild, max_inline;
   struct ibv_qp *old_qp[MCP_MAX_QPS];
-  int lookup; /* look each member's GID up first (recovery): it may have moved */
+  int lookup;          /* look each member's GID up first (recovery): it may have moved */
+  uint8_t gid_members; /* ... each of these members' (the live ones) */
   int ndevs;
   struct mcp_devctx *dc[MCP_LINK_MAX_DEVS];
   int sgid_index[MCP_LINK_MAX_DEVS];    /* each member's: when the job began, or as looked up */
   unsigned gid_need[MCP_LINK_MAX_DEVS]; /* the answer a lookup job waits for (mcp_qp_gid_need) */
   struct ibv_qp *qp[MCP_MAX_QPS];
   uint32_t psn[MCP_MAX_QPS], dqpn[MCP_MAX_QPS], dpsn[MCP_MAX_QPS];
-  int remote_ndevs;                    /* QP i goes to the peer's member i % remote_ndevs */
+  uint8_t dev[MCP_MAX_QPS], rdev[MCP_MAX_QPS]; /* QP i: our member, the peer's (link.h) */
+  int remote_ndevs;
   uint8_t dgid[MCP_LINK_MAX_DEVS][16]; /* per remote member */
   uint16_t dlid[MCP_LINK_MAX_DEVS];
+  /* A rebuild's failover: the link's masks when it began, and what the thread found. */
+  uint8_t prev_up, remote_up, up, live;
 };
 
 static void comm_free(struct mcp_link *c);
@@ -365,16 +428,43 @@ static void gid_running_add(struct mcp_qp_job *j, int delta)
   int i;
 
   for (i = 0; j->lookup && i < j->ndevs; i++) {
+    if (!((j->gid_members >> i) & 1))
+      continue;
     pthread_mutex_lock(&j->dc[i]->gid_lock);
     j->dc[i]->gid_running += delta;
     pthread_mutex_unlock(&j->dc[i]->gid_lock);
   }
 }
 
+/* The members a rebuild puts the QPs on, as far as this end knows: those whose port is
+ * active (a down one would fail the round, and every round after it while it stays
+ * down). Every member without failover or while none is active (the link recovers as a
+ * whole, waiting for its ports); without port recovery, none that was left out before. */
+static uint8_t rebuild_members_up(const struct mcp_qp_job *j)
+{
+  const struct mcp_config *cfg = mcp_param_process();
+  uint8_t all = mcp_link_members_all(j->ndevs), allowed, up = 0;
+  int k;
+
+  if (j->ndevs < 2 || !cfg->ib_port_failover)
+    return all;
+  allowed = cfg->ib_port_recovery ? all : j->prev_up & all;
+  for (k = 0; k < j->ndevs; k++) {
+    struct ibv_port_attr attr;
+
+    if (((allowed >> k) & 1) &&
+        mcp_verbs_query_port(j->dc[k]->ctx, (uint8_t)j->dc[k]->info->port, &attr) == 0 &&
+        attr.state == IBV_PORT_ACTIVE)
+      up |= (uint8_t)(1u << k);
+  }
+  return up != 0 ? up : allowed;
+}
+
 static void *job_main(void *arg)
 {
   struct mcp_qp_job *j = arg;
   int i, ok = 1, missing = 0;
+  uint8_t rlive;
 
   if (j->rebuild) {
     /* rxe's destroy waits for the QP's work in flight to drain, which a port that is
@@ -383,7 +473,11 @@ static void *job_main(void *arg)
     for (i = 0; i < j->nqps; i++)
       if (j->old_qp[i] != NULL)
         mcp_ibv.destroy_qp(j->old_qp[i]);
-    ok = create_qps(j->c, j->qp, j->psn, &j->max_inline) == 0;
+    j->up = rebuild_members_up(j);
+    mcp_link_masks(j->ndevs, j->remote_ndevs, j->up, j->remote_up, &j->live, &rlive);
+    for (i = 0; i < j->nqps; i++)
+      j->dev[i] = (uint8_t)mcp_link_member_of(j->live, j->ndevs, i);
+    ok = create_qps(j->c, j->dev, j->qp, j->psn, &j->max_inline) == 0;
     atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
     job_unref(j);
     return NULL;
@@ -393,6 +487,8 @@ static void *job_main(void *arg)
    * not on NCCL's thread. The poller reads the indices after the state says done; the
    * device's other comms read the answer from the device (mcp_qp_gid_poll). */
   for (i = 0; j->lookup && i < j->ndevs; i++) {
+    if (!((j->gid_members >> i) & 1))
+      continue; /* a member failover left out: its port may be down, its GID gone */
     j->sgid_index[i] = gid_lookup_shared(j->dc[i], j->sgid_index[i], j->gid_need[i]);
     if (j->sgid_index[i] < 0)
       missing = 1;
@@ -404,12 +500,9 @@ static void *job_main(void *arg)
   }
   if (j->first)
     counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
-  for (i = 0; i < j->nqps && ok; i++) {
-    int rm = j->remote_ndevs > 1 ? i % j->remote_ndevs : 0;
-
-    ok = qp_to_rts(j->c, mcp_link_dev_of(j->c, i)->dc->info, j->sgid_index[mcp_link_dev_index(j->c, i)],
-                   j->qp[i], j->psn[i], j->dqpn[i], j->dpsn[i], j->dgid[rm], j->dlid[rm]) == 0;
-  }
+  for (i = 0; i < j->nqps && ok; i++)
+    ok = qp_to_rts(j->c, j->dc[j->dev[i]]->info, j->sgid_index[j->dev[i]], j->qp[i], j->psn[i], j->dqpn[i],
+                   j->dpsn[i], j->dgid[j->rdev[i]], j->dlid[j->rdev[i]]) == 0;
   atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
   job_unref(j);
   return NULL;
@@ -474,7 +567,20 @@ static struct mcp_qp_job *job_new(struct mcp_link *c)
   return j;
 }
 
-/* walk: RTR/RTS of the comm's QPs; lookup: each member's GID first. */
+/* What every job knows of the link's members: ours, and the peer's count. */
+static void job_members(struct mcp_link *c, struct mcp_qp_job *j)
+{
+  int i;
+
+  j->ndevs = c->ndevs;
+  for (i = 0; i < c->ndevs; i++) {
+    j->dc[i] = c->devs[i].dc;
+    j->sgid_index[i] = c->devs[i].sgid_index;
+  }
+  j->remote_ndevs = c->remote_ndevs > 1 ? c->remote_ndevs : 1;
+}
+
+/* walk: RTR/RTS of the comm's QPs; lookup: each live member's GID first. */
 static int job_start(struct mcp_link *c, int walk, int lookup)
 {
   struct mcp_qp_job *j = job_new(c);
@@ -484,21 +590,20 @@ static int job_start(struct mcp_link *c, int walk, int lookup)
     return -1;
   j->nqps = walk ? c->nqps : 0;
   j->lookup = lookup;
-  j->ndevs = c->ndevs;
-  for (i = 0; i < c->ndevs; i++) {
-    j->dc[i] = c->devs[i].dc;
-    j->sgid_index[i] = c->devs[i].sgid_index;
-    if (lookup)
+  j->gid_members = c->live;
+  job_members(c, j);
+  for (i = 0; lookup && i < c->ndevs; i++)
+    if ((c->live >> i) & 1)
       j->gid_need[i] = mcp_qp_gid_need(c, i);
-  }
   j->first = walk && c->rec.round == 0;
   for (i = 0; i < j->nqps; i++) {
     j->qp[i] = c->qp[i];
     j->psn[i] = c->psn[i];
     j->dqpn[i] = c->remote.qps[i].qpn;
     j->dpsn[i] = c->remote.qps[i].psn;
+    j->dev[i] = c->qp_dev[i];
+    j->rdev[i] = c->qp_rdev[i];
   }
-  j->remote_ndevs = c->remote_ndevs > 1 ? c->remote_ndevs : 1;
   for (i = 0; i < j->remote_ndevs; i++) {
     const uint8_t *gid;
 
@@ -564,6 +669,9 @@ int mcp_qp_rebuild_start(struct mcp_link *c)
     return -1;
   j->rebuild = 1;
   j->nqps = c->nqps;
+  job_members(c, j);
+  j->prev_up = c->up;
+  j->remote_up = c->remote_up;
   for (i = 0; i < c->nqps; i++)
     j->old_qp[i] = c->qp[i];
   if (job_launch(c, j) != 0)
@@ -600,6 +708,9 @@ void mcp_qp_rebuild_take(struct mcp_link *c)
     c->psn[i] = j->psn[i];
     j->qp[i] = NULL;
   }
+  c->up = j->up;
+  c->live = j->live;
+  mcp_link_place(c); /* our QPs' members; the peer's stay until its RECOVER */
   c->max_inline = j->max_inline;
   c->qp_job = NULL;
   job_unref(j);

@@ -187,6 +187,8 @@ static int send_recover(struct mcp_link *c, uint32_t step)
     c->ops->done_table(c, m.u.recover.done);
   mcp_comm_fill_endpoint(c);
   m.u.recover.ep = c->local;
+  m.u.recover.up = c->up;
+  m.u.recover.live = c->live;
   return mcp_oob_stream_send(c->stream, &m);
 }
 
@@ -197,6 +199,8 @@ static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
   uint64_t now = mono_ns();
 
   if (c->rec.phase == MCP_REC_NONE) {
+    c->rec.live_before = c->live;
+    c->rec.remote_live_before = c->remote_live;
     c->rec.start_ns = now;
     c->rec.deadline_ns = now + (uint64_t)cfg->recovery_timeout_s * 1000000000ull;
     snprintf(c->rec.cause, sizeof(c->rec.cause), "%s", cause);
@@ -277,6 +281,17 @@ static void on_frame(struct mcp_link *c, const struct mcp_wire_msg *m)
   }
   if (r->round < c->rec.round || (r->round == c->rec.round && c->rec.phase == MCP_REC_NONE))
     return; /* a round both ends already finished */
+  if (r->step == MCP_WIRE_RECOVER_QPS && (r->ep.ndevs > 1 ? r->ep.ndevs : 1) != c->remote_ndevs) {
+    /* Its members are its device's, fixed at setup: another count is not this link. */
+    mcp_comm_fail(c, MCP_ERR_REMOTE,
+                  "%s %s: recovery round %u refused: member count mismatch (the peer's new QPs are on "
+                  "a device of %u member(s); the connection was set up with %d)",
+                  dir_words(c), c->peer_name, r->round, r->ep.ndevs > 1 ? r->ep.ndevs : 1, c->remote_ndevs);
+    return;
+  }
+  /* What the peer found up is what the rounds from now on place QPs by (mcp_link_masks). */
+  if (r->step == MCP_WIRE_RECOVER_QPS)
+    c->remote_up = r->up;
   if (r->round > c->rec.round || c->rec.phase == MCP_REC_NONE) {
     if (r->step != MCP_WIRE_RECOVER_QPS)
       return; /* READY of a round we never saw the QPs of: cannot happen on one TCP stream */
@@ -303,12 +318,24 @@ void mcp_recover_poll_stream(struct mcp_link *c)
 static int connect_round(struct mcp_link *c)
 {
   const struct mcp_wire_endpoint *ep = &c->rec.peer.ep;
+  uint8_t live, rlive;
   int i, k;
 
   if (ep->nqps != c->nqps) {
     rec_fail(c, "the peer re-created a different number of QPs");
     return -1;
   }
+  /* Both ends placed their QPs by what they knew was up at the other (mcp_link_masks);
+   * if either knew too little (both ports' news crossed), both see it here and place
+   * again in a new round, now knowing each other's. */
+  mcp_link_masks(c->ndevs, c->remote_ndevs, c->up, c->rec.peer.up, &live, &rlive);
+  if (live != c->live || rlive != c->rec.peer.live) {
+    begin_round(c, c->rec.round + 1, "the members carrying the connection change");
+    return c->error != 0 ? -1 : 0;
+  }
+  c->remote_up = c->rec.peer.up;
+  c->remote_live = c->rec.peer.live;
+  mcp_link_place(c);
   c->remote.lid = ep->lid;
   memcpy(c->remote.gid, ep->gid, 16);
   /* A fused peer: each member's address, looked up again on its side too. */
@@ -332,7 +359,8 @@ static void gid_ask(struct mcp_link *c)
   int k;
 
   for (k = 0; k < c->ndevs; k++)
-    c->devs[k].gid_need = mcp_qp_gid_need(c, k);
+    if (mcp_link_is_live(c, k))
+      c->devs[k].gid_need = mcp_qp_gid_need(c, k);
 }
 
 /* Whether every member's awaited lookup has answered (index[k], -1: GID not there). */
@@ -340,9 +368,11 @@ static int gid_answered(struct mcp_link *c, int *index)
 {
   int k;
 
-  for (k = 0; k < c->ndevs; k++)
-    if (mcp_qp_gid_poll(c, k, c->devs[k].gid_need, &index[k]) != 1)
+  for (k = 0; k < c->ndevs; k++) {
+    index[k] = c->devs[k].sgid_index; /* a member failover left out keeps its own */
+    if (mcp_link_is_live(c, k) && mcp_qp_gid_poll(c, k, c->devs[k].gid_need, &index[k]) != 1)
       return 0; /* under way, or no thread now: the next call looks again */
+  }
   return 1;
 }
 
@@ -361,7 +391,7 @@ static int connected(struct mcp_link *c)
     for (k = 0; k < c->ndevs && !c->rec.gid_missing; k++) {
       const struct mcp_net_dev *d = c->devs[k].dc->info;
 
-      if (index[k] < 0)
+      if (index[k] < 0 && mcp_link_is_live(c, k))
         MCP_INFO(NCCL_NET,
                  "%s %s: round %u: our GID %s is not in the GID table of %s port %d (yet); "
                  "waiting for it, looked up again every 100 ms",
@@ -406,17 +436,55 @@ static int gid_back(struct mcp_link *c)
   return 1;
 }
 
+/* A fused link's members after a round, for its WARN: "" while every member of both ends
+ * carries QPs and did before; else which of ours carry them, which do not, and how many
+ * of the peer's do. */
+static void members_words(const struct mcp_link *c, char *out, size_t len)
+{
+  uint8_t all = mcp_link_members_all(c->ndevs), rall = mcp_link_members_all(c->remote_ndevs);
+  size_t used;
+  int k, w;
+
+  out[0] = '\0';
+  if (c->live == all && c->remote_live == rall) {
+    if (c->rec.live_before != all || c->rec.remote_live_before != rall)
+      snprintf(out, len, "; every member of both ends carries the connection again");
+    return;
+  }
+  w = snprintf(out, len, "; carried by");
+  for (k = 0, used = w > 0 ? (size_t)w : 0; k < c->ndevs && used < len; k++)
+    if (mcp_link_is_live(c, k)) {
+      w = snprintf(out + used, len - used, " %s", c->devs[k].dc->info->ibdev);
+      used += w > 0 ? (size_t)w : 0;
+    }
+  for (k = 0; k < c->ndevs && used < len; k++)
+    if (!mcp_link_is_live(c, k)) {
+      w = snprintf(out + used, len - used, ", without %s port %d (%s)", c->devs[k].dc->info->ibdev,
+                   c->devs[k].dc->info->port,
+                   (c->up >> k) & 1 ? "left out as the peer's member is" : "port down");
+      used += w > 0 ? (size_t)w : 0;
+    }
+  if (used < len)
+    snprintf(out + used, len - used, ", and %d of the peer's %d member(s)",
+             __builtin_popcount(c->remote_live), c->remote_ndevs);
+}
+
 static int finish_round(struct mcp_link *c)
 {
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
-  int rc = c->ops->replay(c, c->rec.peer.done);
+  char members[256];
+  int rc;
 
+  /* The QPs' members are final for this round: the layer above takes their keys first. */
+  c->ops->members_moved(c);
+  rc = c->ops->replay(c, c->rec.peer.done);
   if (rc != 0)
     return -1;
   c->rec.phase = MCP_REC_NONE;
   c->rec.count++;
-  MCP_WARN("%s %s: recovered from \"%s\" in %.2f s (round %u, recovery %d of this connection)", dir_words(c),
-           c->peer_name, c->rec.cause, spent, c->rec.round, c->rec.count);
+  members_words(c, members, sizeof(members));
+  MCP_WARN("%s %s: recovered from \"%s\" in %.2f s (round %u, recovery %d of this connection)%s",
+           dir_words(c), c->peer_name, c->rec.cause, spent, c->rec.round, c->rec.count, members);
   return 1;
 }
 
@@ -596,10 +664,22 @@ void mcp_recover_check_events(struct mcp_link *c)
   for (k = 0; k < c->ndevs; k++) {
     struct mcp_link_dev *m = &c->devs[k];
 
+    /* A member failover left out is taken again once its port is back (port recovery):
+     * a round places the QPs on it if the port is still active then. */
+    gen = atomic_load(&m->dc->port_up_gen);
+    if (gen != m->port_up_seen) {
+      m->port_up_seen = gen;
+      if (!((c->up >> k) & 1) && mcp_param_process()->ib_port_recovery && c->rec.phase == MCP_REC_NONE) {
+        snprintf(cause, sizeof(cause), "%s port %d is active again (port event); taking the member back",
+                 m->dc->info->ibdev, m->dc->info->port);
+        mcp_recover_start(c, cause);
+        return;
+      }
+    }
     gen = atomic_load(&m->dc->port_err_gen);
     if (gen != m->port_err_seen) {
       m->port_err_seen = gen;
-      if (c->rec.phase == MCP_REC_NONE) {
+      if (c->rec.phase == MCP_REC_NONE && mcp_link_is_live(c, k)) {
         snprintf(cause, sizeof(cause), "%s port %d went down (port error event)", m->dc->info->ibdev,
                  m->dc->info->port);
         mcp_recover_start(c, cause);

@@ -396,7 +396,7 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
     return -1;
   }
   c->remote = m->u.conn_ack;
-  c->remote_ndevs = c->remote.ndevs > 1 ? c->remote.ndevs : 1;
+  mcp_link_set_remote_ndevs(c, c->remote.ndevs);
   mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
@@ -567,7 +567,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   }
   c->remote = req->req.ep;
   r = &c->remote;
-  c->remote_ndevs = r->ndevs > 1 ? r->ndevs : 1;
+  mcp_link_set_remote_ndevs(c, r->ndevs);
   c->stream = mcp_oob_stream_open_for(req);
   if (c->stream == NULL)
     mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES, "the accepting side is out of memory");

@@ -39,7 +39,7 @@ _Static_assert(MCP_WIRE_HANDLE_TAIL_OFFSET + MCP_WIRE_HANDLE_TAIL_SIZE == NCCL_N
 #define WIRE_HELLO_MAX \
   (8 + 4 + WIRE_STR(MCP_WIRE_HOSTNAME_MAX) + WIRE_STR(MCP_WIRE_VERSTR_MAX) + 4 + 8 + 4 + 8)
 #define WIRE_REJECT_MAX (4 + WIRE_STR(MCP_WIRE_REASON_MAX))
-#define WIRE_RECOVER_MAX (12 + 4 * MCP_WIRE_RECOVER_SLOTS + WIRE_EP_MAX)
+#define WIRE_RECOVER_MAX (12 + 4 * MCP_WIRE_RECOVER_SLOTS + WIRE_EP_MAX + 2)
 _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_RECOVER_MAX <= MCP_WIRE_MSG_MAX, "RECOVER fits");
 _Static_assert(MCP_WIRE_HDR_SIZE + 12 + WIRE_EP_MAX <= MCP_WIRE_MSG_MAX, "CONN_REQ fits");
 _Static_assert(MCP_WIRE_HDR_SIZE + WIRE_HELLO_MAX <= MCP_WIRE_MSG_MAX, "HELLO fits");
@@ -220,6 +220,19 @@ static void wire_wr_str(struct wire_wr *w, const char *s, size_t max)
 
 /* A string field of a struct: NUL-terminated within its array of max + 1, and printable
  * ASCII (what a decoder accepts). */
+/* Every member of an endpoint of ndevs (0 reads as 1; more than 8 is refused elsewhere),
+ * as a mask: bit k is member k. */
+static uint8_t wire_members_all(unsigned ndevs)
+{
+  return ndevs >= 8 ? 0xff : (uint8_t)((1u << (ndevs > 1 ? ndevs : 1)) - 1u);
+}
+
+/* A member mask of a RECOVER: some member, and only members the endpoint has. */
+static int wire_members_ok(uint8_t mask, unsigned ndevs)
+{
+  return mask != 0 && (mask & ~wire_members_all(ndevs)) == 0;
+}
+
 static int wire_str_ok(const char *s, size_t max)
 {
   size_t n = strnlen(s, max + 1);
@@ -751,6 +764,12 @@ static int wire_msg_check(const struct mcp_wire_msg *m, char *err, size_t errlen
                     m->u.recover.step);
       return -EINVAL;
     }
+    if (!wire_members_ok(m->u.recover.up, m->u.recover.ep.ndevs) ||
+        !wire_members_ok(m->u.recover.live, m->u.recover.ep.ndevs)) {
+      mcp_text_errf(err, errlen, "RECOVER member masks %#x/%#x do not fit %u member(s)", m->u.recover.up,
+                    m->u.recover.live, m->u.recover.ep.ndevs);
+      return -EINVAL;
+    }
     return mcp_wire_endpoint_check(&m->u.recover.ep, err, errlen);
   case MCP_WIRE_CONN_READY:
   case MCP_WIRE_CLOSE:
@@ -811,6 +830,10 @@ static void wire_wr_payload(struct wire_wr *w, const struct mcp_wire_msg *m, uns
     for (i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
       wire_wr_u32(w, m->u.recover.done[i]);
     wire_wr_endpoint(w, &m->u.recover.ep, version);
+    if (version >= MCP_WIRE_VERSION_AUTH) {
+      wire_wr_u8(w, m->u.recover.up);
+      wire_wr_u8(w, m->u.recover.live);
+    }
     break;
   }
   default: /* CONN_READY: empty */ break;
@@ -909,8 +932,18 @@ static void wire_rd_payload(struct wire_rd *r, struct mcp_wire_msg *m)
     for (i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
       m->u.recover.done[i] = wire_rd_u32(r, "completed seq");
     wire_rd_endpoint(r, &m->u.recover.ep, version);
+    if (version >= MCP_WIRE_VERSION_AUTH) {
+      m->u.recover.up = wire_rd_u8(r, "members up");
+      m->u.recover.live = wire_rd_u8(r, "members carrying QPs");
+    } else {
+      m->u.recover.up = m->u.recover.live = wire_members_all(m->u.recover.ep.ndevs);
+    }
     if (m->u.recover.round == 0)
       wire_rd_bad(r, "recovery round 0 is invalid");
+    else if (!wire_members_ok(m->u.recover.up, m->u.recover.ep.ndevs) ||
+             !wire_members_ok(m->u.recover.live, m->u.recover.ep.ndevs))
+      wire_rd_bad(r, "member masks %#x/%#x do not fit %u member(s)", m->u.recover.up, m->u.recover.live,
+                  m->u.recover.ep.ndevs);
     else if (m->u.recover.step != MCP_WIRE_RECOVER_QPS && m->u.recover.step != MCP_WIRE_RECOVER_READY)
       wire_rd_bad(r, "recovery step %u is not 1 or 2", m->u.recover.step);
     break;
@@ -976,6 +1009,7 @@ int mcp_wire_msg_equal(const struct mcp_wire_msg *a, const struct mcp_wire_msg *
     return a->u.recover.round == b->u.recover.round && a->u.recover.step == b->u.recover.step &&
       a->u.recover.next_seq == b->u.recover.next_seq &&
       memcmp(a->u.recover.done, b->u.recover.done, sizeof(a->u.recover.done)) == 0 &&
+      a->u.recover.up == b->u.recover.up && a->u.recover.live == b->u.recover.live &&
       mcp_wire_endpoint_equal(&a->u.recover.ep, &b->u.recover.ep);
   default: return 1;
   }

@@ -297,6 +297,16 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   INT_ROW(MCP_PARAM_RECOVERY_TIMEOUT, "MCPNET_RECOVERY_TIMEOUT", 30, 0, 3600, recovery_timeout_s,
           "Seconds to re-create a connection's QPs and replay after a transport error; 0 fails at once",
           "recovery may take up to 1 h; 0 disables it"),
+  /* NCCL's defaults are 0 (its failover is new in 2.29 and off); mcpnet's recovery already
+   * re-creates a fused link's QPs, and moving them off a dead port costs nothing while
+   * every port is up, so it is on here. */
+  NCCL_FLAG_ROW(MCP_PARAM_IB_PORT_FAILOVER, "NCCL_IB_RESILIENCY_PORT_FAILOVER", 1, ib_port_failover,
+                "Fused devices: a recovery moves the QPs of a member whose port is down to the "
+                "other members and goes on (NCCL's default is 0; see the README); 0 waits for every "
+                "member and fails after MCPNET_RECOVERY_TIMEOUT"),
+  NCCL_FLAG_ROW(MCP_PARAM_IB_PORT_RECOVERY, "NCCL_IB_RESILIENCY_PORT_RECOVERY", 1, ib_port_recovery,
+                "Fused devices: a member left out by failover is taken back when its port is active "
+                "again (NCCL's default is 0); 0 leaves it out for the connection's life"),
   [MCP_PARAM_WATCHDOG_SEC] =
     {.id = MCP_PARAM_WATCHDOG_SEC,
      .name = "MCPNET_WATCHDOG_SEC",

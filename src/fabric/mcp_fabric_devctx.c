@@ -146,6 +146,8 @@ void mcp_devctx_poll_events(struct mcp_devctx *dc)
       break;
     case IBV_EVENT_PORT_ACTIVE:
       if (ev.element.port_num == dc->info->port)
+        atomic_fetch_add(&dc->port_up_gen, 1);
+      if (ev.element.port_num == dc->info->port)
         MCP_INFO(NCCL_NET, "%s port %d: active again", dc->info->ibdev, dc->info->port);
       break;
     case IBV_EVENT_GID_CHANGE:

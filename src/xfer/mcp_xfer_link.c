@@ -35,10 +35,11 @@ static int link_alloc(struct mcp_link *l)
   struct mcp_comm *c = mcp_comm_of(l);
   int is_send = c->link.kind == MCP_COMM_SEND;
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
-  /* The clear-to-send writes ride QP 0, on member 0 at both ends: the staging copy is
-   * member 0's only. The ring the peer writes is registered on every member (the
-   * records of a grouped receive land on whichever member their QP reaches), and so are
-   * the sender's records, which it writes from any member. */
+  /* The clear-to-send writes ride QP 0, on member 0 at both ends while every member is
+   * live, on another after a failover: a fused receiver's staging copy is registered on
+   * every member. The ring the peer writes is registered on every member (the records
+   * of a grouped receive land on whichever member their QP reaches), and so are the
+   * sender's records, which it writes from any member. */
   struct mcp_devctx *dc = mcp_link_dev_of(&c->link, 0)->dc;
   size_t staging_bytes;
   int k;
@@ -91,6 +92,11 @@ static int link_alloc(struct mcp_link *l)
   if (c->staging == NULL || c->rslots == NULL ||
       (c->staging_mr = mcp_mr_internal(dc, c->staging, staging_bytes, IBV_ACCESS_LOCAL_WRITE)) == NULL)
     return -1;
+  c->staging_mrs[0] = c->staging_mr;
+  for (k = 1; k < c->link.ndevs; k++)
+    if ((c->staging_mrs[k] =
+           mcp_mr_internal(c->link.devs[k].dc, c->staging, staging_bytes, IBV_ACCESS_LOCAL_WRITE)) == NULL)
+      return -1;
   /* The receive side's QPs take the immediates and write clear-to-send entries, one
    * WR per post (a batch is one): at most one per receive in flight, up to 15 more
    * since the last signalled one (every 16th), and 16 spare while that one's
@@ -102,6 +108,16 @@ static int link_alloc(struct mcp_link *l)
   c->link.inline_want = (int)sizeof(struct mcp_cts_elem);
   c->link.rq_depth = MCP_RQ_DEPTH;
   return mcp_req_pool_init(c, MCP_RECV_REQS, MCP_REQ_RECV);
+}
+
+/* QP 0's member at either end decides the clear-to-send's keys. */
+static void members_moved(struct mcp_link *l)
+{
+  struct mcp_comm *c = mcp_comm_of(l);
+
+  if (c->staging_mrs[mcp_link_dev_index(l, 0)] != NULL)
+    c->cts_lkey = c->staging_mrs[mcp_link_dev_index(l, 0)]->lkey;
+  c->cts_rkey = c->remote_rkeys[mcp_link_remote_dev(l, 0)];
 }
 
 /* The handshake is done: the ring the peer's answer named, and how much data fits
@@ -120,6 +136,7 @@ static void link_up(struct mcp_link *l)
     c->remote_rkeys[k] = c->link.remote.more[k - 1].ring_rkey;
   c->data_inline = c->link.max_inline < inline_bytes ? c->link.max_inline : inline_bytes;
   mcp_xfer_land_setup(c);
+  members_moved(&c->link);
 }
 
 void mcp_xfer_land_setup(struct mcp_comm *c)
@@ -168,7 +185,9 @@ static void link_release(struct mcp_link *l)
       mcp_ibv.dereg_mr(c->records_mrs[k]);
     if (c->flush_mrs[k] != NULL)
       mcp_ibv.dereg_mr(c->flush_mrs[k]);
-    c->ring_mrs[k] = c->records_mrs[k] = c->flush_mrs[k] = NULL;
+    if (c->staging_mrs[k] != NULL)
+      mcp_ibv.dereg_mr(c->staging_mrs[k]);
+    c->ring_mrs[k] = c->records_mrs[k] = c->flush_mrs[k] = c->staging_mrs[k] = NULL;
   }
   free_ring(&c->ring_mr, &c->ring);
   free_ring(&c->staging_mr, (void **)&c->staging);
@@ -290,4 +309,5 @@ const struct mcp_link_ops mcp_xfer_link_ops = {
   .fail_wc = link_fail_wc,
   .done_table = link_done_table,
   .replay = link_replay,
+  .members_moved = members_moved,
 };

@@ -26,8 +26,7 @@
 
 #define CTS_SIGNAL_EVERY 16
 
-/* The member of QP 0, which carries the clear-to-send writes; the flush QP stays on it
- * too (member 0) until NIC fusion gives the members their own. */
+/* The member of QP 0, which carries the clear-to-send writes. */
 static struct mcp_link_dev *qp0_dev(struct mcp_comm *c) { return mcp_link_dev_of(&c->link, 0); }
 
 /* RDMA-writes the staged CTS entry of `slot`, its n elements, into the sender's ring on
@@ -46,12 +45,12 @@ static int post_cts(struct mcp_comm *c, int slot, int n)
     memset(&wr, 0, sizeof(wr));
     sge.addr = (uintptr_t)c->staging + off;
     sge.length = (uint32_t)sizeof(struct mcp_cts_rkeys);
-    sge.lkey = c->staging_mr->lkey;
+    sge.lkey = c->cts_lkey;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.wr.rdma.remote_addr = c->remote_ring + off;
-    wr.wr.rdma.rkey = c->remote_rkey;
+    wr.wr.rdma.rkey = c->cts_rkey;
     wr.wr_id = mcp_link_wr(&c->link, MCP_WR_CTS, 0);
     if ((int)sge.length <= c->link.max_inline)
       wr.send_flags |= IBV_SEND_INLINE;
@@ -63,7 +62,7 @@ static int post_cts(struct mcp_comm *c, int slot, int n)
    * this runs for every receive), as the data path's one-write send does. */
   sge.addr = (uintptr_t)c->staging[slot].e;
   sge.length = (uint32_t)(n * (int)sizeof(struct mcp_cts_elem));
-  sge.lkey = c->staging_mr->lkey;
+  sge.lkey = c->cts_lkey;
   wr.next = NULL;
   wr.sg_list = &sge;
   wr.num_sge = 1;
@@ -71,7 +70,7 @@ static int post_cts(struct mcp_comm *c, int slot, int n)
   wr.imm_data = 0;
   wr.qp_type.xrc.remote_srqn = 0;
   wr.wr.rdma.remote_addr = c->remote_ring + (uint64_t)slot * sizeof(struct mcp_cts_slot);
-  wr.wr.rdma.rkey = c->remote_rkey;
+  wr.wr.rdma.rkey = c->cts_rkey;
   wr.wr_id = mcp_link_wr(&c->link, MCP_WR_CTS, 0);
   wr.send_flags = (int)sge.length <= c->link.max_inline ? IBV_SEND_INLINE : 0;
   if (++c->cts_unsignaled == CTS_SIGNAL_EVERY) {
@@ -254,13 +253,14 @@ static struct ibv_mr **flush_mr_ref(struct mcp_comm *c, int k)
   return k == 0 ? &c->flush_mr : &c->flush_mrs[k];
 }
 
-/* Every member has its loopback QP: a flush can be posted. */
+/* Every live member has its loopback QP: a flush can be posted. A member failover left
+ * out has no data landing through it any more, and its port may be down. */
 static int flush_ready(struct mcp_comm *c)
 {
   int k;
 
   for (k = 0; k < c->link.ndevs; k++)
-    if (*flush_qp_ref(c, k) == NULL)
+    if (mcp_link_is_live(&c->link, k) && *flush_qp_ref(c, k) == NULL)
       return 0;
   return 1;
 }
@@ -321,13 +321,13 @@ static int flush_setup(struct mcp_comm *c, int quiet)
   if (c->flush_buf == NULL)
     return -1;
   for (k = 0; k < c->link.ndevs; k++)
-    if (flush_setup_member(c, k, quiet) != 0)
+    if (mcp_link_is_live(&c->link, k) && flush_setup_member(c, k, quiet) != 0)
       return -1;
   return 0;
 }
 
-/* One signalled read of a byte of the request's buffer through each member's flush QP:
- * data may have landed through any member, and a read orders only its own device's
+/* One signalled read of a byte of the request's buffer through each live member's flush
+ * QP: data may have landed through any of them, and a read orders only its own device's
  * earlier writes (as NCCL's transport flushes every device of a fused NIC). */
 static int flush_post(struct mcp_comm *c, struct mcp_request *r)
 {
@@ -335,8 +335,10 @@ static int flush_post(struct mcp_comm *c, struct mcp_request *r)
   struct ibv_sge sge;
   int k, rc;
 
-  r->pending = c->link.ndevs;
+  r->pending = __builtin_popcount(c->link.live);
   for (k = 0; k < c->link.ndevs; k++) {
+    if (!mcp_link_is_live(&c->link, k))
+      continue;
     memset(&wr, 0, sizeof(wr));
     sge.addr = (uintptr_t)c->flush_buf;
     sge.length = 1;
@@ -445,7 +447,7 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   r->kind = MCP_REQ_FLUSH;
   r->land = 0; /* the request may have been a receive's */
   r->n = 0;
-  r->pending = c->link.ndevs;
+  r->pending = __builtin_popcount(c->link.live);
   r->data = data[last];
   r->mh = mhandles[last];
   /* While the flush QP is being replaced, this read waits with the lost ones. */

@@ -173,6 +173,7 @@ int fuzz_seeds(const char *dir, fuzz_write_fn write)
         m.u.recover.round = 1;
         m.u.recover.step = MCP_WIRE_RECOVER_QPS;
         m.u.recover.ep = fake_endpoint(1);
+        m.u.recover.up = m.u.recover.live = 1;
       }
       buf[0] = (uint8_t)mode;
       buf[1] = 7;

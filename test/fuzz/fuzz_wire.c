@@ -176,6 +176,8 @@ static void seed_msg(struct mcp_wire_msg *m, uint16_t type, int big)
     for (int i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
       m->u.recover.done[i] = big ? ~0u - (uint32_t)i : (uint32_t)(i + 1);
     seed_endpoint(&m->u.recover.ep, big);
+    m->u.recover.up = m->u.recover.live =
+      (uint8_t)((1u << (m->u.recover.ep.ndevs > 1 ? m->u.recover.ep.ndevs : 1)) - 1u);
     break;
   default: break;
   }

@@ -568,8 +568,21 @@ static const char *fake_wc_status_str(enum ibv_wc_status st)
   }
 }
 
+/* A member's port: ACTIVE, or DOWN while fake_pair_member_down holds it down. */
+static int fake_query_port(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr)
+{
+  struct fake_side *side = CONTAINER(ctx, struct fake_side, ctx);
+  struct ibv_port_attr *a = (struct ibv_port_attr *)(void *)attr;
+
+  (void)port;
+  memset(a, 0, sizeof(*a));
+  a->state = side->down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
+  return 0;
+}
+
 void fake_verbs_install(void)
 {
+  mcp_ibv.query_port = fake_query_port;
   mcp_ibv.create_cq = fake_create_cq;
   mcp_ibv.destroy_cq = fake_destroy_cq;
   mcp_ibv.create_qp = fake_create_qp;
@@ -633,7 +646,8 @@ static struct mcp_comm *comm_new(struct fake_side **members, int ndevs, int kind
   c->link.ndevs = ndevs;            /* as mcp_link_open_members leaves it */
   for (k = 0; k < ndevs; k++)
     c->link.devs[k].dc = &members[k]->dc;
-  c->link.remote_ndevs = 1;
+  c->link.up = c->link.live = mcp_link_members_all(ndevs); /* every member, as at setup */
+  mcp_link_set_remote_ndevs(&c->link, 1);
   c->seq = 1;
   c->link.mtu = IBV_MTU_1024;
   /* The 100 ms liveness check reads the clock; not due in these tests (they have no
@@ -715,8 +729,10 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   s->data_inline = r->data_inline = o != NULL && o->data_inline > 0 ? o->data_inline : 64;
   if (s->data_inline > s->link.max_inline)
     s->data_inline = r->data_inline = s->link.max_inline;
-  mcp_xfer_land_setup(s); /* as link_up: which messages land */
+  mcp_xfer_land_setup(s); /* as link_up: which messages land, and the CTS's keys */
   mcp_xfer_land_setup(r);
+  mcp_xfer_link_ops.members_moved(&s->link);
+  mcp_xfer_link_ops.members_moved(&r->link);
   connect_qps(p);
   cur_pair = p;
   return p;
@@ -832,6 +848,8 @@ void fake_pair_dereg_mh(struct fake_pair *p, int side, void *mh)
 int fake_comm_nqps(const struct mcp_comm *c) { return c->link.nqps; }
 int fake_comm_qp_member(const struct mcp_comm *c, int qp) { return mcp_link_dev_index(&c->link, qp); }
 int fake_comm_qp_remote_member(const struct mcp_comm *c, int qp) { return mcp_link_remote_dev(&c->link, qp); }
+int fake_comm_members_up(const struct mcp_comm *c) { return c->link.up; }
+int fake_comm_members_live(const struct mcp_comm *c) { return c->link.live; }
 
 int fake_count_posts_on_member(int side, int k, enum ibv_wr_opcode opcode)
 {
@@ -867,6 +885,8 @@ struct mcp_net_dev *fake_pair_member_info(struct fake_pair *p, int side, int k)
 void fake_pair_member_down(struct fake_pair *p, int side, int k, int down)
 {
   p->member[side][k]->down = down;
+  if (!down) /* the adapter's PORT_ACTIVE event, as the devctx counts it */
+    atomic_fetch_add(&p->member[side][k]->dc.port_up_gen, 1);
 }
 
 void fake_pair_smash_member_rkeys(struct fake_pair *p)
@@ -1107,6 +1127,8 @@ struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context 
   c->link.kind = MCP_COMM_SEND;
   c->link.ops = &mcp_xfer_link_ops;
   c->link.ndevs = 1;
+  c->link.up = c->link.live = 1;
+  mcp_link_set_remote_ndevs(&c->link, 1);
   c->link.devs[0].dc = dc;
   c->link.devs[0].cq = calloc(1, sizeof(*c->link.devs[0].cq));
   c->link.devs[0].cq->context = ctx;

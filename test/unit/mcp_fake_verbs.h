@@ -89,6 +89,10 @@ void fake_pair_dereg_mh(struct fake_pair *p, int side, void *mh);
 int fake_comm_nqps(const struct mcp_comm *c);
 int fake_comm_qp_member(const struct mcp_comm *c, int qp);
 int fake_comm_qp_remote_member(const struct mcp_comm *c, int qp);
+/* The comm's failover masks (link.h): its members whose port was up at its last rebuild,
+ * and those its QPs are on (bit k: member k). */
+int fake_comm_members_up(const struct mcp_comm *c);
+int fake_comm_members_live(const struct mcp_comm *c);
 /* Posted send WRs in the log on QPs of member k of a side (data, records, CTS, reads). */
 int fake_count_posts_on_member(int side, int k, enum ibv_wr_opcode opcode);
 /* Breaks / restores every QP of member k of a side (its port went down; came back). */

@@ -132,6 +132,11 @@ static void rnd_msg(struct mcp_wire_msg *m, uint16_t type)
     for (int i = 0; i < MCP_WIRE_RECOVER_SLOTS; i++)
       m->u.recover.done[i] = (uint32_t)rnd();
     rnd_endpoint(&m->u.recover.ep);
+    {
+      unsigned all = (1u << (m->u.recover.ep.ndevs > 1 ? m->u.recover.ep.ndevs : 1)) - 1u;
+      m->u.recover.up = (uint8_t)(1 + rnd_below(all));
+      m->u.recover.live = (uint8_t)(1 + rnd_below(all));
+    }
     break;
   default: break;
   }
@@ -212,6 +217,39 @@ static void test_recover_needs_version_2(void)
   CHECK(strstr(err, "recovery step 3 is not 1 or 2") != NULL);
   m.u.recover.round = 0;
   CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+}
+
+/* A RECOVER's member masks (failover) end the frame: one that is empty or names a member
+ * the endpoint does not have is refused by the decoder (the peer wrote it) and by the
+ * encoder (a bug here). */
+static void test_recover_member_masks(void)
+{
+  struct mcp_wire_msg m, out;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len;
+
+  do
+    rnd_msg(&m, MCP_WIRE_RECOVER);
+  while (m.u.recover.ep.ndevs != 2);
+  m.u.recover.up = 3;
+  m.u.recover.live = 1;
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(buf[len - 2], 3);
+  CHECK_EQ_INT(buf[len - 1], 1);
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  CHECK_EQ_INT(out.u.recover.up, 3);
+  CHECK_EQ_INT(out.u.recover.live, 1);
+  buf[len - 1] = 0;
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "member masks 0x3/0 do not fit 2 member(s)") != NULL);
+  buf[len - 1] = 1;
+  buf[len - 2] = 4; /* a third member of two */
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "member masks 0x4/0x1 do not fit 2 member(s)") != NULL);
+  m.u.recover.live = 0;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "do not fit") != NULL);
 }
 
 /* The little-endian layout is a contract with other hosts: pin frames byte by byte (a
@@ -1084,6 +1122,7 @@ int main(void)
   RUN_TEST(test_golden_bytes);
   RUN_TEST(test_golden_fused_endpoint);
   RUN_TEST(test_recover_needs_version_2);
+  RUN_TEST(test_recover_member_masks);
   RUN_TEST(test_truncation_every_length);
   RUN_TEST(test_payload_truncation);
   RUN_TEST(test_corrupted_header);

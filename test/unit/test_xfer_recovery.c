@@ -342,11 +342,11 @@ out:
 }
 
 /* A fused link (two members each end, QP i on member i % 2) loses member 1 of the sending
- * end: its QP's work fails, the other member's work lands. Decided: the link recovers as
- * a whole (every member's QPs re-created, the replay writes exactly what did not land,
- * whichever member it was striped to), and a member that stays down fails the comm after
- * MCPNET_RECOVERY_TIMEOUT with the physical member named. Not degraded to the live
- * members: that would change the QP-to-member map of both ends mid-connection. */
+ * end: its QP's work fails, the other member's work lands. The link recovers as a whole
+ * (every member's QPs re-created, the replay writes exactly what did not land, whichever
+ * member it was striped to). With NCCL_IB_RESILIENCY_PORT_FAILOVER=0 (as here), a member
+ * that stays down fails the comm after MCPNET_RECOVERY_TIMEOUT with the physical member
+ * named; with failover on, the link goes on without it (test_conn_failover.c). */
 static void run_fused(int stays_down)
 {
   struct fake_pair_opts o = {.nqps = 1, .ndevs = {2, 2}};
@@ -365,6 +365,7 @@ static void run_fused(int stays_down)
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = stays_down ? 2 : 30;
+  cfg->ib_port_failover = 0;
   loglen = 0;
 
   post_recvs(p, rmh, &f, 200, 60);
