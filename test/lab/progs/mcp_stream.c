@@ -3,6 +3,7 @@
  *
  *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small] [--gpu]
  *              [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST] [--linger S]
+ *              [--pace MS]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
@@ -35,6 +36,10 @@
  * --fuse LIST (comma-separated physical device indices, e.g. 0,1) makes a virtual
  * device over them with makeVDevice, as NCCL does for NCCL_NET_FORCE_MERGE, and streams
  * over it instead of device 0; "stream: fused ..." names it and its members.
+ *
+ * --pace MS posts a send at most every MS milliseconds (calling into the plugin meanwhile,
+ * as a proxy waiting for the GPU does), so a stream lasts at least N x MS: long enough to
+ * see a link go down and come back during one connection.
  *
  * --linger S keeps the listen it published open through the stream (as NCCL's runtime
  * connect keeps listens waiting for their connections), then keeps calling into the
@@ -138,6 +143,7 @@ int main(int argc, char **argv)
   unsigned long long bytes = 0;
   const char *late = NULL;
   int late_s = 0, together = 0, dev = 0, nfuse = 0, fuse[NCCL_NET_MAX_DEVS_PER_NIC], linger_s = 0;
+  double pace = 0, next_send = 0;
   long fds0 = 0, heap0 = 0, fds1, heap1;
 
   for (i = 1; i < argc; i++) {
@@ -174,6 +180,8 @@ int main(int argc, char **argv)
       }
     } else if (!strcmp(argv[i], "--linger") && i + 1 < argc) {
       linger_s = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--pace") && i + 1 < argc) {
+      pace = atof(argv[++i]) / 1000.0;
     } else if (!strcmp(argv[i], "--late") && i + 1 < argc && strchr(argv[i + 1], ':') != NULL) {
       late = argv[++i];
       late_s = atoi(strchr(late, ':') + 1);
@@ -181,7 +189,7 @@ int main(int argc, char **argv)
       fprintf(stderr,
               "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
               "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST] "
-              "[--linger S]\n",
+              "[--linger S] [--pace MS]\n",
               argv[0]);
       return 2;
     }
@@ -301,7 +309,7 @@ int main(int argc, char **argv)
       posted_r++;
     }
     /* One send per turn, retried with the same arguments while it returns no request. */
-    if (posted_s < nsend && posted_s - done_s < window) {
+    if (posted_s < nsend && posted_s - done_s < window && (pace == 0 || now >= next_send)) {
       int slot = (int)(posted_s % window);
       size_t size = sizes[posted_s % NSIZES], k;
       uint8_t *p = sbuf + (size_t)slot * MAX_MSG;
@@ -314,8 +322,10 @@ int main(int argc, char **argv)
       }
       if (drv_isend(&drv, sc, p, size, tag, smh, &sreq[slot]) != ncclSuccess)
         return fail("isend returned an error", posted_s);
-      if (sreq[slot] != NULL)
+      if (sreq[slot] != NULL) {
         posted_s++;
+        next_send = now + pace;
+      }
     }
     if (done_r < posted_r) {
       int slot = (int)(done_r % window);
