@@ -49,6 +49,8 @@ enum mcp_param_id {
   MCP_PARAM_CONNECT_TIMEOUT,
   MCP_PARAM_RECOVERY_TIMEOUT,
   MCP_PARAM_WATCHDOG_SEC,
+  MCP_PARAM_STATUS,
+  MCP_PARAM_STATUS_DIR,
   MCP_PARAM_ABORT_ON_ERROR,
   MCP_PARAM_FORCE_FLUSH,
   MCP_PARAM_PROGRESS_CPU,
@@ -148,6 +150,8 @@ struct mcp_config {
   int connect_timeout_s;
   int recovery_timeout_s; /* 0 = no recovery */
   int watchdog_s;         /* 0 = off */
+  bool status;            /* publish the comms for mcpnet-top (status.h) */
+  const char *status_dir; /* where (MCPNET_STATUS_DIR) */
   bool abort_on_error;
   bool force_flush;
   int progress_cpu; /* -1 = not pinned */
