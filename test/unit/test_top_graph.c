@@ -98,6 +98,7 @@ static void test_classify(void)
   c[1]->moved = 1;
   c[2] = add_comm(p, 1, 3, "lab-b", 200, 13);
   waiting(c[2], MCP_WAIT_CTS, 12);
+  c[2]->posted = c[2]->done; /* an isend without a clear-to-send holds no request */
   c[3] = add_comm(p, 2, 4, "lab-b", 200, 14); /* a wait shorter than --stall */
   waiting(c[3], MCP_WAIT_DATA, 2);
   c[4] = add_comm(p, 2, 5, "lab-b", 200, 15); /* posted, and no check for 30 s */
@@ -132,7 +133,7 @@ static void test_classify(void)
   CHECK(p->comm[4].waited_s == 30);
   top_comm_says(&p->comm[2], says, sizeof(says));
   CHECK(strstr(says, "has waited 12 s for a clear-to-send (seq 101): the send of seq 101 waits") == says);
-  CHECK(strstr(says, "; 8 request(s) outstanding, none completed for 12 s") != NULL);
+  CHECK(strstr(says, "; 0 request(s) outstanding, none completed for 12 s") != NULL);
   top_comm_says(&p->comm[4], says, sizeof(says));
   CHECK(strstr(says, "has 4 request(s) posted that its process does not test") == says);
   top_comm_says(&p->comm[5], says, sizeof(says));
@@ -143,12 +144,14 @@ static void test_classify(void)
   CHECK(strstr(says, "failed 60 s ago: receive from lab-b") == says);
   top_comm_name(&p->comm[2], says, sizeof(says));
   CHECK_EQ_STR(says, "send comm to lab-b pid 200 (192.0.2.2)");
-  /* A stopped process: its work is untested and counts as a wait whatever the times. */
+  /* A stopped process: its posted work is untested and counts as a wait whatever the
+   * times (its last check was fresh); a comm with nothing posted is idle. */
   p->stopped = 1;
   p->pstate = 'T';
   top_classify(&v, 5.0);
-  CHECK_EQ_INT(p->comm[2].activity, TOP_UNTESTED);
-  CHECK_EQ_INT(p->comm[2].waits, 1);
+  CHECK_EQ_INT(p->comm[3].activity, TOP_UNTESTED);
+  CHECK_EQ_INT(p->comm[3].waits, 1);
+  CHECK_EQ_INT(p->comm[2].activity, TOP_IDLE);
   CHECK_EQ_INT(p->comm[0].activity, TOP_IDLE);
   top_view_free(&v);
 }
@@ -185,16 +188,21 @@ static void test_verdict(void)
   waiting(add_comm(c, 1, 15, "lab-a", 101, 4), MCP_WAIT_CTS, 94);
   top_classify(&v, 5.0);
   CHECK_EQ_INT(top_verdict(&v, collect, &l), 2);
-  CHECK_EQ_INT(l.n, 3);
+  CHECK_EQ_INT(l.n, 4);
   CHECK(strstr(l.text[0],
                "rank 1 (pid 200) (train) is stopped (state T: SIGSTOP or a debugger): it makes no "
                "call into NCCL; 1 of its 2 comm(s) have work posted") == l.text[0]);
-  CHECK(strstr(l.text[1],
-               "all of rank 3 (pid 201)'s 2 comm(s) are idle with nothing posted: the process is "
-               "not calling NCCL") == l.text[1]);
+  /* ...and which comm of it waits, on whom: the peer named. */
+  CHECK(
+    strstr(l.text[1],
+           "rank 1 (pid 200)'s recv comm from lab-a pid 100 (192.0.2.1) on rxe0:1 has 8 request(s) posted "
+           "that its process does not test") == l.text[1]);
   CHECK(strstr(l.text[2],
+               "all of rank 3 (pid 201)'s 2 comm(s) are idle with nothing posted: the process is "
+               "not calling NCCL") == l.text[2]);
+  CHECK(strstr(l.text[3],
                "rank 5 (pid 202)'s send comm to lab-a pid 101 (192.0.2.1) on rxe0:1 has waited "
-               "94 s for a clear-to-send") == l.text[2]);
+               "94 s for a clear-to-send") == l.text[3]);
   top_view_free(&v);
   /* Nothing waits: one line that says so. */
   memset(&l, 0, sizeof(l));

@@ -61,12 +61,14 @@ void top_classify(struct top_view *v, double stall_s)
       default:
         if (c->moved)
           c->activity = TOP_MOVING;
-        else if (outstanding(c) == 0)
-          c->activity = TOP_IDLE;
         else if (fresh && p->stopped != 1) {
+          /* A fresh check means a call waits on this comm right now, with work posted or
+           * not: an isend that finds no clear-to-send has none outstanding. */
           c->activity = c->stall_s >= stall_s ? TOP_WAITING : TOP_MOVING;
           c->waited_s = c->stall_s;
-        } else {
+        } else if (outstanding(c) == 0)
+          c->activity = TOP_IDLE;
+        else {
           /* Work posted and no call that waits on it: nothing says for how long beyond the
            * last check (or, without one, the time mcpnet-top watched). */
           c->activity = TOP_UNTESTED;
@@ -216,15 +218,10 @@ int top_verdict(const struct top_view *v, void (*line)(const char *text, void *a
       idles += c->activity == TOP_IDLE;
       moving += c->activity == TOP_MOVING;
       posted += outstanding(c) > 0;
-      if (!c->waits || p->stopped == 1)
-        continue;
-      waits++;
-      top_comm_name(c, name, sizeof(name));
-      top_comm_says(c, says, sizeof(says));
-      snprintf(text, sizeof(text), "%s's %s on %s:%d %s", who, name, c->ibdev, c->port, says);
-      line(text, arg);
+      waits += c->waits;
     }
     idle += idles;
+    /* A stopped process first: its comms' waits are its stop's. */
     if (p->stopped == 1) {
       snprintf(
         text, sizeof(text),
@@ -232,9 +229,18 @@ int top_verdict(const struct top_view *v, void (*line)(const char *text, void *a
         "comm(s) have work posted that waits for it to run",
         who, p->name, p->pstate, posted, p->ncomm);
       line(text, arg);
-      problems++;
     }
-    problems += waits;
+    problems += p->stopped == 1 ? 1 : waits;
+    for (int k = 0; k < p->ncomm; k++) {
+      const struct top_comm *c = &p->comm[k];
+
+      if (!c->waits)
+        continue;
+      top_comm_name(c, name, sizeof(name));
+      top_comm_says(c, says, sizeof(says));
+      snprintf(text, sizeof(text), "%s's %s on %s:%d %s", who, name, c->ibdev, c->port, says);
+      line(text, arg);
+    }
     if (p->stopped != 1 && waits == 0 && p->ncomm > 0 && idles == p->ncomm) {
       snprintf(text, sizeof(text),
                "all of %s's %d comm(s) are idle with nothing posted: the process is not calling NCCL "
