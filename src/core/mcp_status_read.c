@@ -211,7 +211,16 @@ int mcp_status_read(const char *path, struct mcp_status_proc *p, char *err, size
   }
   p->alive = mcp_status_owner_alive(fd, &p->head);
   if (p->head.pidns != 0 && p->head.pidns == mcp_status_pidns()) {
-    char state;
+    char state, proc[64];
+    struct stat ps;
+
+    /* A file another user made cannot speak for this user's process. */
+    snprintf(proc, sizeof(proc), "/proc/%u", p->head.pid);
+    if (stat(proc, &ps) == 0 && ps.st_uid != st.st_uid) {
+      snprintf(err, errlen, "it names pid %u, a process of another user than the file's owner", p->head.pid);
+      close(fd);
+      return -EPERM;
+    }
 
     if (mcp_status_start_ticks((int)p->head.pid, &state) == p->head.start_ticks) {
       p->pstate = state;

@@ -160,6 +160,18 @@ static void test_reader_trusts_nothing(void)
   CHECK_EQ_STR(p.comm[0].peer_host, "evil?host?[2J");
   CHECK_EQ_INT(strlen(p.comm[0].wait_text), sizeof(s->wait_text) - 1);
   mcp_status_proc_free(&p);
+  /* A file of another user cannot speak for this process (root can make one to try). */
+  if (geteuid() == 0) {
+    char copy[600], cmd[1400];
+
+    snprintf(copy, sizeof(copy), "%s/" MCP_STATUS_NAME_PREFIX "1.forged" MCP_STATUS_NAME_SUFFIX, dir);
+    snprintf(cmd, sizeof(cmd), "cp %s %s", mcp_status_path(), copy);
+    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(chown(copy, 65534, 65534), 0);
+    CHECK_EQ_INT(mcp_status_read(copy, &p, err, sizeof(err)), -EPERM);
+    CHECK(strstr(err, "a process of another user") != NULL);
+    unlink(copy);
+  }
   mcp_status_close(s);
   mcp_status_release();
   /* A file with the name but not the layout. */
