@@ -14,8 +14,8 @@ deb=mcpnet_${version}_amd64.deb
 echo "built $build/$deb"
 dpkg-deb --info "$deb" | sed -n '1,/Description/p'
 contents=$(dpkg-deb --contents "$deb")
-for want in ./usr/lib/x86_64-linux-gnu/libnccl-net-mcp.so ./usr/bin/mcpnet-params \
-            ./usr/share/man/man7/libnccl-net-mcp.7 ./usr/share/doc/mcpnet/README.md; do
+for want in ./usr/lib/x86_64-linux-gnu/libnccl-net-mcp.so ./usr/bin/mcpnet-params ./usr/bin/mcpnet-top \
+            ./usr/share/man/man7/libnccl-net-mcp.7 ./usr/share/man/man1/mcpnet-top.1 ./usr/share/doc/mcpnet/README.md; do
   grep -q " $want\$" <<<"$contents" || { echo "package-deb: $deb lacks $want"; echo "$contents"; exit 1; }
 done
 rm -rf pkgroot

@@ -32,8 +32,9 @@ info=$(rpm -qip "$rpmfile")
 echo "$info" | sed -n '1,/^Description/p'
 grep -q "^Version *: $version\$" <<<"$info" || { echo "package-rpm: header version is not $version"; exit 1; }
 files=$(rpm -qlp "$rpmfile")
-for want in /usr/lib64/libnccl-net-mcp.so /usr/bin/mcpnet-params /usr/bin/mcpnet-doctor /usr/bin/mcpnet-bench \
-            /usr/share/man/man7/libnccl-net-mcp.7 /usr/share/doc/mcpnet/README.md /usr/share/doc/mcpnet/CHANGELOG.md; do
+for want in /usr/lib64/libnccl-net-mcp.so /usr/bin/mcpnet-params /usr/bin/mcpnet-doctor /usr/bin/mcpnet-bench /usr/bin/mcpnet-top \
+            /usr/share/man/man7/libnccl-net-mcp.7 /usr/share/man/man1/mcpnet-top.1 /usr/share/doc/mcpnet/README.md \
+            /usr/share/doc/mcpnet/CHANGELOG.md; do
   grep -qx "$want" <<<"$files" || { echo "package-rpm: $rpmfile lacks $want"; echo "$files"; exit 1; }
 done
 # The package must not claim folders every system owns (a conflict with the filesystem package).

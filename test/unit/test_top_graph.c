@@ -98,7 +98,7 @@ static void test_classify(void)
   c[1]->moved = 1;
   c[2] = add_comm(p, 1, 3, "lab-b", 200, 13);
   waiting(c[2], MCP_WAIT_CTS, 12);
-  c[2]->posted = c[2]->done; /* an isend without a clear-to-send holds no request */
+  c[2]->posted = c[2]->done;                  /* an isend without a clear-to-send holds no request */
   c[3] = add_comm(p, 2, 4, "lab-b", 200, 14); /* a wait shorter than --stall */
   waiting(c[3], MCP_WAIT_DATA, 2);
   c[4] = add_comm(p, 2, 5, "lab-b", 200, 15); /* posted, and no check for 30 s */
