@@ -286,6 +286,9 @@ static void test_fleet_stopped_rank(void)
   CHECK_EQ_INT(r[0].kind, TOP_ROOT_NOT_CALLING);
   CHECK_EQ_STR(r[0].where, "node lab-b rank 1 (pid 200)");
   CHECK(strstr(r[0].why, "its recv comm from lab-a pid 100 (192.0.2.1) is idle with nothing posted") != NULL);
+  CHECK(
+    strstr(r[0].why, "has not posted the receive its peer's send waits for, and waits on nothing itself") ==
+    r[0].why);
   CHECK(strstr(r[0].why, "look at the GPU or the framework") != NULL);
   CHECK_EQ_INT(r[0].nwaiters, 2);
   free(r);

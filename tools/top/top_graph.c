@@ -492,16 +492,17 @@ static void proc_roots(struct graph *g, struct gproc *gp, const struct top_comm 
         top_comm_says(&q->comm[k], says, sizeof(says));
       }
       if (k >= 0)
-        snprintf(
-          why, sizeof(why),
-          "%s nothing its peer waits for and waits on nothing itself: its %s %s (it is not calling NCCL "
-          "for this connection: look at the GPU or the framework)",
-          via->kind == 1 ? "receives" : "sends", name, says);
+        snprintf(why, sizeof(why),
+                 "has not %s, and waits on nothing itself: its %s %s (it is not calling NCCL for this "
+                 "connection: look at the GPU or the framework)",
+                 via->kind == 1 ? "posted the receive its peer's send waits for"
+                                : "sent what its peer's receive waits for",
+                 name, says);
       else
         snprintf(why, sizeof(why),
-                 "%s nothing its peer waits for and has no comm for that connection (not connected yet, or "
-                 "closed)",
-                 via->kind == 1 ? "receives" : "sends");
+                 "has not %s, and has no comm for that connection (not connected yet, or closed)",
+                 via->kind == 1 ? "posted the receive its peer's send waits for"
+                                : "sent what its peer's receive waits for");
       set_add(gp, root_add(g, TOP_ROOT_NOT_CALLING, gp->node, gp->proc, k, where, why));
     }
   }
