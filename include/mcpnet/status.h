@@ -156,15 +156,16 @@ void mcp_status_heartbeat(uint64_t now_ms);
 /* Tests: the path of this process's segment ("" when none). */
 const char *mcp_status_path(void);
 
-/* Fields other than the counters change between begin and end (one writer at a time). */
+/* Fields other than the counters change between begin and end (one writer at a time).
+ * begin's read-modify-write keeps the stores that follow it after it (no fence: GCC's
+ * ThreadSanitizer builds refuse fences); end publishes them. */
 static inline void mcp_status_begin(struct mcp_status_comm *s)
 {
-  __atomic_store_n(&s->gen, s->gen + 1, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
+  __atomic_fetch_add(&s->gen, 1, __ATOMIC_ACQ_REL);
 }
 static inline void mcp_status_end(struct mcp_status_comm *s)
 {
-  __atomic_store_n(&s->gen, s->gen + 1, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&s->gen, 1, __ATOMIC_RELEASE);
 }
 /* The text into a slot's array, cut to fit, printable ASCII only (a peer's words). */
 void mcp_status_text(char *dst, size_t len, const char *src);

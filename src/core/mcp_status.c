@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,12 +247,10 @@ struct mcp_status_comm *mcp_status_open(int kind, unsigned id)
       seg.head->unshown++;
   }
   if (s != NULL) {
-    uint32_t gen;
-
     mcp_status_begin(s);
-    gen = s->gen;
-    memset(s, 0, sizeof(*s));
-    s->gen = gen;
+    /* Everything but gen, which a reader may be looking at. */
+    memset(&s->count, 0, sizeof(s->count));
+    memset(&s->state, 0, sizeof(*s) - offsetof(struct mcp_status_comm, state));
     s->kind = (uint32_t)kind;
     s->id = id;
     s->peer_local_rank = -1;
