@@ -40,7 +40,10 @@
  * sends to NEXT (connecting to NEXT's handle) and receives from PREV (accepting PREV's
  * connection), N messages each way, as the ranks of a ring all-reduce step do; a rank
  * that stops stalls its neighbours' comms to it, which is what mcpnet-top --fleet finds.
+ * --stop-at N makes this host stop itself (SIGSTOP) once N messages went either way, so
+ * that its peers still have work for it whatever the hosts' relative speed.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +111,8 @@ int main(int argc, char **argv)
   const char *plugin = "libnccl-net-mcp.so", *xchg = NULL;
   char role = 0, from = 0, peer = 0, next = 0, name[64], handle[NCCL_NET_HANDLE_MAXSIZE],
        peer_handle[NCCL_NET_HANDLE_MAXSIZE];
-  long nmsg = 2000, nsend, nrecv, posted_r = 0, done_r = 0, posted_s = 0, done_s = 0, filled = -1;
+  long nmsg = 2000, nsend, nrecv, posted_r = 0, done_r = 0, posted_s = 0, done_s = 0, filled = -1,
+       stop_at = -1;
   int window = MAX_WINDOW, i, ndev = 0, marked = 0;
   struct mcp_drive drv;
   void *lc = NULL, *sc = NULL, *rc = NULL, *smh = NULL, *rmh = NULL;
@@ -138,6 +142,8 @@ int main(int argc, char **argv)
       sizes = small_sizes;
     else if (!strcmp(argv[i], "--gpu"))
       gpu = 1;
+    else if (!strcmp(argv[i], "--stop-at") && i + 1 < argc)
+      stop_at = atol(argv[++i]);
     else if (!strcmp(argv[i], "--finish-together"))
       together = 1;
     else if (!strcmp(argv[i], "--fuse") && i + 1 < argc) {
@@ -164,7 +170,7 @@ int main(int argc, char **argv)
       fprintf(stderr,
               "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
               "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST] "
-              "[--ring PREV,NEXT]\n",
+              "[--ring PREV,NEXT] [--stop-at N]\n",
               argv[0]);
       return 2;
     }
@@ -356,6 +362,12 @@ int main(int argc, char **argv)
           return fail("a send reported the wrong size", done_s);
         done_s++;
       }
+    }
+    if (stop_at >= 0 && (done_r >= stop_at || done_s >= stop_at)) {
+      printf("stream: stopping itself after %ld received, %ld sent\n", done_r, done_s);
+      fflush(stdout);
+      stop_at = -1;
+      raise(SIGSTOP);
     }
     if (!marked && done_r >= (nrecv < 64 ? nrecv : 64) && done_s >= (nsend < 64 ? nsend : 64)) {
       snprintf(name, sizeof(name), "%c.streaming", role);
