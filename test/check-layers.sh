@@ -112,7 +112,7 @@ i=0
 for l in $layers; do lrank[$l]=$i; i=$((i + 1)); done
 header_folder() { # sets hf
   case "$1" in
-  log.h | param.h | sock.h | verbs.h | err.h | limits.h | clock.h | list.h | text.h | match_list.h | gid_range.h | rankmap.h | random.h | siphash.h)
+  log.h | param.h | sock.h | verbs.h | err.h | limits.h | clock.h | list.h | text.h | match_list.h | gid_range.h | rankmap.h | random.h | siphash.h | status.h)
     hf=core ;;
   fabric.h | fabric_*.h | devctx.h) hf=fabric ;;
   link.h | oob.h | wire.h) hf=conn ;;

@@ -2,7 +2,7 @@
 # package-deb.sh - builds the .deb packages with CPack and checks them as a distribution
 # would, then unpacks mcpnet into a scratch root (<build>/pkgroot) the way a container image
 # installs it; the lab scenario single_deb_install.sh loads the plugin from there.
-#   mcpnet        the plugin (in /usr/lib/<triplet>), mcpnet-doctor, mcpnet-params, man
+#   mcpnet        the plugin (in /usr/lib/<triplet>), mcpnet-doctor, mcpnet-top, mcpnet-params, man
 #                 pages, docs; mcpnet-bench the benchmark tools, depending on mcpnet
 #   each named NAME_VERSION_ARCH.deb with the version of the source revision
 #   (package-lib.sh), a -dbgsym .ddeb with the debug info of every ELF file, the ELF
@@ -76,7 +76,8 @@ done
 # What lies where: the plugin and node tools in mcpnet, the benchmark in mcpnet-bench.
 runtime=$(dpkg-deb --contents "mcpnet_${version}_${arch}.deb")
 bench=$(dpkg-deb --contents "mcpnet-bench_${version}_${arch}.deb")
-for want in ./usr/lib/$triplet/libnccl-net-mcp.so ./usr/bin/mcpnet-params ./usr/bin/mcpnet-doctor \
+for want in ./usr/lib/$triplet/libnccl-net-mcp.so ./usr/bin/mcpnet-params ./usr/bin/mcpnet-doctor ./usr/bin/mcpnet-top \
+  ./usr/share/man/man1/mcpnet-top.1.gz \
   ./usr/share/man/man7/libnccl-net-mcp.7.gz ./usr/share/man/man1/mcpnet-params.1.gz \
   ./usr/share/man/man1/mcpnet-doctor.1.gz ./usr/share/doc/mcpnet/README.md ./usr/share/doc/mcpnet/copyright; do
   grep -q " $want\$" <<< "$runtime" || { echo "$runtime"; fail "mcpnet lacks $want"; }

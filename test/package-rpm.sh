@@ -3,7 +3,7 @@
 # cannot be installed here (Debian). As an RPM distribution builds them: in a tree of its
 # own (<build>/rpm-tree-...) with the plugin in /usr/lib64, executable as RPM distributions
 # install shared objects (CMake on Debian leaves them 0644), and -DMCPNET_BUILD_TESTS=OFF (which
-# this checks too). mcpnet (plugin, mcpnet-doctor, mcpnet-params) and mcpnet-bench, each
+# this checks too). mcpnet (plugin, mcpnet-doctor, mcpnet-top, mcpnet-params) and mcpnet-bench, each
 # named NAME-VERSION-1.ARCH.rpm with the source revision's version (package-lib.sh), its
 # requirements rpmbuild's own scan of the binaries (glibc's symbol versions; never
 # libibverbs, which is loaded at run time), man pages gzip -9n, the binaries stripped with
@@ -69,8 +69,8 @@ for pkg in mcpnet mcpnet-bench; do
   echo "  $pkg requires: $(grep -c . <<< "$requires") entries, newest glibc $newest; stripped; debug info in $debuginfo"
 done
 files=$(rpm -qlp "mcpnet-$version-1.$arch.rpm")
-for want in /usr/lib64/libnccl-net-mcp.so /usr/bin/mcpnet-params /usr/bin/mcpnet-doctor \
-  /usr/share/man/man7/libnccl-net-mcp.7.gz /usr/share/doc/mcpnet/README.md /usr/share/doc/mcpnet/CHANGELOG.md \
+for want in /usr/lib64/libnccl-net-mcp.so /usr/bin/mcpnet-params /usr/bin/mcpnet-doctor /usr/bin/mcpnet-top \
+  /usr/share/man/man1/mcpnet-top.1.gz /usr/share/man/man7/libnccl-net-mcp.7.gz /usr/share/doc/mcpnet/README.md /usr/share/doc/mcpnet/CHANGELOG.md \
   /usr/share/doc/mcpnet/copyright; do
   grep -qx "$want" <<< "$files" || { echo "$files"; fail "mcpnet lacks $want"; }
 done

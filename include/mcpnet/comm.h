@@ -29,6 +29,7 @@
 #include "mcpnet/limits.h"
 #include "mcpnet/link.h"
 #include "mcpnet/oob.h"
+#include "mcpnet/status.h"
 #include "mcpnet/wire.h"
 #include "nccl/net_common.h"
 
@@ -215,6 +216,9 @@ struct mcp_send_slot {
 struct mcp_comm {
   struct mcp_link link; /* first: its kind is the comm's */
   int data_inline;      /* data writes up to this size go inline: min(max_inline, MCPNET_INLINE_BYTES) */
+  /* The data path's counters for mcpnet-top: the comm's status slot's, or cnt_local when
+   * it has none (status.h; plain stores, one per post and per completion tested). */
+  struct mcp_status_count *cnt;
 
   /* The ring the peer writes (send: CTS ring; recv: records) and its MR. */
   union {
@@ -284,6 +288,9 @@ struct mcp_comm {
   uint64_t wd_progress, wd_seen;
   uint64_t wd_since_ns, wd_last_ns;
   int wd_warned;
+
+  struct mcp_status_count cnt_local; /* cnt without a status slot */
+  uint64_t st_wait_ms;               /* when the slot's wait was last described */
 };
 /* The comm a link belongs to: what conn hands back through struct mcp_link_ops. */
 static inline struct mcp_comm *mcp_comm_of(struct mcp_link *l)
@@ -369,5 +376,18 @@ enum mcp_cnt_cause mcp_xfer_wc_diagnose(struct mcp_comm *c, const struct mcp_lin
                                         char *buf, size_t len);
 int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds);
 size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t len);
+/* The same description, and the first thing it names as a kind (enum mcp_status_wait),
+ * the sequence number and the count it is about. */
+struct mcp_xfer_wait {
+  unsigned kind;
+  uint32_t seq;
+  int count;
+};
+size_t mcp_xfer_wait_describe(const struct mcp_comm *c, struct mcp_xfer_wait *w, char *buf, size_t len);
+
+/* mcpnet-top's view of a waiting comm (mcp_xfer_status.c), from the liveness check: the
+ * heartbeat, how long it made no progress and, after a second of that, what it waits for
+ * (the watchdog's diagnosis). Nothing when the comm has no status slot. */
+void mcp_xfer_status_check(struct mcp_comm *c, uint64_t now_ns);
 
 #endif

@@ -21,6 +21,7 @@
 #include "mcpnet/fabric_vdev.h"
 #include "mcpnet/limits.h"
 #include "mcpnet/oob.h"
+#include "mcpnet/status.h"
 #include "mcpnet/wire.h"
 
 /* QPs per connection: NCCL's own bound (NCCL_IB_MAX_QPS), so any NCCL_IB_QPS_PER_CONNECTION
@@ -220,6 +221,11 @@ struct mcp_link {
   int sq_depth, rq_depth;
   atomic_int qp_event; /* an async event on one of its QPs (type + 1), 0: none */
   struct mcp_recovery rec;
+
+  /* What mcpnet-top sees of this comm (status.h): its slot, NULL when not published;
+   * status_ref: the comm holds a reference on the process's segment. */
+  struct mcp_status_comm *st;
+  int status_ref;
 };
 
 /* The link's epoch, and the wr_id tag that goes with it. */
@@ -358,6 +364,19 @@ void mcp_comm_fill_endpoint(struct mcp_link *c);
 /* The next per-process comm id for wr_id: 1..65535, then again from 1. */
 uint16_t mcp_comm_next_id(void);
 uint32_t mcp_version_number(void);
+
+/* The comm's slot in the status segment mcpnet-top reads (mcp_conn_status.c): open with
+ * the comm (a reference on the segment, a slot when one is free), close with its last
+ * reference. The rest publish what conn knows as it changes: a setup state
+ * (MCP_STATUS_CONNECTING, _WAIT_ACCEPT, _WAIT_CONNECT) with the peer known so far, the
+ * connected endpoint and peer, a recovery's start (its cause) and end, the failure. */
+void mcp_link_status_open(struct mcp_link *c);
+void mcp_link_status_close(struct mcp_link *c);
+void mcp_link_status_setup(struct mcp_link *c, int state);
+void mcp_link_status_ready(struct mcp_link *c);
+void mcp_link_status_recovering(struct mcp_link *c);
+void mcp_link_status_recovered(struct mcp_link *c);
+void mcp_link_status_failed(struct mcp_link *c);
 
 /* Recovery (mcp_conn_recover.c). recoverable says whether a completion status can be
  * survived by re-creating the QPs; start begins a round (callers check that

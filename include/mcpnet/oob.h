@@ -117,6 +117,16 @@ int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m);
 void mcp_oob_stream_close(struct mcp_oob_stream *s, int notify);
 /* "host pid N (addr)" of the peer, for messages. */
 const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t len);
+/* Who the peer is, for the status mcpnet-top reads: its address (no port) always; its
+ * host name, pid and local rank once its HELLO proved it holds the key (pid 0, rank -1
+ * until then). */
+struct mcp_oob_ident {
+  char host[MCP_WIRE_HOSTNAME_MAX + 1];
+  char addr[MCP_SOCKADDR_STRLEN];
+  uint32_t pid;
+  int32_t local_rank;
+};
+void mcp_oob_stream_peer_ident(struct mcp_oob_stream *s, struct mcp_oob_ident *id);
 /* Our id for the stream (the peer puts it in frame headers to reach us). */
 uint32_t mcp_oob_stream_id(const struct mcp_oob_stream *s);
 /* The peer's id for the same connection, once its answer named it (0: not yet); set

@@ -51,6 +51,8 @@ enum mcp_param_id {
   MCP_PARAM_IB_PORT_FAILOVER,
   MCP_PARAM_IB_PORT_RECOVERY,
   MCP_PARAM_WATCHDOG_SEC,
+  MCP_PARAM_STATUS,
+  MCP_PARAM_STATUS_DIR,
   MCP_PARAM_ABORT_ON_ERROR,
   MCP_PARAM_FORCE_FLUSH,
   MCP_PARAM_PROGRESS_CPU,
@@ -152,7 +154,9 @@ struct mcp_config {
   /* A fused link's recovery leaves a member whose port is down out (failover), and takes
    * it again when its port is back (port recovery): NCCL_IB_RESILIENCY_PORT_*, non-zero. */
   int ib_port_failover, ib_port_recovery;
-  int watchdog_s; /* 0 = off */
+  int watchdog_s;         /* 0 = off */
+  bool status;            /* publish the comms for mcpnet-top (status.h) */
+  const char *status_dir; /* where (MCPNET_STATUS_DIR) */
   bool abort_on_error;
   bool force_flush;
   int progress_cpu; /* -1 = not pinned */

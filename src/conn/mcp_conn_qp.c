@@ -38,6 +38,7 @@ void mcp_comm_fail(struct mcp_link *c, int code, const char *fmt, ...)
   vsnprintf(c->errmsg, sizeof(c->errmsg), fmt, ap);
   va_end(ap);
   c->error = code;
+  mcp_link_status_failed(c);
   MCP_WARN("%s", c->errmsg);
   if (mcp_param_process()->abort_on_error) {
     MCP_WARN("MCPNET_ABORT_ON_ERROR=1: aborting for a core dump");
@@ -882,6 +883,7 @@ static void comm_free(struct mcp_link *c)
     free(c->devs[i].cnt_base);
     mcp_devctx_put(c->devs[i].dc);
   }
+  mcp_link_status_close(c);
   free(c);
   mcp_oob_release();
   mcp_fabric_comm_unref();

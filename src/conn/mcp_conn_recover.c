@@ -204,6 +204,7 @@ static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
     c->rec.start_ns = now;
     c->rec.deadline_ns = now + (uint64_t)cfg->recovery_timeout_s * 1000000000ull;
     snprintf(c->rec.cause, sizeof(c->rec.cause), "%s", cause);
+    mcp_link_status_recovering(c);
     MCP_WARN("%s %s: %s; re-creating the connection's %d QP(s) (round %u, giving up after %d s)",
              dir_words(c), c->peer_name, cause, c->nqps, round, cfg->recovery_timeout_s);
   } else {
@@ -482,6 +483,7 @@ static int finish_round(struct mcp_link *c)
     return -1;
   c->rec.phase = MCP_REC_NONE;
   c->rec.count++;
+  mcp_link_status_recovered(c);
   members_words(c, members, sizeof(members));
   MCP_WARN("%s %s: recovered from \"%s\" in %.2f s (round %u, recovery %d of this connection)%s",
            dir_words(c), c->peer_name, c->rec.cause, spent, c->rec.round, c->rec.count, members);

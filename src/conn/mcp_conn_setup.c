@@ -102,6 +102,7 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
   c->ops = ops;
   c->id = mcp_comm_next_id();
   mcp_link_set_epoch(c, 0);
+  mcp_link_status_open(c); /* what mcpnet-top sees; closed with the comm (comm_free) */
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;
@@ -439,6 +440,7 @@ static int connect_finish(struct mcp_link *c)
     return -1;
   }
   c->state = ST_DONE;
+  mcp_link_status_ready(c);
   MCP_INFO(NCCL_NET, "connected %s -> %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d",
            mcp_link_dev_of(c, 0)->dc->info->name, c->peer_name, c->nqps, c->qp[0]->qp_num,
            mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);
@@ -513,10 +515,16 @@ static int connect_step(struct mcp_link *c)
       return -1;
     }
   }
-  if (c->state == ST_WAIT_QP)
+  if (c->state == ST_WAIT_QP) {
+    mcp_link_status_setup(c, MCP_STATUS_CONNECTING);
     return connect_finish(c);
+  }
   /* No deadline here: an unreachable address fails in the TCP connect, a dead process or
    * host kills the stream, and anything else is a peer that has not called accept yet. */
+  mcp_link_status_setup(c,
+                        c->state == ST_WAIT_ACK || mcp_oob_stream_phase(c->stream) == MCP_OOB_TCP_UP
+                          ? MCP_STATUS_WAIT_ACCEPT
+                          : MCP_STATUS_CONNECTING);
   wait_notice(c, "its accept");
   return 0;
 }
@@ -703,6 +711,7 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
   if (c->error == 0 && c->state != ST_DONE) {
     /* Only our own setup thread has a deadline; the connector may be late to READY. */
     if (c->state == ST_WAIT_READY) {
+      mcp_link_status_setup(c, MCP_STATUS_WAIT_CONNECT);
       if (c->wait_since_ms == 0)
         c->wait_since_ms = mcp_clock_coarse_ms();
       if (accept_yield(lc, c))
@@ -710,6 +719,7 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
       wait_notice(c, "its connect to finish (READY)");
       return 0;
     }
+    mcp_link_status_setup(c, MCP_STATUS_CONNECTING);
     if (mcp_clock_ns() <= c->deadline_ns)
       return 0;
     mcp_comm_fail(c, MCP_ERR_REMOTE,
@@ -724,6 +734,7 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
     mcp_comm_destroy(c);
     return rc;
   }
+  mcp_link_status_ready(c);
   MCP_INFO(NCCL_NET, "accepted %s <- %s: %d QP(s) from %#x, MTU %d, SL %d, TC %d",
            mcp_link_dev_of(c, 0)->dc->info->name, c->peer_name, c->nqps, c->qp[0]->qp_num,
            mcp_fabric_mtu_bytes(c->mtu), c->sl, c->tc);

@@ -1264,6 +1264,26 @@ const char *mcp_oob_stream_peer_name(struct mcp_oob_stream *s, char *buf, size_t
   return buf;
 }
 
+void mcp_oob_stream_peer_ident(struct mcp_oob_stream *s, struct mcp_oob_ident *id)
+{
+  const struct mcp_oob_peer *p;
+
+  memset(id, 0, sizeof(*id));
+  id->local_rank = -1;
+  pthread_mutex_lock(&oob.lock);
+  p = s->peer;
+  if (p != NULL) {
+    snprintf(id->addr, sizeof(id->addr), "%s", p->host);
+    /* A stranger's claims are not repeated: only a peer that proved itself is named. */
+    if (p->have_hello && p->authed) {
+      snprintf(id->host, sizeof(id->host), "%s", p->hello.hostname);
+      id->pid = p->hello.pid;
+      id->local_rank = p->hello.local_rank;
+    }
+  }
+  pthread_mutex_unlock(&oob.lock);
+}
+
 uint32_t mcp_oob_stream_id(const struct mcp_oob_stream *s) { return s->id; }
 
 uint32_t mcp_oob_stream_remote_id(struct mcp_oob_stream *s)

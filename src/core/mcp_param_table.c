@@ -135,6 +135,16 @@ static int check_pkey_value(long long value, char *why, size_t whylen)
   return -EINVAL;
 }
 
+/* The directory the status files go to, and where mcpnet-top looks: absolute, so a
+ * process and the tool started elsewhere agree on it. */
+static int check_status_dir(const char *value, char *why, size_t whylen)
+{
+  if (value[0] == '/')
+    return 0;
+  snprintf(why, whylen, "must be an absolute path, e.g. /dev/shm or /run/mcpnet");
+  return -EINVAL;
+}
+
 static const char *const tenant_pkey_aliases[] = {"MCPNET_PKEY", NULL};
 static const char *const watchdog_aliases[] = {"MCPNET_WATCHDOG_SECONDS", NULL};
 
@@ -318,6 +328,12 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
      .doc = "Seconds without progress before a request's stall is reported (once per stall); 0 turns it off",
      .why = "the watchdog period is at most a day; 0 turns it off",
      .offset = OFF(watchdog_s)},
+  BOOL_ROW(MCP_PARAM_STATUS, "MCPNET_STATUS", 1, status,
+           "Publish each comm's state, counters and what it waits for in a file mcpnet-top reads "
+           "(MCPNET_STATUS_DIR); 0 publishes nothing"),
+  STR_ROW(MCP_PARAM_STATUS_DIR, "MCPNET_STATUS_DIR", "/dev/shm", status_dir, check_status_dir,
+          "absolute path",
+          "Directory of the per-process status files (mode 0600) that mcpnet-top reads; it must exist"),
   BOOL_ROW(MCP_PARAM_ABORT_ON_ERROR, "MCPNET_ABORT_ON_ERROR", 0, abort_on_error,
            "Abort the process at the first error, for a core dump"),
   BOOL_ROW(MCP_PARAM_FORCE_FLUSH, "MCPNET_FORCE_FLUSH", 0, force_flush,

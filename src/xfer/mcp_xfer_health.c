@@ -13,7 +13,8 @@
  * receive advertised but never filled). It never fails the comm, owns no thread and
  * no timer: the data path only counts progress (one increment per post or polled
  * batch); the 100 ms liveness check, which already runs only while a caller waits,
- * compares that count and reads the clock.
+ * compares that count and reads the clock. The same diagnosis, as a kind
+ * (mcp_xfer_wait_describe), is what mcpnet-top shows of a waiting comm.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -104,7 +105,18 @@ static void part(char *buf, size_t len, size_t *used, const char *fmt, ...)
     *used = len - 1;
 }
 
-static void describe_send(const struct mcp_comm *c, char *buf, size_t len, size_t *used)
+/* The first thing a description names is what the comm waits for (mcpnet-top's kind). */
+static void wait_is(struct mcp_xfer_wait *w, unsigned kind, uint32_t seq, int count)
+{
+  if (w->kind != MCP_WAIT_NONE)
+    return;
+  w->kind = kind;
+  w->seq = seq;
+  w->count = count;
+}
+
+static void describe_send(const struct mcp_comm *c, struct mcp_xfer_wait *w, char *buf, size_t len,
+                          size_t *used)
 {
   const struct mcp_request *oldest = NULL;
   const struct mcp_cts_elem *e = c->ring_elems[c->seq % MCP_SLOTS].e;
@@ -119,12 +131,15 @@ static void describe_send(const struct mcp_comm *c, char *buf, size_t len, size_
     if (oldest == NULL || seq_before(r->seq, oldest->seq))
       oldest = r;
   }
-  if (written > 0)
+  if (written > 0) {
+    wait_is(w, MCP_WAIT_ACK, oldest->seq, written);
     part(buf, len, used,
          "%d send(s) written but not acknowledged by the peer's adapter (oldest seq %u, "
          "%d write(s) of it unacknowledged): the data left, no ACK came back",
          written, oldest->seq, oldest->pending);
+  }
   if (__atomic_load_n(&e[0].seq, __ATOMIC_ACQUIRE) != c->seq) {
+    wait_is(w, MCP_WAIT_CTS, c->seq, 1);
     part(buf, len, used,
          "the send of seq %u waits for its receive buffer, which was never advertised by "
          "the peer (no clear-to-send): the peer has not posted the matching irecv",
@@ -134,28 +149,35 @@ static void describe_send(const struct mcp_comm *c, char *buf, size_t len, size_
   n = e[0].n >= 1 && e[0].n <= MCP_MAX_RECVS ? e[0].n : 1;
   for (i = 0; i < n; i++)
     arrived += __atomic_load_n(&e[i].seq, __ATOMIC_ACQUIRE) == c->seq;
-  if (arrived < n)
+  if (arrived < n) {
+    wait_is(w, MCP_WAIT_CTS, c->seq, n - arrived);
     part(buf, len, used, "the clear-to-send of seq %u arrived for %d of its %d buffers", c->seq, arrived, n);
-  else if (ss->seq == c->seq && ss->matched > 0)
+  } else if (ss->seq == c->seq && ss->matched > 0) {
+    wait_is(w, MCP_WAIT_GROUP, c->seq, n - ss->matched);
     part(buf, len, used,
          "the grouped receive of seq %u has %d of its %d buffers sent; the others wait "
          "for isend with their tags",
          c->seq, ss->matched, n);
+  }
   if (arrived == n && c->tag_refused_seq == c->seq) {
     char tags[MCP_MAX_RECVS * 20] = "";
     size_t t = 0;
     for (i = 0; i < n && t < sizeof(tags); i++)
       t += (size_t)snprintf(tags + t, sizeof(tags) - t, "%s%d%s", i ? "," : "", e[i].tag,
                             n > 1 && ss->seq == c->seq && ss->used[i] ? "(sent)" : "");
+    wait_is(w, MCP_WAIT_TAG, c->seq, 1);
     part(buf, len, used,
          "isend with tag %d finds no free buffer for its tag in the oldest receive "
          "(seq %u, tags %s): it is retried until the sends of that receive's other tags arrive",
          c->tag_refused, c->seq, tags);
-  } else if (written == 0)
+  } else if (written == 0) {
+    wait_is(w, MCP_WAIT_ISEND, c->seq, 1);
     part(buf, len, used, "the peer advertised its receive buffer for seq %u, but no isend took it", c->seq);
+  }
 }
 
-static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_t *used)
+static void describe_recv(const struct mcp_comm *c, struct mcp_xfer_wait *w, char *buf, size_t len,
+                          size_t *used)
 {
   const struct mcp_recv_slot *oldest = NULL;
   int advertised = 0, flushes = 0, i;
@@ -171,6 +193,7 @@ static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_
   for (i = 0; i < c->nreqs; i++)
     flushes += c->reqs[i].in_use && !c->reqs[i].done && c->reqs[i].kind == MCP_REQ_FLUSH;
   if (advertised > 0) {
+    wait_is(w, oldest->got == 0 ? MCP_WAIT_DATA : MCP_WAIT_PARTIAL, oldest->seq, advertised);
     if (oldest->got == 0)
       part(buf, len, used,
            "%d receive(s) advertised to the peer but no data arrived (oldest seq %u, "
@@ -182,30 +205,45 @@ static void describe_recv(const struct mcp_comm *c, char *buf, size_t len, size_
            "writes: the rest never arrived",
            advertised, oldest->seq, oldest->got, oldest->expected);
   }
-  if (c->inflight == MCP_RECV_INFLIGHT)
+  if (c->inflight == MCP_RECV_INFLIGHT) {
+    wait_is(w, MCP_WAIT_TEST, c->seq, c->inflight);
     part(buf, len, used, "irecv cannot advertise seq %u: %d receives are in flight, the most a comm keeps",
          c->seq, MCP_RECV_INFLIGHT);
-  else if (c->rslots[c->seq % MCP_SLOTS].req != NULL)
+  } else if (c->rslots[c->seq % MCP_SLOTS].req != NULL) {
+    wait_is(w, MCP_WAIT_TEST, c->seq, c->inflight);
     part(buf, len, used, "irecv cannot advertise seq %u: its slot still waits for the data of seq %u", c->seq,
          c->seq - MCP_SLOTS);
-  if (flushes > 0)
+  }
+  if (flushes > 0) {
+    wait_is(w, MCP_WAIT_FLUSH, c->seq, flushes);
     part(buf, len, used, "%d flush read(s) not completed by the local adapter", flushes);
+  }
 }
 
-size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t len)
+size_t mcp_xfer_wait_describe(const struct mcp_comm *c, struct mcp_xfer_wait *w, char *buf, size_t len)
 {
   size_t used = 0;
 
+  w->kind = MCP_WAIT_NONE;
+  w->seq = 0;
+  w->count = 0;
   if (len == 0)
     return 0;
   buf[0] = '\0';
   if (c->link.kind == MCP_COMM_SEND)
-    describe_send(c, buf, len, &used);
+    describe_send(c, w, buf, len, &used);
   else
-    describe_recv(c, buf, len, &used);
+    describe_recv(c, w, buf, len, &used);
   if (used == 0)
     part(buf, len, &used, "nothing is in flight on this comm");
   return used;
+}
+
+size_t mcp_xfer_watchdog_describe(const struct mcp_comm *c, char *buf, size_t len)
+{
+  struct mcp_xfer_wait w;
+
+  return mcp_xfer_wait_describe(c, &w, buf, len);
 }
 
 int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
@@ -217,8 +255,8 @@ int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
   uint64_t stalled;
   int k;
 
-  if (seconds <= 0)
-    return 0;
+  /* The stall is measured even when nothing is reported (MCPNET_WATCHDOG_SEC=0): mcpnet-top
+   * reads its start (mcp_xfer_status.c). */
   if (c->wd_progress != c->wd_seen || now_ns - c->wd_last_ns > WD_IDLE_GAP_NS) {
     c->wd_seen = c->wd_progress;
     c->wd_since_ns = now_ns;
@@ -228,7 +266,7 @@ int mcp_xfer_watchdog(struct mcp_comm *c, uint64_t now_ns, int seconds)
   }
   c->wd_last_ns = now_ns;
   stalled = now_ns - c->wd_since_ns;
-  if (c->wd_warned || stalled < (uint64_t)seconds * 1000000000ull)
+  if (seconds <= 0 || c->wd_warned || stalled < (uint64_t)seconds * 1000000000ull)
     return 0;
   c->wd_warned = 1;
   mcp_xfer_watchdog_describe(c, what, sizeof(what));

@@ -45,6 +45,7 @@ static int link_alloc(struct mcp_link *l)
   int k;
 
   c->seq = 1;
+  c->cnt = c->link.st != NULL ? &c->link.st->count : &c->cnt_local;
   /* The send side's ring has room for a fused receiver's rkey table after its slots. */
   c->ring_bytes = is_send ? MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys)
                           : MCP_SLOTS * sizeof(struct mcp_record);

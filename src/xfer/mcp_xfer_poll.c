@@ -92,6 +92,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
   if (c->link.error != 0)
     return -1;
   mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
+  mcp_xfer_status_check(c, now);
   return 0;
 }
 
@@ -507,14 +508,21 @@ static inline __attribute__((always_inline)) int test_finish(struct mcp_request 
 
   *done = 1;
   if (r->kind == MCP_REQ_RECV) {
-    if (sizes != NULL) {
+    uint64_t bytes = (uint64_t)r->sizes[0];
+
+    if (sizes != NULL)
       sizes[0] = r->sizes[0];
-      for (i = 1; i < r->n; i++)
+    for (i = 1; i < r->n; i++) {
+      if (sizes != NULL)
         sizes[i] = r->sizes[i];
+      bytes += (uint64_t)r->sizes[i];
     }
     c->inflight--;
-  } else if (r->kind == MCP_REQ_SEND && sizes != NULL) {
-    sizes[0] = r->size;
+    mcp_status_done(c->cnt, bytes);
+  } else if (r->kind == MCP_REQ_SEND) {
+    if (sizes != NULL)
+      sizes[0] = r->size;
+    mcp_status_done(c->cnt, (uint64_t)r->size);
   }
   mcp_req_put(r);
   return 0;

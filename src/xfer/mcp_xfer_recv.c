@@ -238,6 +238,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   c->seq = seq + 1;
   c->inflight++;
   c->wd_progress++;
+  mcp_status_posted(c->cnt);
   *request = r;
   return 0;
 }

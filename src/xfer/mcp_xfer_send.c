@@ -360,6 +360,7 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
       return c->link.error;
     c->seq = seq + 1;
     c->wd_progress++;
+    mcp_status_posted(c->cnt);
     *request = r;
     return 0;
   }
@@ -400,6 +401,7 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     c->seq = seq + 1;
   }
   c->wd_progress++;
+  mcp_status_posted(c->cnt);
   *request = r;
   return 0;
 }

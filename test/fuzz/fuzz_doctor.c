@@ -2,9 +2,10 @@
  * fuzz_doctor.c - the fuzz target for what one mcpnet-doctor reads from another over its
  * control connection, once the run's token was proved (a doctor of the same run may
  * still be broken, or impersonated on the path): the summary (key=value lines), a fleet
- * node's report to node 0, and the measurement plan. The first byte picks the parser; the
- * rest is the frame's text. Whatever the bytes, the strings that come out are printable
- * and terminated and the numbers in their ranges.
+ * node's report to node 0, the measurement plan, and the view a node's mcpnet-top --fleet
+ * sends node 0 (tools/top/top_wire.c, which node 0 then joins and prints). The first byte
+ * picks the parser; the rest is the frame's text. Whatever the bytes, the strings that come
+ * out are printable and terminated and the numbers in their ranges.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "doctor_ctl.h"
 #include "doctor_fleet.h"
 #include "fuzz_target.h"
+#include "top.h"
 
 static void fuzz_fail(const char *what)
 {
@@ -43,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
   memcpy(text, data + 1, size - 1);
   text[size - 1] = '\0';
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
   case 0: {
     struct doctor_summary s;
 
@@ -63,6 +65,43 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       printable(nd.own[k], sizeof(nd.own[k]), "node fail line");
     if (nd.ndev < 0 || nd.ndev > FLEET_MAX_DEVS || nd.nown < 0)
       fuzz_fail("node counts out of range");
+    break;
+  }
+  case 3: {
+    struct top_view v;
+    struct top_root *roots;
+    char err[200];
+    int nroots = 0, nwaiting = 0;
+    FILE *null;
+
+    if (top_wire_decode(text, size - 1, &v, err, sizeof(err)) == 0) {
+      printable(v.host, sizeof(v.host), "view host");
+      if (v.nproc < 0 || v.nproc > TOP_WIRE_MAX_PROCS)
+        fuzz_fail("view process count out of range");
+      for (int i = 0; i < v.nproc; i++) {
+        printable(v.proc[i].host, sizeof(v.proc[i].host), "process host");
+        printable(v.proc[i].name, sizeof(v.proc[i].name), "process name");
+        for (int k = 0; k < v.proc[i].ncomm; k++) {
+          const struct top_comm *c = &v.proc[i].comm[k];
+
+          printable(c->peer_host, sizeof(c->peer_host), "peer host");
+          printable(c->wait_text, sizeof(c->wait_text), "wait text");
+          printable(c->cause, sizeof(c->cause), "cause");
+          if (c->activity < TOP_IDLE || c->activity > TOP_FAILED || c->wait < 0 ||
+              c->wait >= MCP_WAIT_COUNT || (c->kind != 1 && c->kind != 2))
+            fuzz_fail("comm field out of range");
+        }
+      }
+      /* What node 0 does with it: join it (here with itself) and print the roots. */
+      roots = top_fleet_roots(&v, 1, &nroots, &nwaiting);
+      null = fopen("/dev/null", "w");
+      if (null != NULL) {
+        top_roots_text(roots, nroots, nwaiting, 1, 1, null);
+        fclose(null);
+      }
+      free(roots);
+    }
+    top_view_free(&v);
     break;
   }
   default: {
@@ -89,6 +128,14 @@ int fuzz_seeds(const char *dir, fuzz_write_fn write)
     {"plan-bw", "\2bw 31 1048576"},
     {"plan-lat", "\2lat 124"},
     {"plan-end", "\2end"},
+    {"top-view",
+     "\3N\thost=lab-a\tdead=0\n"
+     "P\tpid=417\thost=lab-a\trank=0\tlrank=-1\tname=mcp-stream\taddr=192.0.2.1:41000\tstopped=0\t"
+     "pstate=S\tcheck=0.1\n"
+     "C\tkind=1\tid=1\tstream=1\tpstream=2\tdev=0\tport=1\tibdev=rxe0\tphost=lab-b\tppid=450\t"
+     "plrank=-1\tpaddr=192.0.2.2\tstate=4\tstate_s=30.0\tposted=196\tdone=196\tbytes=7268537\t"
+     "moved=0\tstall=8.0\tnonedone=8.0\twait=2\twseq=197\twcount=1\trec=0\tact=2\twaited=8.0\t"
+     "waits=1\twtext=the send of seq 197 waits\tcause=\n"},
   };
   int rc = 0;
 

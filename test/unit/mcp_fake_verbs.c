@@ -636,10 +636,14 @@ static struct fake_side *side_new(int index, int k)
   return s;
 }
 
-static struct mcp_comm *comm_new(struct fake_side **members, int ndevs, int kind, const char *peer)
+static struct mcp_comm *comm_new(struct fake_side **members, int ndevs, int kind, const char *peer,
+                                 int publish)
 {
   struct mcp_comm *c = calloc(1, sizeof(*c));
   int k;
+
+  if (publish) /* before xfer's alloc, which points the counters at the slot */
+    c->link.st = mcp_status_open(kind, 0);
 
   c->link.kind = kind;
   c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
@@ -704,8 +708,10 @@ struct fake_pair *fake_pair_make(const struct fake_pair_opts *o)
   }
   /* QPs per member, times the larger end's members (mcp_link_qp_count, as connect does). */
   nqps = mcp_link_qp_count(nqps, p->ndevs[0], p->ndevs[1]);
-  s = p->send = comm_new(p->member[0], p->ndevs[0], MCP_COMM_SEND, "fake-receiver pid 2 (192.0.2.2:40000)");
-  r = p->recv = comm_new(p->member[1], p->ndevs[1], MCP_COMM_RECV, "fake-sender pid 1 (192.0.2.1:40000)");
+  s = p->send = comm_new(p->member[0], p->ndevs[0], MCP_COMM_SEND, "fake-receiver pid 2 (192.0.2.2:40000)",
+                         o != NULL && o->publish);
+  r = p->recv = comm_new(p->member[1], p->ndevs[1], MCP_COMM_RECV, "fake-sender pid 1 (192.0.2.1:40000)",
+                         o != NULL && o->publish);
   s->link.remote_ndevs = p->ndevs[1];
   r->link.remote_ndevs = p->ndevs[0];
   /* Stand-ins for the out-of-band connection: alive, no frames. */
@@ -747,6 +753,7 @@ static void comm_free(struct mcp_comm *c)
    * fake's walks never block; a real comm would hand it its QPs and a reference). */
   while (c->link.qp_job != NULL && mcp_qp_connect_poll(&c->link) == 0)
     nanosleep(&nap, NULL);
+  mcp_status_close(c->link.st);
 
   for (i = 0; i < c->link.nqps; i++)
     if (c->link.qp[i] != NULL)
@@ -810,7 +817,7 @@ void fake_regs_reset(void) { nregs = 0; }
 struct mcp_comm *fake_comm_alloc(struct fake_pair *p, int side)
 {
   struct mcp_comm *c =
-    comm_new(p->member[side], p->ndevs[side], side == FAKE_SEND_SIDE ? MCP_COMM_SEND : MCP_COMM_RECV, "-");
+    comm_new(p->member[side], p->ndevs[side], side == FAKE_SEND_SIDE ? MCP_COMM_SEND : MCP_COMM_RECV, "-", 0);
 
   if (mcp_xfer_link_ops.alloc(&c->link) != 0)
     abort();
@@ -1112,6 +1119,8 @@ void fake_comm_endpoint(struct mcp_comm *c, struct mcp_wire_endpoint *ep)
 
 void fake_comm_check_due(struct mcp_comm *c) { c->next_alive_check_ns = 0; }
 int fake_comm_recoveries(const struct mcp_comm *c) { return c->link.rec.count; }
+struct mcp_status_comm *fake_comm_status(struct mcp_comm *c) { return c->link.st; }
+struct mcp_link *fake_comm_link(struct mcp_comm *c) { return &c->link; }
 
 void fake_comm_peer_closed(struct mcp_comm *c)
 {

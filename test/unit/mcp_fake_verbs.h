@@ -29,7 +29,9 @@
 #include "mcpnet/wire.h"
 
 struct mcp_comm;
+struct mcp_link;
 struct mcp_oob_stream;
+struct mcp_status_comm;
 
 /* One posted send WR, as the fake saw it (for checks on what was posted). */
 struct fake_post {
@@ -55,6 +57,9 @@ struct fake_pair_opts {
    * another member is refused as a real adapter refuses it. With members, nqps is QPs
    * per member (NCCL_IB_QPS_PER_CONNECTION) and the pair has nqps x the larger count. */
   int ndevs[2];
+  /* Each comm gets a slot in the process's status segment (status.h; the test acquires
+   * the segment first), as conn's comm_new gives a real one: its counters go there. */
+  int publish;
 };
 
 struct fake_pair {
@@ -230,6 +235,10 @@ void fake_comm_endpoint(struct mcp_comm *c, struct mcp_wire_endpoint *ep);
 void fake_comm_check_due(struct mcp_comm *c);
 /* Recoveries the comm completed. */
 int fake_comm_recoveries(const struct mcp_comm *c);
+/* The comm's status slot (NULL unless the pair was made with publish), and its link (for
+ * conn's functions that publish). */
+struct mcp_status_comm *fake_comm_status(struct mcp_comm *c);
+struct mcp_link *fake_comm_link(struct mcp_comm *c);
 
 /* The WARNs the library says, for tests that check them: fake_warn_capture is a logger
  * (mcp_log_set_logger) that counts WARNs in fake_warns and keeps the latest text. */

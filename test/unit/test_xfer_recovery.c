@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
@@ -26,6 +27,7 @@
 #include "mcpnet/log.h"
 #include "mcpnet/oob.h"
 #include "mcpnet/param.h"
+#include "mcpnet/status.h"
 
 #define N 8
 #define TURNS 20000
@@ -246,9 +248,13 @@ static void count_writes(int *again)
  * adapters do (both = 1). roce: both ends are RoCE ports whose GID the recovery looks
  * up again (1), and it is missing for the first 300 ms of the recovery's clock (2: the
  * kernel has not put it back yet after the flap). */
+/* The run publishes its comms (status.h): what mcpnet-top reads of a recovery is checked. */
+static int published;
+
 static void run(int both, int roce)
 {
-  struct fake_pair_opts o = {.nqps = 1};
+  struct fake_pair_opts o = {.nqps = 1, .publish = published};
+  int saw_recovering = 0;
   struct mcp_config *cfg = mcp_param_process();
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
@@ -290,6 +296,9 @@ static void run(int both, int roce)
     CHECK_EQ_INT(failed, 0);
     if (failed != 0)
       goto out;
+    if (published && fake_comm_status(p->send)->state == MCP_STATUS_RECOVERING &&
+        strstr(fake_comm_status(p->send)->cause, "work completion error") != NULL)
+      saw_recovering++;
     mcp_oob_progress();
     now_ns += 1000000ull; /* 1 ms of the recovery's clock per round of calls */
     if (turn % 4 == 3)
@@ -327,6 +336,14 @@ static void run(int both, int roce)
                       "RDMA path and re-created its QPs") != NULL);
   CHECK(strstr(logbuf, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from") != NULL);
   CHECK(strstr(logbuf, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from") != NULL);
+  if (published) {
+    /* mcpnet-top saw the round (its cause) while it ran, and the count once it was over. */
+    CHECK(saw_recovering > 0);
+    CHECK_EQ_INT(fake_comm_status(p->send)->state, MCP_STATUS_READY);
+    CHECK_EQ_INT(fake_comm_status(p->send)->recoveries, 1);
+    CHECK_EQ_INT(fake_comm_status(p->recv)->recoveries, 1);
+    CHECK(strstr(fake_comm_status(p->send)->cause, "work completion error") != NULL);
+  }
   if (roce) {
     /* Each end looked its GID up on a setup thread, and its new QPs use what it found. */
     CHECK_EQ_INT(atomic_load(&lookups_here), 0);
@@ -426,6 +443,21 @@ static void test_recover_fused_member_flap(void) { run_fused(0); }
 static void test_recover_fused_member_stays_down(void) { run_fused(1); }
 
 static void test_recover_sender_noticed(void) { run(0, 0); }
+static void test_recover_published(void)
+{
+  struct mcp_config cfg = {.status = 1, .local_rank = -1};
+  char dir[64];
+
+  snprintf(dir, sizeof(dir), "/tmp/mcpnet-recovery-status.XXXXXX");
+  CHECK(mkdtemp(dir) != NULL);
+  cfg.status_dir = dir;
+  mcp_status_acquire(&cfg, "");
+  published = 1;
+  run(0, 0);
+  published = 0;
+  mcp_status_release();
+  rmdir(dir);
+}
 static void test_recover_both_noticed(void) { run(1, 0); }
 static void test_recover_roce_gid_off_proxy_thread(void) { run(0, 1); }
 static void test_recover_roce_gid_back_late(void) { run(0, 2); }
@@ -671,6 +703,7 @@ int main(void)
     return 1;
   }
   RUN_TEST(test_recover_sender_noticed);
+  RUN_TEST(test_recover_published);
   RUN_TEST(test_recover_both_noticed);
   RUN_TEST(test_recover_roce_gid_off_proxy_thread);
   RUN_TEST(test_recover_roce_gid_back_late);

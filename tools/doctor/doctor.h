@@ -170,12 +170,6 @@ struct doctor_opts {
   char drawn_token[40]; /* --listen without MCPNET_DOCTOR_TOKEN: the one it drew and prints */
 };
 
-/* The secret the doctors of one run share (doctor_ctl.h): MCPNET_DOCTOR_TOKEN, or, when
- * drawn is not NULL (--listen), a fresh one drawn into it for the operator to give the
- * --peer side. mode names the option for the message. 0, or -1 with the reason on
- * stderr (a usage error). */
-int doctor_run_token(const char *mode, char *drawn, size_t len);
-
 /* The listener's measurement plan as the other side reads it off the network: "end",
  * "bw COUNT SIZE" (SIZE at most max_size) or "lat COUNT", COUNT 1..DOCTOR_PLAN_MAX_COUNT;
  * anything else is BAD. */

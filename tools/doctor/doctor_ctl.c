@@ -58,6 +58,30 @@ int doctor_ctl_random_token(char *buf, size_t len)
   return 0;
 }
 
+int doctor_ctl_run_token(const char *tool, const char *mode, char *drawn, size_t len)
+{
+  const char *token = getenv(DOCTOR_TOKEN_ENV);
+
+  if (token != NULL && *token != '\0') {
+    if (doctor_ctl_set_token(token) == 0)
+      return 0;
+    fprintf(stderr,
+            "%s: %s is shorter than %d characters: use a long random value, e.g. "
+            "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')\n",
+            tool, DOCTOR_TOKEN_ENV, DOCTOR_TOKEN_MIN);
+    return -1;
+  }
+  if (drawn != NULL && doctor_ctl_random_token(drawn, len) == 0)
+    return doctor_ctl_set_token(drawn);
+  fprintf(
+    stderr, "%s: %s needs the run's token in %s, the same on every node: %s\n", tool, mode, DOCTOR_TOKEN_ENV,
+    strcmp(mode, "--fleet") == 0
+      ? "set it in the job, e.g. export MCPNET_DOCTOR_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') "
+        "before srun, or from a Kubernetes Secret"
+      : "the one mcpnet-doctor --listen printed on the other host");
+  return -1;
+}
+
 static uint64_t auth_mac(uint64_t what, uint64_t chal_conn, uint64_t chal_listen)
 {
   uint8_t msg[24];

@@ -56,6 +56,12 @@ enum {
 #define DOCTOR_TOKEN_ENV "MCPNET_DOCTOR_TOKEN"
 #define DOCTOR_TOKEN_MIN 16
 int doctor_ctl_set_token(const char *token);
+/* The run's token from MCPNET_DOCTOR_TOKEN, or, when drawn is not NULL (the doctor's
+ * --listen), a fresh one drawn into it for the operator to give the other side. tool and
+ * mode name the program and option for the message. 0, or -1 with the reason on stderr
+ * (a usage error). mcpnet-doctor and mcpnet-top --fleet share it. */
+int doctor_ctl_run_token(const char *tool, const char *mode, char *drawn, size_t len);
+
 int doctor_ctl_random_token(char *buf, size_t len);
 
 /* Connects and proves the run's token both ways (a peer that does not know it fails the

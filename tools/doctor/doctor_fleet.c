@@ -160,6 +160,23 @@ int doctor_fleet_resolve(const struct fleet_opts *o, const char *(*get)(const ch
   return 0;
 }
 
+int doctor_fleet_listen_port(const struct fleet_conf *c, int default_port, char *err, size_t len)
+{
+  const char *colon = strrchr(c->coordinator, ':');
+  const char *bracket = strrchr(c->coordinator, ']');
+  int port = default_port;
+
+  /* "HOST:PORT" or "[V6]:PORT"; a bare IPv6 address has more than one colon and no port. */
+  if (c->coordinator[0] != '\0' && colon != NULL && (bracket == NULL || colon > bracket) &&
+      (c->coordinator[0] == '[' || strchr(c->coordinator, ':') == colon))
+    port = atoi(colon + 1);
+  if (port <= 0 || port > 65535) {
+    snprintf(err, len, "the port in %s='%s' is not 1..65535", c->coordinator_source, c->coordinator);
+    return -1;
+  }
+  return port;
+}
+
 /* ---- Which pairs ------------------------------------------------------------------------- */
 
 int doctor_fleet_pairs_cap(int n, int rails) { return 2 * (n > 0 ? n : 1) * (rails > 0 ? rails : 1); }

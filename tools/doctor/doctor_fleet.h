@@ -86,6 +86,10 @@ int doctor_fleet_first_host(const char *nodelist, char *out, size_t len);
 int doctor_fleet_resolve(const struct fleet_opts *o, const char *(*getenv_fn)(const char *name),
                          struct fleet_conf *c, char *err, size_t len);
 
+/* The port node 0 listens on: the one in the coordinator's HOST:PORT when it has one,
+ * else default_port; -1 with err when it is not 1..65535. */
+int doctor_fleet_listen_port(const struct fleet_conf *c, int default_port, char *err, size_t len);
+
 /* The pairs worth a transfer, per rail k (device k with device k): over the nodes with
  * that rail (ndev[r] > k; ndev[r] < 0: absent), each with its ring neighbour and each
  * with node 0 (when node 0 has the rail), each pair once. Returns the count, or -1 when

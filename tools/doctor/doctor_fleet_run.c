@@ -647,29 +647,19 @@ int doctor_fleet_main(const struct doctor_opts *o, const struct fleet_opts *fo)
 {
   struct fleet_conf fc;
   char err[600];
-  int port = o->port;
+  int port;
 
   if (doctor_fleet_resolve(fo, env, &fc, err, sizeof(err)) != 0) {
     fprintf(stderr, "mcpnet-doctor: %s\n", err);
     return DOCTOR_EXIT_USAGE;
   }
-  if (doctor_run_token("--fleet", NULL, 0) != 0)
+  if (doctor_ctl_run_token("mcpnet-doctor", "--fleet", NULL, 0) != 0)
     return DOCTOR_EXIT_USAGE;
   if (fc.rank != 0)
     return member_run(o, &fc, fc.coordinator, 0);
-  /* Node 0 listens on the port of --coordinator HOST:PORT when one is given. */
-  if (fc.coordinator[0] != '\0') {
-    const char *colon = strrchr(fc.coordinator, ':');
-    const char *bracket = strrchr(fc.coordinator, ']');
-
-    if (colon != NULL && (bracket == NULL || colon > bracket) &&
-        (fc.coordinator[0] == '[' || strchr(fc.coordinator, ':') == colon))
-      port = atoi(colon + 1);
-    if (port <= 0 || port > 65535) {
-      fprintf(stderr, "mcpnet-doctor: the port in %s='%s' is not 1..65535\n", fc.coordinator_source,
-              fc.coordinator);
-      return DOCTOR_EXIT_USAGE;
-    }
+  if ((port = doctor_fleet_listen_port(&fc, o->port, err, sizeof(err))) < 0) {
+    fprintf(stderr, "mcpnet-doctor: %s\n", err);
+    return DOCTOR_EXIT_USAGE;
   }
   return coordinator(o, &fc, port);
 }

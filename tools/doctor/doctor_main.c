@@ -221,31 +221,6 @@ bad:
   return -1;
 }
 
-int doctor_run_token(const char *mode, char *drawn, size_t len)
-{
-  const char *token = getenv(DOCTOR_TOKEN_ENV);
-
-  if (token != NULL && *token != '\0') {
-    if (doctor_ctl_set_token(token) == 0)
-      return 0;
-    fprintf(stderr,
-            "mcpnet-doctor: %s is shorter than %d characters: use a long random value, e.g. "
-            "$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')\n",
-            DOCTOR_TOKEN_ENV, DOCTOR_TOKEN_MIN);
-    return -1;
-  }
-  if (drawn != NULL && doctor_ctl_random_token(drawn, len) == 0)
-    return doctor_ctl_set_token(drawn);
-  fprintf(
-    stderr, "mcpnet-doctor: %s needs the run's token in %s, the same on every node: %s\n", mode,
-    DOCTOR_TOKEN_ENV,
-    strcmp(mode, "--fleet") == 0
-      ? "set it in the job, e.g. export MCPNET_DOCTOR_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') "
-        "before srun, or from a Kubernetes Secret"
-      : "the one mcpnet-doctor --listen printed on the other host");
-  return -1;
-}
-
 int main(int argc, char **argv)
 {
   static struct doctor_opts o;
@@ -268,8 +243,8 @@ int main(int argc, char **argv)
   if (fleet)
     return doctor_fleet_main(&o, &fleet_o);
   if ((o.listen || o.peer != NULL) &&
-      doctor_run_token(o.listen ? "--listen" : "--peer", o.listen ? o.drawn_token : NULL,
-                       sizeof(o.drawn_token)) != 0)
+      doctor_ctl_run_token("mcpnet-doctor", o.listen ? "--listen" : "--peer", o.listen ? o.drawn_token : NULL,
+                           sizeof(o.drawn_token)) != 0)
     return DOCTOR_EXIT_USAGE;
   r = calloc(1, sizeof(*r));
   if (r == NULL) {

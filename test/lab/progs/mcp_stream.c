@@ -3,6 +3,7 @@
  *
  *   mcp-stream [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window W] [--from a|b] [--small] [--gpu]
  *              [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST] [--linger S]
+ *              [--pace MS]
  *
  * Both hosts connect to each other (handles swapped through files in DIR, as the
  * conformance suite does) and then send N messages each way at once (only from one
@@ -36,6 +37,17 @@
  * device over them with makeVDevice, as NCCL does for NCCL_NET_FORCE_MERGE, and streams
  * over it instead of device 0; "stream: fused ..." names it and its members.
  *
+ * --ring PREV,NEXT makes this host (its --role, any letter a..f) one rank of a ring: it
+ * sends to NEXT (connecting to NEXT's handle) and receives from PREV (accepting PREV's
+ * connection), N messages each way, as the ranks of a ring all-reduce step do; a rank
+ * that stops stalls its neighbours' comms to it, which is what mcpnet-top --fleet finds.
+ * --stop-at N makes this host stop itself (SIGSTOP) once N messages went either way, so
+ * that its peers still have work for it whatever the hosts' relative speed.
+ *
+ * --pace MS posts a send at most every MS milliseconds (calling into the plugin meanwhile,
+ * as a proxy waiting for the GPU does), so a stream lasts at least N x MS: long enough to
+ * see a link go down and come back during one connection.
+ *
  * --linger S keeps the listen it published open through the stream (as NCCL's runtime
  * connect keeps listens waiting for their connections), then keeps calling into the
  * plugin for S seconds after the stream, as a proxy busy connecting its next comms does
@@ -45,6 +57,7 @@
  */
 #include <dirent.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +117,7 @@ static void slot_access(uint8_t *base, int slot, int open)
 
 static uint32_t seed_of(char role, long msg)
 {
-  return (role == 'a' ? 0x51000000u : 0x52000000u) + (uint32_t)msg;
+  return (role == 'a' ? 0x51000000u : role == 'b' ? 0x52000000u : (uint32_t)role << 24) + (uint32_t)msg;
 }
 
 /* The wall-clock time goes with it, so a scenario can tell how long after its fault. */
@@ -124,9 +137,10 @@ static int fail(const char *what, long msg)
 int main(int argc, char **argv)
 {
   const char *plugin = "libnccl-net-mcp.so", *xchg = NULL;
-  char role = 0, from = 0, peer, name[64], handle[NCCL_NET_HANDLE_MAXSIZE],
+  char role = 0, from = 0, peer = 0, next = 0, name[64], handle[NCCL_NET_HANDLE_MAXSIZE],
        peer_handle[NCCL_NET_HANDLE_MAXSIZE];
-  long nmsg = 2000, nsend, nrecv, posted_r = 0, done_r = 0, posted_s = 0, done_s = 0, filled = -1;
+  long nmsg = 2000, nsend, nrecv, posted_r = 0, done_r = 0, posted_s = 0, done_s = 0, filled = -1,
+       stop_at = -1;
   int window = MAX_WINDOW, i, ndev = 0, marked = 0;
   struct mcp_drive drv;
   void *lc = NULL, *sc = NULL, *rc = NULL, *smh = NULL, *rmh = NULL;
@@ -138,6 +152,7 @@ int main(int argc, char **argv)
   unsigned long long bytes = 0;
   const char *late = NULL;
   int late_s = 0, together = 0, dev = 0, nfuse = 0, fuse[NCCL_NET_MAX_DEVS_PER_NIC], linger_s = 0;
+  double pace = 0, next_send = 0;
   long fds0 = 0, heap0 = 0, fds1, heap1;
 
   for (i = 1; i < argc; i++) {
@@ -157,6 +172,8 @@ int main(int argc, char **argv)
       sizes = small_sizes;
     else if (!strcmp(argv[i], "--gpu"))
       gpu = 1;
+    else if (!strcmp(argv[i], "--stop-at") && i + 1 < argc)
+      stop_at = atol(argv[++i]);
     else if (!strcmp(argv[i], "--finish-together"))
       together = 1;
     else if (!strcmp(argv[i], "--fuse") && i + 1 < argc) {
@@ -174,6 +191,12 @@ int main(int argc, char **argv)
       }
     } else if (!strcmp(argv[i], "--linger") && i + 1 < argc) {
       linger_s = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--pace") && i + 1 < argc) {
+      pace = atof(argv[++i]) / 1000.0;
+    } else if (!strcmp(argv[i], "--ring") && i + 1 < argc && strlen(argv[i + 1]) == 3 &&
+               argv[i + 1][1] == ',') {
+      peer = argv[++i][0];
+      next = argv[i][2];
     } else if (!strcmp(argv[i], "--late") && i + 1 < argc && strchr(argv[i + 1], ':') != NULL) {
       late = argv[++i];
       late_s = atoi(strchr(late, ':') + 1);
@@ -181,16 +204,19 @@ int main(int argc, char **argv)
       fprintf(stderr,
               "usage: %s [--plugin SO] --role a|b --xchg DIR [--msgs N] [--window 1..8] [--from a|b] "
               "[--small] [--gpu] [--late idle|accept|connect:SECONDS] [--finish-together] [--fuse LIST] "
-              "[--linger S]\n",
+              "[--linger S] [--pace MS] [--ring PREV,NEXT] [--stop-at N]\n",
               argv[0]);
       return 2;
     }
   }
-  if ((role != 'a' && role != 'b') || xchg == NULL || nmsg < 1 || window < 1 || window > MAX_WINDOW) {
-    fprintf(stderr, "mcp-stream: --role a|b and --xchg DIR are required; --window 1..%d\n", MAX_WINDOW);
+  if ((next == 0 ? role != 'a' && role != 'b' : role < 'a' || role > 'f' || next == role || peer == role) ||
+      xchg == NULL || nmsg < 1 || window < 1 || window > MAX_WINDOW) {
+    fprintf(stderr, "mcp-stream: --role a|b (a..f with --ring) and --xchg DIR are required; --window 1..%d\n",
+            MAX_WINDOW);
     return 2;
   }
-  peer = role == 'a' ? 'b' : 'a';
+  if (next == 0)
+    peer = next = role == 'a' ? 'b' : 'a';
   nsend = from == 0 || from == role ? nmsg : 0;
   nrecv = from == 0 || from == peer ? nmsg : 0;
   if (drv_open(&drv, plugin, 11) != 0 || drv_init(&drv) != ncclSuccess ||
@@ -213,7 +239,7 @@ int main(int argc, char **argv)
   snprintf(name, sizeof(name), "%c.stream.handle", role);
   if (drv_file_put(xchg, name, handle, sizeof(handle), NULL, 0) != 0)
     return fail("publishing the handle", 0);
-  snprintf(name, sizeof(name), "%c.stream.handle", peer);
+  snprintf(name, sizeof(name), "%c.stream.handle", next); /* whom this host sends to */
   if (drv_file_get(xchg, name, peer_handle, sizeof(peer_handle), 120) != 0)
     return fail("the peer's handle", 0);
   t0 = drv_now();
@@ -301,7 +327,7 @@ int main(int argc, char **argv)
       posted_r++;
     }
     /* One send per turn, retried with the same arguments while it returns no request. */
-    if (posted_s < nsend && posted_s - done_s < window) {
+    if (posted_s < nsend && posted_s - done_s < window && (pace == 0 || now >= next_send)) {
       int slot = (int)(posted_s % window);
       size_t size = sizes[posted_s % NSIZES], k;
       uint8_t *p = sbuf + (size_t)slot * MAX_MSG;
@@ -314,8 +340,10 @@ int main(int argc, char **argv)
       }
       if (drv_isend(&drv, sc, p, size, tag, smh, &sreq[slot]) != ncclSuccess)
         return fail("isend returned an error", posted_s);
-      if (sreq[slot] != NULL)
+      if (sreq[slot] != NULL) {
         posted_s++;
+        next_send = now + pace;
+      }
     }
     if (done_r < posted_r) {
       int slot = (int)(done_r % window);
@@ -373,6 +401,12 @@ int main(int argc, char **argv)
           return fail("a send reported the wrong size", done_s);
         done_s++;
       }
+    }
+    if (stop_at >= 0 && (done_r >= stop_at || done_s >= stop_at)) {
+      printf("stream: stopping itself after %ld received, %ld sent\n", done_r, done_s);
+      fflush(stdout);
+      stop_at = -1;
+      raise(SIGSTOP);
     }
     if (!marked && done_r >= (nrecv < 64 ? nrecv : 64) && done_s >= (nsend < 64 ? nsend : 64)) {
       resources(&fds0, &heap0);

@@ -1,4 +1,4 @@
-# lab: topology=hub hosts=3 deadline=1500
+# lab: topology=hub hosts=3 deadline=1600
 # The hub topology end to end, then mcpnet-doctor --fleet across it: three guests a, b, c
 # on one virtual segment (bin/lab-hub switching between them), one boot for both parts.
 # Part 1, the hub and the helpers a fleet test needs (it was hub_smoke):
@@ -27,6 +27,14 @@
 #            (the port). On a cluster whose control network is another interface, the
 #            same fault shows as b's own port FAIL in the table and b-* pairs blamed
 #            on b: the attribution unit tests cover that case. a and c are healthy.
+# Part 3, mcpnet-top --fleet on the same three nodes: a ring of verified streams (rank r on
+# node r sends to the next node and receives from the previous one, bin/mcp-stream
+# --ring), and rank 1 (on b) stopped with SIGSTOP mid-stream (it stops itself after 100
+# messages, so its neighbours still have work for it). mcpnet-top --fleet on every
+# node (node 0 found as the doctor finds it, the run's token proved both ways) joins the
+# three views by connection: its one root is node lab-b, rank 1, stopped, waited on by
+# a's send comm (no clear-to-send) and c's receive comm (no data); every node prints it and
+# exits 1. After SIGCONT the ring finishes with every byte verified.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -298,3 +306,50 @@ case $LAB_HOST in
     ;;
   c) status linkdown 0 ;;
 esac
+
+# Part 3: one rank of a ring stalls; mcpnet-top --fleet names it. b's link came back at
+# the end of round 7: every port ACTIVE with its GID before the ring connects.
+xr="$LAB_XCHG/ring"
+mkdir -p "$xr"
+lab_wait_gid rxe0 "$(lab_ipv4_gid "$LAB_SELF_IP")" 60
+lab_barrier ring-ready 300
+# Rank 1 stops itself once 100 messages went either way: a and c then still have work
+# for it (300 each way), whichever of the three guests ran faster.
+RANK=$rank MCP_DRIVE_VERBOSE=1 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" \
+  --ring "$prev,$next" --xchg "$xr" --msgs 300 --small --finish-together \
+  $([ "$LAB_HOST" = b ] && echo --stop-at 100) > /tmp/ring.out 2> /tmp/ring.err &
+ring_pid=$!
+lab_signal "ring.pid.$LAB_HOST" "$ring_pid"
+b_pid=$(lab_wait ring.pid.b 60)
+if [ "$LAB_HOST" = b ]; then
+  for _ in $(seq 1200); do
+    [ "$(awk '{ print $3 }' "/proc/$ring_pid/stat" 2>/dev/null)" = T ] && break
+    sleep 0.1
+  done
+  [ "$(awk '{ print $3 }' "/proc/$ring_pid/stat" 2>/dev/null)" = T ] || { cat /tmp/ring.out; lab_fail "ring: rank 1 never stopped"; }
+  lab_signal ring.stopped
+  lab_log "ring: rank 1's stream process $ring_pid stopped itself ($(grep 'stopping itself' /tmp/ring.out))"
+else
+  lab_wait ring.stopped 180 > /dev/null
+fi
+sleep 6 # longer than mcpnet-top's --stall (5 s)
+set +e
+bin/mcpnet-top --fleet --nodes 3 --node-rank "$rank" --coordinator "$node0_ip" --wait 60 --timeout 12 \
+  > /tmp/topfleet.out 2> /tmp/topfleet.err
+echo $? > /tmp/topfleet.rc
+set -e
+cat /tmp/topfleet.out
+status topfleet 1
+lab_grep "^root 1 of 1 \(stopped\): node lab-b rank 1 \(pid $b_pid\): stopped \(state T: SIGSTOP or a debugger\)" \
+  /tmp/topfleet.out "ring: the one root is rank 1 on lab-b, stopped"
+lab_grep "^  waited on by lab-a rank 0 \(pid [0-9]+\): send comm to lab-b pid $b_pid \(192\.0\.2\.2\) has waited [0-9]+ s for a clear-to-send" \
+  /tmp/topfleet.out "ring: a's send comm to b waits on it for a clear-to-send"
+lab_grep "^  waited on by lab-c rank 2 \(pid [0-9]+\): recv comm from lab-b pid $b_pid \(192\.0\.2\.2\) has waited [0-9]+ s for data" \
+  /tmp/topfleet.out "ring: c's recv comm from b waits on it for data"
+lab_signal "ring.looked.$LAB_HOST"
+if [ "$LAB_HOST" = b ]; then
+  for h in a c; do lab_wait "ring.looked.$h" 120 > /dev/null; done
+  kill -CONT "$ring_pid"
+fi
+wait "$ring_pid" || { tail -5 /tmp/ring.out; lab_fail "ring: the stream failed after SIGCONT"; }
+lab_grep '^stream: ok: 300 messages sent, 300 received' /tmp/ring.out "ring: every byte verified after SIGCONT"

@@ -12,7 +12,11 @@
 # the stream must fail, through the ABI, with the cause in the message, on the host that
 # lost its link within 6 + 4 s of the link going down and before it comes back (nothing
 # on the recovery path may wait for the link: NCCL's proxy thread serves every comm from
-# one loop); its peer then hears that the process exited.
+# one loop); its peer then hears that the process exited. During that outage mcpnet-top
+# --once runs on both hosts 4 s after the link went down: on the host that lost its link
+# it names the send comm to lab-b, its peer process and why it is stuck (recovering after
+# the completion error, or writes the peer never acknowledged); on the other host, the
+# receive comm from lab-a and what it waits for; both exit 1.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -25,13 +29,25 @@ x="$LAB_XCHG/flap"
 # DOWN_HOST also leaves the times just after the link went down and just before it came
 # back in /tmp/NAME.down and /tmp/NAME.up (ip itself can take seconds in a loaded guest:
 # its start and end are logged, and the bound counts from its end).
+# With look=top (7th argument) both hosts run mcpnet-top --once 4 s into the outage
+# (/tmp/NAME.top, its exit status in /tmp/NAME.top.rc).
+look() {
+  local rc=0
+  bin/mcpnet-top --once --stall 2 > "/tmp/$1.top" 2>&1 || rc=$?
+  echo "$rc" > "/tmp/$1.top.rc"
+}
 stream() {
-  local name=$1 down=$2 secs=$3 rto=$4 msgs=$5 how=${6:-link} dir="$x/$1" pid rc=0
+  local name=$1 down=$2 secs=$3 rto=$4 msgs=$5 how=${6:-link} top=${7:-} dir="$x/$1" pid rc=0
   mkdir -p "$dir"
   env NCCL_IB_TIMEOUT=17 NCCL_IB_RETRY_CNT=3 MCPNET_RECOVERY_TIMEOUT="$rto" MCP_DRIVE_VERBOSE=1 \
     timeout 300 bin/mcp-stream --plugin plugin/libnccl-net-mcp.so --role "$LAB_HOST" --xchg "$dir" \
     --msgs "$msgs" --from a > "/tmp/$name.out" 2> "/tmp/$name.err" &
   pid=$!
+  if [ -n "$top" ] && [ "$LAB_HOST" != "$down" ]; then
+    lab_wait "$name.down" 120 > /dev/null
+    sleep 4
+    look "$name"
+  fi
   if [ "$LAB_HOST" = "$down" ]; then
     for _ in $(seq 600); do [ -f "$dir/a.streaming" ] && [ -f "$dir/b.streaming" ] && break; sleep 0.1; done
     [ -f "$dir/a.streaming" ] && [ -f "$dir/b.streaming" ] || { cat "/tmp/$name.out" "/tmp/$name.err"; lab_fail "$name: the stream never started"; }
@@ -45,7 +61,14 @@ stream() {
     fi
     date +%s.%N > "/tmp/$name.down"
     lab_log "$name: eth0 is down, or without the address"
-    sleep "$secs"
+    if [ -n "$top" ]; then
+      lab_signal "$name.down"
+      sleep 4
+      look "$name"
+      sleep $((secs - 4 - 1))
+    else
+      sleep "$secs"
+    fi
     date +%s.%N > "/tmp/$name.up"
     if [ "$how" = addr ]; then
       ip addr add "$LAB_SELF_IP/24" dev eth0
@@ -89,7 +112,16 @@ if grep -q 'not in the GID table of' /tmp/addr_gone.err; then
 fi
 
 # --- an outage longer than the recovery timeout ---------------------------------------------
-stream outage a 13 6 100000
+stream outage a 13 6 100000 link top
+cat /tmp/outage.top
+[ "$(cat /tmp/outage.top.rc)" = 1 ] || lab_fail "outage: mcpnet-top exited $(cat /tmp/outage.top.rc), expected 1 (something waits)"
+if [ "$LAB_HOST" = a ]; then
+  lab_grep "'s send comm to lab-b pid [0-9]+ \(192\.0\.2\.2\) on rxe0:1 (has been recovering for [0-9]+ s after: .+|has waited [0-9]+ s for an acknowledgement .+)" \
+    /tmp/outage.top "outage: mcpnet-top on a names the send comm, its peer and why it is stuck"
+else
+  lab_grep "'s recv comm from lab-a pid [0-9]+ \(192\.0\.2\.1\) on rxe0:1 (has been recovering for [0-9]+ s after: .+|has waited [0-9]+ s for .+)" \
+    /tmp/outage.top "outage: mcpnet-top on b names the recv comm, its peer and what it waits for"
+fi
 if [ "$(cat /tmp/outage.rc)" = 0 ]; then
   lab_fail "outage: the stream survived a 13 s outage with MCPNET_RECOVERY_TIMEOUT=6"
 fi
