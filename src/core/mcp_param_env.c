@@ -128,9 +128,10 @@ static void unknown_nccl(const struct mcp_param_env *env, const char *name, cons
   mcp_param_found(env, &f);
 }
 
-/* An MCPNET_* name that is no parameter: a retired one says what replaced it, any other
- * names the nearest real one. */
-static void unknown_mcpnet(const struct mcp_param_env *env, const char *name, const char *value)
+/* An MCPNET_* name that is no parameter: a retired one says what replaced it (a note an
+ * old image deserves, not a typo: --check does not fail on it), any other names the
+ * nearest real one. Returns whether it was unknown (not retired). */
+static bool unknown_mcpnet(const struct mcp_param_env *env, const char *name, const char *value)
 {
   int d, r;
   const char *near = mcp_param_nearest(name, &d);
@@ -140,6 +141,8 @@ static void unknown_mcpnet(const struct mcp_param_env *env, const char *name, co
   for (r = 0; retired[r].name != NULL && strcmp(retired[r].name, name) != 0; r++)
     ;
   if (retired[r].name != NULL) {
+    f.kind = MCP_FIND_IGNORED;
+    f.problem = false;
     f.nearest = NULL; /* nothing replaces it: no guess */
     snprintf(msg, sizeof(msg), "%s=%s (environment) was retired and is ignored: %s", name, value,
              retired[r].instead);
@@ -151,6 +154,7 @@ static void unknown_mcpnet(const struct mcp_param_env *env, const char *name, co
   }
   mcp_param_report(env, NCCL_LOG_WARN, msg);
   mcp_param_found(env, &f);
+  return retired[r].name == NULL;
 }
 
 int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
@@ -193,8 +197,7 @@ int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
         mcp_param_found(env, &f);
       }
     } else if (strncmp(name, "MCPNET_", 7) == 0 && !in_list(harness_names, name)) {
-      nunknown++;
-      unknown_mcpnet(env, name, eq + 1);
+      nunknown += unknown_mcpnet(env, name, eq + 1);
     }
   }
   if (nign > 0) {
