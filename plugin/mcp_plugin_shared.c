@@ -2,8 +2,9 @@
  * mcp_plugin_shared.c - argument adapters that more than one exported table uses.
  *
  * Versions differ mostly by a few arguments: device-handle out-pointers a HOST plugin
- * never fills, profiler handles mcpnet does not use yet, and the missing context of
- * v8 - v10. Each adapter drops or supplies exactly that and calls the core, so the
+ * never fills, profiler handles (v10 on: a call with one goes where its work requests
+ * become NCCL profiler events, one without costs nothing more), and the missing context
+ * of v8 - v10. Each adapter drops or supplies exactly that and calls the core, so the
  * table files stay declarations of what their version differs in.
  */
 #include "mcp_plugin.h"
@@ -20,15 +21,17 @@ ncclResult_t mcp_plugin_accept(void *listen_comm, void **recv_comm, ncclNetDevic
 ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
                                  void *phandle, void **request)
 {
-  (void)phandle;
-  return mcp_net_isend(send_comm, data, size, tag, mhandle, request);
+  if (phandle == NULL)
+    return mcp_net_isend(send_comm, data, size, tag, mhandle, request);
+  return mcp_net_isend_prof(send_comm, data, size, tag, mhandle, phandle, request);
 }
 
 ncclResult_t mcp_plugin_irecv_ph(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
                                  void **mhandles, void **phandles, void **request)
 {
-  (void)phandles;
-  return mcp_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+  if (phandles == NULL)
+    return mcp_net_irecv(recv_comm, n, data, sizes, tags, mhandles, request);
+  return mcp_net_irecv_prof(recv_comm, n, data, sizes, tags, mhandles, phandles, request);
 }
 
 /* v8 - v10 have no per-communicator context: init only sets the logger and runs

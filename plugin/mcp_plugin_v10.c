@@ -9,10 +9,11 @@
 #include "mcp_plugin.h"
 #include "mcpnet/net.h"
 
-/* The profiler callback is accepted for the signature's sake; mcpnet emits no events. */
+/* The profiler callback receives an event per work request NCCL's proxy posts with a
+ * parent handle (mcp_xfer_prof.c). */
 static ncclResult_t mcp_plugin_v10_init(ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn)
 {
-  (void)prof_fn;
+  mcp_net_set_profiler(prof_fn);
   return mcp_plugin_legacy_init(10, log_fn);
 }
 

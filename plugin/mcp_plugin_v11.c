@@ -19,7 +19,7 @@ static ncclResult_t mcp_plugin_v11_init(void **ctx, uint64_t comm_id, ncclNetCom
     .traffic_class = config != NULL ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
   };
 
-  (void)prof_fn;
+  mcp_net_set_profiler(prof_fn); /* events per work request (mcp_xfer_prof.c) */
   mcp_net_note_abi(11);
   return mcp_net_init(ctx, comm_id, &cfg, log_fn);
 }

@@ -171,7 +171,7 @@ static inline int mcp_landing_arrived(const struct mcp_landing *ld, uint32_t seq
 #define MCP_IMM_K(imm) (((imm) >> 16) & 0xffu)
 #define MCP_IMM_REC(imm) (((imm) >> 24) & 1u)
 
-enum mcp_req_kind { MCP_REQ_SEND = 1, MCP_REQ_RECV = 2, MCP_REQ_FLUSH = 3 };
+enum mcp_req_kind { MCP_REQ_SEND = 1, MCP_REQ_RECV = 2, MCP_REQ_FLUSH = 3, MCP_REQ_PROF = 4 };
 
 struct mcp_comm;
 
@@ -291,7 +291,41 @@ struct mcp_comm {
 
   struct mcp_status_count cnt_local; /* cnt without a status slot */
   uint64_t st_wait_ms;               /* when the slot's wait was last described */
+
+  /* NCCL's profiler (mcp_xfer_prof.c): what NCCL holds for a request it profiles, one per
+   * request of the pool, made on the first; whether its profiler takes our events
+   * (PROF_* there); the parent handle of the receive a flush that comes next belongs to. */
+  struct mcp_prof_req *prof_reqs;
+  int prof_mode, prof_count;
+  void *prof_flush_parent, *prof_flush_key; /* key: that receive's first buffer */
 };
+
+/* A request NCCL's profiler follows: NCCL holds this instead of the request itself.
+ * Its head is a request no longer in use, so test sends it down its cold path (never
+ * taken by a request nobody profiles), which hands it here. Per parent handle, at most
+ * MCP_PROF_EVENTS events (what NCCL's example profiler keeps per step). */
+#define MCP_PROF_EVENTS 8
+struct mcp_prof_req {
+  struct mcp_request head; /* kind MCP_REQ_PROF, in_use 0 */
+  struct mcp_request *inner;
+  void *parent, *key; /* NCCL's parent handle; a receive's first buffer */
+  int nev;
+  void *ev[MCP_PROF_EVENTS];
+};
+
+/* Profiler events (mcp_xfer_prof.c): NCCL's callback from init; the data-path calls that
+ * start an event for each work request they post, under the parent handle NCCL gave
+ * (phandle; irecv: its first element's), and the request NCCL tests (*request) becomes
+ * a struct mcp_prof_req whose events stop when it completes or fails; a flush right
+ * after a profiled receive has its reads' events under that receive's parent. */
+void mcp_xfer_prof_set(ncclProfilerCallback_t fn);
+int mcp_xfer_isend_prof(void *send_comm, void *data, size_t size, int tag, void *mhandle, void *phandle,
+                        void **request);
+int mcp_xfer_irecv_prof(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                        void **phandles, void **request);
+void mcp_xfer_prof_flush(struct mcp_comm *c, struct mcp_request *r, const void *data0, void **request);
+int mcp_xfer_prof_test(struct mcp_request *wrapper, int *done, int *sizes);
+void mcp_xfer_prof_release(struct mcp_comm *c);
 /* The comm a link belongs to: what conn hands back through struct mcp_link_ops. */
 static inline struct mcp_comm *mcp_comm_of(struct mcp_link *l)
 {
@@ -308,6 +342,37 @@ _Static_assert(offsetof(struct mcp_comm, link.kind) == 0, "a comm's kind is its 
 _Static_assert(offsetof(struct mcp_listen_comm, kind) == 0, "a listen comm's kind is its first field");
 
 void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone);
+
+/* A work request the data path posted, as NCCL's profiler is told of it
+ * (mcp_xfer_prof.c): the member of the QP it went on, its wr_id, opcode, the QP's
+ * number and the bytes it carries. The notes functions say which work requests the call
+ * that made request r posted, at most max: the same arithmetic as the posts, out of
+ * their way, so a request nobody profiles costs nothing more (send: finished is 1 when
+ * that call completed r's clear-to-send entry, i.e. posted a group's record). */
+struct mcp_wr_note {
+  int member;
+  uint64_t wr_id;
+  int opcode;
+  uint32_t qp_num;
+  size_t length;
+};
+int mcp_xfer_send_notes(const struct mcp_comm *c, const struct mcp_request *r, int finished,
+                        struct mcp_wr_note *w, int max);
+int mcp_xfer_recv_notes(const struct mcp_comm *c, const struct mcp_request *r, struct mcp_wr_note *w,
+                        int max);
+int mcp_xfer_flush_notes(struct mcp_comm *c, const struct mcp_request *r, struct mcp_wr_note *w, int max);
+
+/* The note of a work request on QP qp of the link. */
+static inline int mcp_wr_note_on(struct mcp_wr_note *w, const struct mcp_link *l, int qp, uint64_t wr_id,
+                                 int opcode, size_t length)
+{
+  w->member = mcp_link_dev_index(l, qp);
+  w->wr_id = wr_id;
+  w->opcode = opcode;
+  w->qp_num = l->qp[qp] != NULL ? l->qp[qp]->qp_num : 0;
+  w->length = length;
+  return 1;
+}
 
 /* Replay after recovery (mcp_xfer_send.c, mcp_xfer_recv.c). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);

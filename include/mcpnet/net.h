@@ -68,6 +68,15 @@ ncclResult_t mcp_net_dereg_mr(void *comm, void *mhandle);
 ncclResult_t mcp_net_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
 ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
                            void **request);
+/* The same with NCCL's parent handles (net API v10 on): NCCL's profiler gets an event for
+ * each work request they post (mcp_xfer_prof.c). A NULL handle never comes here: the
+ * tables call the plain ones then, which cost nothing more. */
+ncclResult_t mcp_net_isend_prof(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                                void *phandle, void **request);
+ncclResult_t mcp_net_irecv_prof(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                                void **mhandles, void **phandles, void **request);
+/* NCCL's profiler callback, from init (v10 on); NULL: no events. */
+void mcp_net_set_profiler(ncclProfilerCallback_t fn);
 ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request);
 ncclResult_t mcp_net_test(void *request, int *done, int *sizes);
 

@@ -58,6 +58,20 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   return data_result(mcp_xfer_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
 }
 
+ncclResult_t mcp_net_isend_prof(void *send_comm, void *data, size_t size, int tag, void *mhandle,
+                                void *phandle, void **request)
+{
+  return data_result(mcp_xfer_isend_prof(send_comm, data, size, tag, mhandle, phandle, request));
+}
+
+ncclResult_t mcp_net_irecv_prof(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
+                                void **mhandles, void **phandles, void **request)
+{
+  return data_result(mcp_xfer_irecv_prof(recv_comm, n, data, sizes, tags, mhandles, phandles, request));
+}
+
+void mcp_net_set_profiler(ncclProfilerCallback_t fn) { mcp_xfer_prof_set(fn); }
+
 ncclResult_t mcp_net_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhandles, void **request)
 {
   return data_result(mcp_xfer_iflush(recv_comm, n, data, sizes, mhandles, request));

@@ -194,6 +194,7 @@ static void link_release(struct mcp_link *l)
   free_ring(&c->staging_mr, (void **)&c->staging);
   free_ring(&c->records_mr, (void **)&c->records);
   free_ring(&c->flush_mr, (void **)&c->flush_buf);
+  mcp_xfer_prof_release(c);
   free(c->reqs);
   free(c->sslots);
   free(c->rslots);

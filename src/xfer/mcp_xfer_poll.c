@@ -410,9 +410,14 @@ static inline __attribute__((always_inline)) int poll_all(struct mcp_comm *c)
 
 int mcp_xfer_poll(struct mcp_comm *c) { return poll_all(c); }
 
-/* test() on something that is not a request in flight: a caller's bug, said once here. */
-static __attribute__((noinline, cold)) int test_bad_request(void *request)
+/* test() on something that is not a request in flight: a request NCCL's profiler
+ * follows (mcp_xfer_prof.c), or a caller's bug, said once here. */
+static __attribute__((noinline, cold)) int test_bad_request(void *request, int *done, int *sizes)
 {
+  struct mcp_request *r = request;
+
+  if (r != NULL && r->kind == MCP_REQ_PROF && ((struct mcp_prof_req *)request)->inner != NULL)
+    return mcp_xfer_prof_test(r, done, sizes);
   MCP_WARN("test on %p: not a request of mcpnet that is in flight", request);
   return MCP_ERR_ARG;
 }
@@ -551,7 +556,7 @@ int mcp_xfer_test(void *request, int *done, int *sizes)
 
   if (__builtin_expect(r == NULL || !r->in_use, 0)) {
     *done = 0;
-    return test_bad_request(request);
+    return test_bad_request(request, done, sizes);
   }
   if (!r->done)
     return test_not_done(r, done, sizes);

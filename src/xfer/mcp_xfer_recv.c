@@ -80,6 +80,20 @@ static int post_cts(struct mcp_comm *c, int slot, int n)
   return ibv_post_send(c->link.qp[0], &wr, &bad);
 }
 
+int mcp_xfer_recv_notes(const struct mcp_comm *c, const struct mcp_request *r, struct mcp_wr_note *w, int max)
+{
+  const struct mcp_link *l = &c->link;
+  uint64_t wr_id = mcp_link_wr(l, MCP_WR_CTS, 0);
+  int n = 0;
+
+  /* post_cts: a fused receiver's rkey table, then the entry, on QP 0. */
+  if (l->ndevs > 1 && n < max)
+    n += mcp_wr_note_on(&w[n], l, 0, wr_id, IBV_WR_RDMA_WRITE, sizeof(struct mcp_cts_rkeys));
+  if (n < max)
+    n += mcp_wr_note_on(&w[n], l, 0, wr_id, IBV_WR_RDMA_WRITE, (size_t)r->n * sizeof(struct mcp_cts_elem));
+  return n;
+}
+
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done)
 {
   int i;
@@ -358,6 +372,25 @@ static int flush_post(struct mcp_comm *c, struct mcp_request *r)
   return 0;
 }
 
+int mcp_xfer_flush_notes(struct mcp_comm *c, const struct mcp_request *r, struct mcp_wr_note *w, int max)
+{
+  int k, n = 0;
+
+  if (r->repost)
+    return 0; /* nothing posted yet: its read waits for a new flush QP */
+  for (k = 0; k < c->link.ndevs && n < max; k++) {
+    if (!mcp_link_is_live(&c->link, k))
+      continue;
+    w[n].member = k;
+    w[n].wr_id = MCP_WR(MCP_WR_FLUSH, c->link.id, c->flush_gen, r->index);
+    w[n].opcode = IBV_WR_RDMA_READ;
+    w[n].qp_num = (*flush_qp_ref(c, k))->qp_num;
+    w[n].length = 1;
+    n++;
+  }
+  return n;
+}
+
 void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns)
 {
   int i;
@@ -463,5 +496,7 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   }
   c->wd_progress++;
   *request = r;
+  if (__builtin_expect(c->prof_flush_parent != NULL, 0))
+    mcp_xfer_prof_flush(c, r, data[0], request); /* right after a profiled receive */
   return 0;
 }

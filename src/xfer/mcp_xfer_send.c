@@ -167,21 +167,34 @@ static inline __attribute__((always_inline)) int isend_land(struct mcp_comm *c, 
   return post_land(c, r, slot);
 }
 
+/* How a single receive's message of size bytes for seq goes out on more than one QP:
+ * from QP *base on, in k chunks of *chunk bytes (the last one shorter); k = 1: whole,
+ * on *base. Shared by the post and by the profiler's account of it (stripe_notes). */
+static int stripe_plan(const struct mcp_comm *c, uint32_t seq, size_t size, int *base, size_t *chunk)
+{
+  int k;
+
+  *base = (int)(seq % (uint32_t)c->link.nqps);
+  *chunk = size;
+  if (size < 2 * MCP_STRIPE_MIN)
+    return 1;
+  k = (int)(size / MCP_STRIPE_MIN) < c->link.nqps ? (int)(size / MCP_STRIPE_MIN) : c->link.nqps;
+  *chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
+  return (int)((size + *chunk - 1) / *chunk);
+}
+
 /* A single receive: K chunks on K QPs, each a signalled WRITE_WITH_IMM. */
 static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, size_t size, const void *mh,
                        const struct mcp_cts_elem *e)
 {
-  size_t chunk = size, off = 0;
-  int k = 1, j, base;
+  size_t chunk, off = 0;
+  int k, j, base;
 
   if (c->link.nqps == 1)
     return send_one(c, r, data, size, mh, e, 0);
-  base = (int)(r->seq % (uint32_t)c->link.nqps);
-  if (size < 2 * MCP_STRIPE_MIN)
+  k = stripe_plan(c, r->seq, size, &base, &chunk);
+  if (k == 1)
     return send_one(c, r, data, size, mh, e, base);
-  k = (int)(size / MCP_STRIPE_MIN) < c->link.nqps ? (int)(size / MCP_STRIPE_MIN) : c->link.nqps;
-  chunk = ((size + (size_t)k - 1) / (size_t)k + 127) & ~(size_t)127;
-  k = (int)((size + chunk - 1) / chunk);
   r->pending = k;
   for (j = 0; j < k; j++) {
     size_t len = size - off < chunk ? size - off : chunk;
@@ -404,6 +417,34 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   mcp_status_posted(c->cnt);
   *request = r;
   return 0;
+}
+
+int mcp_xfer_send_notes(const struct mcp_comm *c, const struct mcp_request *r, int finished,
+                        struct mcp_wr_note *w, int max)
+{
+  const struct mcp_link *l = &c->link;
+  int slot = (int)(r->seq % MCP_SLOTS), qp = (int)(r->seq % (uint32_t)l->nqps), n = 0, k = 1, j;
+  uint64_t wr_id = mcp_link_wr(l, MCP_WR_SEND, r->index);
+  size_t size = (size_t)r->size, chunk = size;
+
+  if (r->n == 1) {
+    if (lands(c, &c->ring_elems[slot].e[0], size, r->mh))
+      return max > 0 ? mcp_wr_note_on(w, l, 0, wr_id, IBV_WR_RDMA_WRITE, size + 8) : 0;
+    if (l->nqps == 1)
+      qp = 0;
+    else
+      k = stripe_plan(c, r->seq, size, &qp, &chunk);
+    for (j = 0; j < k && n < max; j++)
+      n += mcp_wr_note_on(&w[n], l, (qp + j) % l->nqps, wr_id, IBV_WR_RDMA_WRITE_WITH_IMM,
+                          j + 1 < k ? chunk : size - (size_t)j * chunk);
+    return n;
+  }
+  if (size > 0 && n < max)
+    n += mcp_wr_note_on(&w[n], l, qp, wr_id, IBV_WR_RDMA_WRITE, size);
+  if (finished && n < max)
+    n += mcp_wr_note_on(&w[n], l, qp, mcp_link_wr(l, MCP_WR_GROUP, c->sslots[slot].reqs[0]->index),
+                        IBV_WR_RDMA_WRITE_WITH_IMM, sizeof(struct mcp_record));
+  return n;
 }
 
 /* A send's completion on the old QPs may have been lost although its data landed:

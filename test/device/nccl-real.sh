@@ -16,8 +16,7 @@
 # builds there from the tree, with the packed headers). Default: build/ of this tree.
 #
 # Stages, in order (STAGES or --stages picks some; each is a function stage_NAME below,
-# so a later one, such as loading NCCL's example profiler plugin to show mcpnet's QP
-# events, is one more function and one more word in the list):
+# so a later one is one more function and one more word in the list):
 #   device       the userspace device and the plugin on it, no NCCL: the conformance
 #                suite between two processes, host and GPU-like memory
 #   gpu          a GPU and PyTorch are here; otherwise every NCCL stage is skipped with
@@ -29,6 +28,10 @@
 #                (NCCL_NET_GDR_LEVEL=LOC); then 4 ranks; then DMA-BUF registrations
 #   fault        an all_reduce loop through which the link between two ranks is cut for
 #                2 s: mcpnet recovers, every result is still right
+#   profiler     NCCL's example profiler plugin (built by --pack from NCCL's own source,
+#                ext-profiler/example) loaded with net plugin events on: an all_reduce
+#                job whose trace must hold mcpnet's QP events (cat NET_IB, name Qp, the
+#                descriptor NCCL's IB transport uses)
 #   bench        a table in nccl-tests' format: from nccl-tests where it builds and MPI is
 #                here, else from nccl_collectives.py bench, which computes the same
 #                figures the same way; the same job on NCCL's Socket transport beside it,
@@ -43,7 +46,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 t_begin=$SECONDS
 limit=${NCCL_REAL_LIMIT_S:-450}
-stages=${STAGES:-"device gpu collectives fault bench"}
+stages=${STAGES:-"device gpu collectives fault profiler bench"}
 from=
 ranks=${NCCL_REAL_RANKS:-2}
 pack=
@@ -54,7 +57,7 @@ while [ $# -gt 0 ]; do
     --stages) stages=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --pack) pack=$2; shift 2 ;;
-    -h|--help) sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "nccl-real: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -73,6 +76,17 @@ if [ -n "$pack" ]; then
   if [ -d "$tests" ]; then
     rm -rf "$pack/nccl-tests" && mkdir -p "$pack/nccl-tests"
     if [ -d "$tests/src" ]; then cp -r "$tests/." "$pack/nccl-tests/"; else git -C "$tests" archive HEAD | tar -x -C "$pack/nccl-tests"; fi
+  fi
+  # NCCL's example profiler plugin, from the NCCL source of the version the host runs
+  # (header-only C++ with its own copies of NCCL's profiler headers; CUDA's for types).
+  nccl_src=${NCCL_SRC:-/work/.mirror/NVIDIA+nccl/repo}
+  cuda_inc=${CUDA_INC:-$(dirname "$(dirname "$(command -v nvcc 2> /dev/null || echo /usr/local/cuda/bin/nvcc)")")/include}
+  if [ -d "$nccl_src" ] && command -v g++ > /dev/null; then
+    rm -rf "$pack/profiler-src" && mkdir -p "$pack/profiler-src" "$pack/lib"
+    git -C "$nccl_src" archive "${NCCL_PROFILER_TAG:-v2.28.9-1}" ext-profiler/example | tar -x -C "$pack/profiler-src" &&
+      (cd "$pack/profiler-src/ext-profiler/example" &&
+        g++ -O2 -Inccl -I"$cuda_inc" -fPIC -shared -o "$pack/lib/libnccl-profiler-example.so" ./*.cc) ||
+      echo "nccl-real: NCCL's example profiler did not build here; the profiler stage will skip"
   fi
   du -sh "$pack"
   echo "nccl-real: packed into $pack; carry it and run: test/device/nccl-real.sh --from $pack"
@@ -266,6 +280,26 @@ stage_fault() {
     result fault FAIL "the results were right, but no rank logged a recovery: the cut did not reach the QPs"
   else
     result fault PASS "$(rank0 fault '^fault: [0-9]+ all_reduces' | sed 's/^fault: //'); $(grep -hoE 'recovered from .* in [0-9.]+ s' "$logs"/fault.*.log | head -1)"
+  fi
+}
+
+# NCCL's example profiler with net plugin events: mcpnet's QP events in its trace.
+stage_profiler() {
+  local so=$bin_dir/lib/libnccl-profiler-example.so n m
+  [ -f "$so" ] || { result profiler SKIP "no NCCL example profiler in $bin_dir/lib (--pack builds it)"; return 0; }
+  [ "$(left)" -gt 60 ] || { result profiler SKIP "$(left) s left of NCCL_REAL_LIMIT_S=$limit"; return 0; }
+  # Coll (2) | ProxyOp (8) | ProxyStep (16) | NetPlugin (128): the steps net events hang under.
+  job profiler 2 180 "${mcp_env[@]}" "${nccl_log[@]}" NCCL_NET_GDR_LEVEL=SYS NCCL_DMABUF_ENABLE=0 \
+    NCCL_PROFILER_PLUGIN="$so" NCCL_PROFILE_EVENT_MASK=154 NCCL_PROFILE_DUMP_FILE="$logs/prof" -- check \
+    --budget 5 --max-bytes $((4 << 20)) --collectives all_reduce
+  n=$(cat "$logs"/prof-* 2> /dev/null | grep -c '"cat": "NET_IB", "ph": "b"')
+  m=$(cat "$logs"/prof-* 2> /dev/null | grep -c '"cat": "NET_IB", "ph": "e"')
+  if [ "$job_rc" != 0 ]; then
+    result profiler FAIL "exit $job_rc with NCCL's example profiler loaded (logs profiler.*.log)"
+  elif [ "$n" -eq 0 ]; then
+    result profiler FAIL "the example profiler's trace holds no NET_IB QP event (files $(ls "$logs"/prof-* 2> /dev/null | wc -l))"
+  else
+    result profiler PASS "$n QP events in NCCL's example profiler trace ($m ended), e.g. $(grep -h -m1 '"cat": "NET_IB", "ph": "b"' "$logs"/prof-* | grep -o '"args": {[^}]*}')"
   fi
 }
 

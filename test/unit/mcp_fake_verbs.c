@@ -224,6 +224,7 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
             l->member = i;
           }
       }
+      l->qp_num = ibqp->qp_num;
       l->opcode = wr->opcode;
       l->send_flags = wr->send_flags;
       l->imm = ntohl(wr->imm_data);

@@ -38,6 +38,7 @@ struct fake_post {
   int side;   /* FAKE_SEND_SIDE or FAKE_RECV_SIDE (or -1: a QP of neither) */
   int qp;     /* index of the QP in its comm, -1 for the flush QP */
   int member; /* a flush QP's member (QPs of the link: their member is qp % ndevs) */
+  uint32_t qp_num;
   enum ibv_wr_opcode opcode;
   unsigned send_flags;
   uint32_t imm; /* host order */

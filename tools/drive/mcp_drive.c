@@ -110,10 +110,10 @@ ncclResult_t drv_init(struct mcp_drive *d)
 {
   if (d->v11) {
     ncclNetCommConfig_v11_t cfg = {.trafficClass = -1};
-    return d->v11->init(&d->ctx, 0x1234, &cfg, drv_log, NULL);
+    return d->v11->init(&d->ctx, 0x1234, &cfg, drv_log, d->prof);
   }
   if (d->v10)
-    return d->v10->init(drv_log, NULL);
+    return d->v10->init(drv_log, d->prof);
   if (d->v9)
     return d->v9->init(drv_log);
   return d->v8->init(drv_log);
@@ -211,9 +211,9 @@ ncclResult_t drv_deregmr(struct mcp_drive *d, void *comm, void *mh) { return PIC
 ncclResult_t drv_isend(struct mcp_drive *d, void *sc, void *data, size_t size, int tag, void *mh, void **req)
 {
   if (d->v11)
-    return d->v11->isend(sc, data, size, tag, mh, NULL, req);
+    return d->v11->isend(sc, data, size, tag, mh, d->phandle, req);
   if (d->v10)
-    return d->v10->isend(sc, data, size, tag, mh, NULL, req);
+    return d->v10->isend(sc, data, size, tag, mh, d->phandle, req);
   if (d->v9)
     return d->v9->isend(sc, data, size, tag, mh, req);
   return d->v8->isend(sc, data, (int)size, tag, mh, req);
@@ -222,10 +222,13 @@ ncclResult_t drv_isend(struct mcp_drive *d, void *sc, void *data, size_t size, i
 ncclResult_t drv_irecv(struct mcp_drive *d, void *rc, int n, void **data, size_t *sizes, int *tags, void **mh,
                        void **req)
 {
+  void *ph[8] = {d->phandle, d->phandle, d->phandle, d->phandle,
+                 d->phandle, d->phandle, d->phandle, d->phandle};
+
   if (d->v11)
-    return d->v11->irecv(rc, n, data, sizes, tags, mh, NULL, req);
+    return d->v11->irecv(rc, n, data, sizes, tags, mh, d->phandle != NULL ? ph : NULL, req);
   if (d->v10)
-    return d->v10->irecv(rc, n, data, sizes, tags, mh, NULL, req);
+    return d->v10->irecv(rc, n, data, sizes, tags, mh, d->phandle != NULL ? ph : NULL, req);
   if (d->v9)
     return d->v9->irecv(rc, n, data, sizes, tags, mh, req);
   {

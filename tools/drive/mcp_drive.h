@@ -21,6 +21,10 @@ struct mcp_drive {
   const ncclNet_v8_t *v8;
   void *ctx; /* v11 */
   const char *name;
+  /* NCCL's profiler as NCCL passes it (v10 on): the callback init hands the plugin, and
+   * the parent handle isend and irecv (every element) pass; NULL: none. */
+  ncclProfilerCallback_t prof;
+  void *phandle;
 };
 
 int drv_open(struct mcp_drive *d, const char *path, int abi);

@@ -1595,6 +1595,83 @@ static int test_vdevice(void)
   return 0;
 }
 
+/* NCCL's profiler callback as its example profiler answers it (net API v10 on): every
+ * start gets a handle, every stop must name one started and not yet stopped. */
+struct prof_ev {
+  int stopped;
+};
+static struct prof_ev prof_evs[1 << 16];
+static int prof_started, prof_stopped, prof_bad;
+
+static ncclResult_t prof_count(void **eh, int type, void *parent, int64_t plugin, void *data)
+{
+  const unsigned char *d = data;
+
+  if (type == 0) {
+    /* NCCL's IB descriptor: plugin id NCCL_PROFILER_NET_TYPE_IB | 1, type ncclProfileQp. */
+    if (parent == NULL || plugin != ((1 << 16) | 1) || d == NULL || d[0] != 1 ||
+        prof_started == (int)(sizeof(prof_evs) / sizeof(prof_evs[0]))) {
+      prof_bad++;
+      return ncclSuccess;
+    }
+    *eh = &prof_evs[prof_started++];
+  } else if (type == 1) {
+    struct prof_ev *e = *eh;
+
+    if (e == NULL || e < prof_evs || e >= prof_evs + prof_started || e->stopped)
+      prof_bad++;
+    else
+      e->stopped = 1;
+    prof_stopped++;
+  }
+  return ncclSuccess;
+}
+
+/* Profiler events (v10 on): sends and receives of every size class and their flushes
+ * with NCCL's parent handle: each starts events, and every one started is stopped by the
+ * time its comm is closed. */
+static int test_profiler(void)
+{
+  static const size_t sizes[] = {0, 8, 4096, 65536, 1 << 20, 4 << 20};
+  struct link l;
+  int step = 0, i, rc = 0;
+  unsigned k;
+
+  if (abi < 10) {
+    printf("  (profiler events need net API v10 or later; v%d has no parent handles)\n", abi);
+    return 0;
+  }
+  prof_started = prof_stopped = prof_bad = 0;
+  if (link_open(&l, 4 << 20) != 0)
+    return -1;
+  drv.phandle = &step;
+  for (i = 0; rc == 0 && i < 4; i++)
+    for (k = 0; rc == 0 && k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+      void *freq = NULL;
+      int fsize = (int)sizes[k];
+
+      rc = exchange(&l, sizes[k], 4 << 20, 6000 + (uint32_t)(i * 16 + (int)k));
+      if (rc == 0 && sizes[k] > 0) {
+        link_hide_bufs(&l);
+        if (drv_iflush(&drv, l.rc, 1, (void **)&l.rbuf, &fsize, &l.rmh, &freq) != ncclSuccess)
+          rc = -1;
+        else if (freq != NULL)
+          rc = wait_req(freq, NULL, "flush");
+      }
+    }
+  drv.phandle = NULL;
+  link_close(&l);
+  printf("  profiler: %d events started, %d stopped, %d bad calls\n", prof_started, prof_stopped, prof_bad);
+  if (rc != 0)
+    return -1;
+  if (prof_started < 2 * 4 * 6)
+    FAILF("only %d profiler events for %d messages (a clear-to-send and a write each at least)", prof_started,
+          4 * 6);
+  if (prof_stopped != prof_started || prof_bad != 0)
+    FAILF("%d profiler events started, %d stopped, %d bad calls", prof_started, prof_stopped, prof_bad);
+  return 0;
+}
+
 struct test {
   const char *name;
   int (*fn)(void);
@@ -1621,12 +1698,13 @@ static const struct test tests[] = {
   {"diag", test_diag},
   {"fork", test_fork},
   {"vdevice", test_vdevice},
+  {"profiler", test_profiler},
 };
 
 /* The tests written for GPU-like memory: they touch data buffers only between calls. */
 static int gpu_capable(const char *name)
 {
-  static const char *const ok[] = {"props", "sizes", "grouped", "flush", "many"};
+  static const char *const ok[] = {"props", "sizes", "grouped", "flush", "many", "profiler"};
   unsigned i;
 
   for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
@@ -1709,6 +1787,7 @@ int main(int argc, char **argv)
   } else {
     if (drv_open(&drv, plugin_path, abi) != 0)
       return 2;
+    drv.prof = prof_count; /* as NCCL does; it gets events only with a parent handle */
     if (drv_init(&drv) != ncclSuccess || drv_devices(&drv, &n) != ncclSuccess || n <= 0) {
       drv_finalize(&drv);
       if (expect_init_fail) {

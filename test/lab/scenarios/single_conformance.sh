@@ -10,6 +10,7 @@
 # to 18 under a v8 table (NCCL 2.20-2.22) and 20 under v11. makeVDevice through the
 # v9, v10 and v11 tables (none in v8): the index after the physical ones, its
 # properties showing the members, and (v11) the index kept across finalize and init.
+# NCCL profiler events (v10, v11): every one started is stopped.
 set -euo pipefail
 . "$LAB_LIB"
 cd "$MCPNET_BUILD_DIR"
@@ -18,6 +19,13 @@ conf() { timeout 300 bin/mcp-conformance --plugin plugin/libnccl-net-mcp.so "$@"
 CONF_EXPECT_NO_DMABUF=1 conf self props sizes grouped optional many inflight-close threads
 LD_PRELOAD=$MCPNET_BUILD_DIR/lib/libmcp-alloc-count.so conf self noalloc
 MCPNET_FORCE_FLUSH=1 conf self flush
+# NCCL profiler events through the v11 and v10 tables, with NCCL's parent handles:
+# started for every work request, each stopped (flushes included).
+for abi in 10 11; do
+  MCPNET_FORCE_FLUSH=1 conf --abi "$abi" self profiler > /tmp/prof$abi.out
+  cat /tmp/prof$abi.out
+  lab_grep '^ok   profiler' /tmp/prof$abi.out "v$abi: every profiler event started was stopped"
+done
 NCCL_IB_QPS_PER_CONNECTION=4 conf self qps sizes grouped
 for abi in 8 9 10; do
   CONF_MAX_SIZE=$((16 << 20)) conf --abi "$abi" self props sizes grouped optional
