@@ -22,7 +22,9 @@ struct mcp_drive {
   void *ctx; /* v11 */
   const char *name;
   /* NCCL's profiler as NCCL passes it (v10 on): the callback init hands the plugin, and
-   * the parent handle isend and irecv (every element) pass; NULL: none. */
+   * the parent handle isend and irecv (every element) pass; NULL: none. MCP_DRIVE_PARENT=1
+   * passes both as NCCL's proxy does when no profiler wants net events (a parent with
+   * every call, a callback that takes nothing). */
   ncclProfilerCallback_t prof;
   void *phandle;
 };
