@@ -201,7 +201,7 @@ struct mcp_param_env {
   void *report_arg;
   /*
    * The NCCL that loaded the plugin, for defaults NCCL changed between releases
-   * (NCCL_IB_TIMEOUT): nccl_abi is the ncclNet table version it took (8..11; 0 unknown,
+   * (NCCL_IB_TIMEOUT): nccl_abi is the ncclNet table version it took (8..12; 0 unknown,
    * e.g. a tool), nccl_version its NCCL_VERSION_CODE when the process exports
    * ncclGetVersion (0 unknown).
    */

@@ -48,6 +48,7 @@ struct connect_tail {
   uint32_t pad;
   struct mcp_link *comm;
 };
+_Static_assert(MCP_LINK_MAX_DEVS <= MCP_WIRE_MAX_MEMBERS, "every member of a link travels in its endpoint");
 _Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_CAP_OFFSET - MCP_WIRE_HANDLE_TAIL_OFFSET,
                "connect state fits the handle tail and leaves the listener's capability alone");
 
@@ -350,6 +351,9 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
   c->cred.listen_id = h.listen_id;
   c->cred.key[0] = h.listen_key[0];
   c->cred.key[1] = h.listen_key[1];
+  /* The listener's members, until its answer confirms them: the upper layer lays out its
+   * ring for them (a fused receiver's rkey tables) before the answer comes. */
+  c->remote_ndevs = h.ndevs > 1 ? h.ndevs : 1;
   c->stream = mcp_oob_stream_open_to(&addr, h.nonce, &c->cred);
   if (c->stream == NULL ||
       comm_resources(
@@ -396,7 +400,16 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
     return -1;
   }
   c->remote = m->u.conn_ack;
-  c->remote_ndevs = c->remote.ndevs > 1 ? c->remote.ndevs : 1;
+  /* The ring was laid out for the members the handle named: an answer with another
+   * count (the listener's devices were discovered anew in between) cannot be served. */
+  if ((c->remote.ndevs > 1 ? c->remote.ndevs : 1) != c->remote_ndevs) {
+    send_reject(c, MCP_WIRE_REJECT_MISMATCH, "member count differs from the handle's");
+    mcp_comm_fail(c, MCP_ERR_REMOTE,
+                  "connect to %s: the listener's handle named %d member device(s), its answer %d: its "
+                  "devices changed between listen and accept; connect again",
+                  c->peer_name, c->remote_ndevs, c->remote.ndevs > 1 ? c->remote.ndevs : 1);
+    return -1;
+  }
   mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);

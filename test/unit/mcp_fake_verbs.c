@@ -872,13 +872,15 @@ void fake_pair_member_down(struct fake_pair *p, int side, int k, int down)
 
 void fake_pair_smash_member_rkeys(struct fake_pair *p)
 {
-  struct mcp_cts_rkeys *t = (struct mcp_cts_rkeys *)(void *)((char *)p->send->ring + MCP_CTS_RKEYS_OFFSET);
-  int slot, i, k;
+  int n = p->send->cts_rkeys_n, slot, i, k;
 
-  for (slot = 0; slot < MCP_SLOTS; slot++)
+  for (slot = 0; slot < MCP_SLOTS; slot++) {
+    uint32_t *t = mcp_cts_rkeys_of(p->send->ring, n, slot);
+
     for (i = 0; i < MCP_MAX_RECVS; i++)
-      for (k = 1; k < MCP_LINK_MAX_DEVS; k++)
-        t[slot].rkey[i][k] = t[slot].rkey[i][0];
+      for (k = 1; k < n; k++)
+        t[i * n + k] = t[i * n];
+  }
 }
 
 void fake_pair_poke_cts(struct fake_pair *p, uint32_t seq, int elem, int idx, int64_t size)

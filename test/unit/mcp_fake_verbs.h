@@ -59,9 +59,9 @@ struct fake_pair_opts {
 };
 
 struct fake_pair {
-  struct mcp_comm *send, *recv; /* pass these to mcp_net_isend / mcp_net_irecv */
-  struct fake_side *side[2];    /* member 0 of each side */
-  struct fake_side *member[2][4];
+  struct mcp_comm *send, *recv;                 /* pass these to mcp_net_isend / mcp_net_irecv */
+  struct fake_side *side[2];                    /* member 0 of each side */
+  struct fake_side *member[2][MCP_MAX_MEMBERS]; /* limits.h: a link's most */
   int ndevs[2];
   struct mcp_oob_stream *stub[2]; /* the stand-in streams the pair made (freed with it) */
 };
