@@ -565,6 +565,16 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
   return 0;
 }
 
+/* The receive side's traffic class: NCCL_IB_FIFO_TC on RoCE when set, else the data's. */
+static int fifo_tc(const struct mcp_link *c, int data_tc)
+{
+  int fifo = mcp_param_process()->ib_fifo_tc;
+
+  if (fifo < 0 || c->devs[0].dc->info->link_layer != IBV_LINK_LAYER_ETHERNET)
+    return data_tc;
+  return fifo;
+}
+
 static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, int *rc)
 {
   struct mcp_link *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class, lc->ops);
@@ -588,9 +598,11 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   if (c->stream == NULL)
     goto fail;
   mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
-  /* The connecting side chooses SL/TC for both ends, as NCCL does. */
+  /* The connecting side chooses SL/TC for both ends, as NCCL does; on RoCE,
+   * NCCL_IB_FIFO_TC (when set) classes this side's QPs, whose only writes are the
+   * clear-to-send entries: NCCL 2.30 gives its control FIFO's QPs the same class. */
   c->sl = r->fp.sl;
-  c->tc = r->fp.tc;
+  c->tc = fifo_tc(c, r->fp.tc);
   if (r->nqps < 1 || r->nqps > MCP_MAX_QPS || comm_resources(c, r->nqps) != 0)
     goto fail;
   mcp_comm_fill_endpoint(c);

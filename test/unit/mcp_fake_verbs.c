@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -475,8 +476,19 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 
 struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp) { return &qp_of(qp)->send_cq->cq; }
 
+/* fake_fail_next_rtr: how many RTR steps still fail, with which errno; and how many
+ * RTR steps were tried since. */
+static atomic_int fail_rtr_left, fail_rtr_err, rtr_tries;
+
 static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
+  if ((mask & IBV_QP_DEST_QPN) != 0)
+    atomic_fetch_add(&rtr_tries, 1);
+  if ((mask & IBV_QP_DEST_QPN) != 0 && atomic_load(&fail_rtr_left) > 0) {
+    atomic_fetch_sub(&fail_rtr_left, 1);
+    errno = atomic_load(&fail_rtr_err);
+    return -1;
+  }
   if ((mask & IBV_QP_DEST_QPN) != 0 && qp_of(ibqp)->side->down) {
     errno = ETIMEDOUT; /* the port is down: the peer's address does not resolve */
     return -1;
@@ -929,6 +941,15 @@ void fake_pair_break(struct fake_pair *p, int side, int qp, int land)
 }
 
 void fake_fail_next_post(int err) { fail_next_post = err; }
+
+int fake_fail_next_rtr(int n, int err)
+{
+  int tries = atomic_exchange(&rtr_tries, 0);
+
+  atomic_store(&fail_rtr_err, err);
+  atomic_store(&fail_rtr_left, n);
+  return tries;
+}
 
 void fake_pair_break_flush(struct fake_pair *p)
 {
