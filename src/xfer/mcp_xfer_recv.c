@@ -43,7 +43,7 @@ static int post_cts(struct mcp_comm *c, int slot, int nslots, int n)
 
   if (c->link.ndevs > 1) {
     /* A fused receiver: the other members' rkeys of these slots first, on the same QP,
-     * so they are in place once the sender sees the entries' seq (mcp_cts_rkeys). */
+     * so they are in place once the sender sees the entries' seq (mcp_cts_rkeys_of). */
     size_t off = MCP_CTS_RKEYS_OFFSET + (size_t)slot * mcp_cts_rkeys_bytes(c->cts_rkeys_n);
 
     memset(&wr, 0, sizeof(wr));
