@@ -249,7 +249,7 @@ struct bench_results {
 struct bench_ctx {
   struct bench_opts *o;
   struct mcp_drive drv;
-  ncclNetProperties_v11_t props;
+  ncclNetProperties_v12_t props;
   char plugin_path[512]; /* what dlopen resolved */
   char dev_name[64];     /* perftest -d */
   int ib_port;

@@ -23,7 +23,7 @@ static const char usage_text[] =
   "Plugin:\n"
   "  --plugin PATH        net plugin to dlopen (default libnccl-net-mcp.so: the loader's\n"
   "                       search path first, then the copy in this build or install tree)\n"
-  "  --abi v8|v9|v10|v11  ncclNetPlugin_vN table to drive (default v11)\n"
+  "  --abi v8|...|v12     ncclNetPlugin_vN table to drive (default v11)\n"
   "  --dev N              plugin device index (default 0)\n"
   "\n"
   "Two processes (role a serves and runs perftest servers; role b drives the sweep,\n"
@@ -292,8 +292,8 @@ int bench_opts_parse(struct bench_opts *o, int argc, char **argv)
     case OPT_ABI:
       if (optarg[0] == 'v')
         optarg++;
-      if (parse_int(optarg, 8, 11, &v) != 0)
-        BAD("--abi wants v8, v9, v10 or v11");
+      if (parse_int(optarg, 8, 12, &v) != 0)
+        BAD("--abi wants v8, v9, v10, v11 or v12");
       o->abi = (int)v;
       break;
     case OPT_DEV:

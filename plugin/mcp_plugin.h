@@ -15,12 +15,14 @@
 /* The tables are the only symbols the .so exports (see exports.map). */
 #define MCP_PLUGIN_EXPORT __attribute__((visibility("default")))
 
+extern MCP_PLUGIN_EXPORT const ncclNet_v12_t ncclNetPlugin_v12;
 extern MCP_PLUGIN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11;
 extern MCP_PLUGIN_EXPORT const ncclNet_v10_t ncclNetPlugin_v10;
 extern MCP_PLUGIN_EXPORT const ncclNet_v9_t ncclNetPlugin_v9;
 extern MCP_PLUGIN_EXPORT const ncclNet_v8_t ncclNetPlugin_v8;
 
 /* Properties of dev in each version's layout (v10 shares v9's). */
+ncclResult_t mcp_plugin_props_v12(int dev, ncclNetProperties_v12_t *props);
 ncclResult_t mcp_plugin_props_v11(int dev, ncclNetProperties_v11_t *props);
 ncclResult_t mcp_plugin_props_v9(int dev, ncclNetProperties_v9_t *props);
 ncclResult_t mcp_plugin_props_v8(int dev, ncclNetProperties_v8_t *props);
@@ -29,13 +31,17 @@ ncclResult_t mcp_plugin_props_v8(int dev, ncclNetProperties_v8_t *props);
 ncclResult_t mcp_plugin_accept(void *listen_comm, void **recv_comm, ncclNetDeviceHandle_v8_t **recv_dev_comm);
 
 /* isend/irecv with profiler handles (v10, v11): the handles are dropped. */
-ncclResult_t mcp_plugin_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                                 void *phandle, void **request);
-ncclResult_t mcp_plugin_irecv_ph(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                                 void **mhandles, void **phandles, void **request);
 
-/* makeVDevice, for every table that has the slot (v9+). */
+/* makeVDevice: v9 - v11 share one vProps layout of 4 devices, v12's holds 8. */
 ncclResult_t mcp_plugin_make_vdevice(int *d, ncclNetVDeviceProps_v9_t *props);
+ncclResult_t mcp_plugin_make_vdevice_v12(int *d, ncclNetVDeviceProps_v12_t *props);
+
+/* init and connect of the tables with a per-communicator context (v11, v12, which share
+ * the config and device-handle types); init takes the table's version (mcp_net_note_abi). */
+ncclResult_t mcp_plugin_ctx_init(int abi, void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config,
+                                 ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn);
+ncclResult_t mcp_plugin_ctx_connect(void *ctx, int dev, void *handle, void **send_comm,
+                                    ncclNetDeviceHandle_v11_t **send_dev_comm);
 
 /* The context-free calls of v8 - v10, whose lifecycle is the whole process. init takes
  * the table's version: it tells which NCCL loaded us (mcp_net_note_abi). */

@@ -1,36 +1,19 @@
 /*
- * mcp_plugin_v11.c - ncclNetPlugin_v11, the table NCCL 2.28 and later load first.
+ * mcp_plugin_v11.c - ncclNetPlugin_v11, the table NCCL 2.28 and 2.29 load first.
  *
  * v11 is the core's native interface, so most slots point straight at mcp_net_*:
- * the compiler checks each of those signatures against the table. Only init (its
- * config struct), connect (its device handle) and isend/irecv (profiler handles)
- * need adapting. Device offload, NIC fusion and traffic hints are not offered, so
- * those slots are NULL, which NCCL checks before calling.
+ * the compiler checks each of those signatures against the table. init (its config
+ * struct) and connect (its device handle) are the context tables' shared adapters, and
+ * isend/irecv take profiler handles. Device offload and traffic hints are not offered,
+ * so those slots are NULL, which NCCL checks before calling.
  */
 #include "mcp_plugin.h"
 #include "mcpnet/net.h"
 
-/* NCCL's config lives on its stack and cfg on ours: mcp_net_init must copy the
- * traffic class into ctx rather than keep the pointer. */
 static ncclResult_t mcp_plugin_v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config,
                                         ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn)
 {
-  struct mcp_comm_config cfg = {
-    .traffic_class = config != NULL ? config->trafficClass : NCCL_NET_TRAFFIC_CLASS_UNDEF,
-  };
-
-  mcp_net_set_profiler(prof_fn); /* events per work request (mcp_xfer_prof.c) */
-  mcp_net_note_abi(11);
-  return mcp_net_init(ctx, comm_id, &cfg, log_fn);
-}
-
-/* The traffic class already sits in ctx (from init), so connect passes no config.
- * send_dev_comm may be NULL (NCCL's GDR probe) and is never written: HOST plugin. */
-static ncclResult_t mcp_plugin_v11_connect(void *ctx, int dev, void *handle, void **send_comm,
-                                           ncclNetDeviceHandle_v11_t **send_dev_comm)
-{
-  (void)send_dev_comm;
-  return mcp_net_connect(ctx, dev, NULL, handle, send_comm);
+  return mcp_plugin_ctx_init(11, ctx, comm_id, config, log_fn, prof_fn);
 }
 
 MCP_PLUGIN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
@@ -39,13 +22,13 @@ MCP_PLUGIN_EXPORT const ncclNet_v11_t ncclNetPlugin_v11 = {
   .devices = mcp_net_devices,
   .getProperties = mcp_plugin_props_v11,
   .listen = mcp_net_listen,
-  .connect = mcp_plugin_v11_connect,
+  .connect = mcp_plugin_ctx_connect,
   .accept = mcp_plugin_accept,
   .regMr = mcp_net_reg_mr,
   .regMrDmaBuf = mcp_net_reg_mr_dmabuf,
   .deregMr = mcp_net_dereg_mr,
-  .isend = mcp_plugin_isend_ph,
-  .irecv = mcp_plugin_irecv_ph,
+  .isend = mcp_net_isend_ph,
+  .irecv = mcp_net_irecv_ph,
   .iflush = mcp_net_iflush,
   .test = mcp_net_test,
   .closeSend = mcp_net_close_send,

@@ -2,7 +2,7 @@
 # package-arm64.sh - the plugin and tools cross-built for arm64 (GH200/GB200 nodes) with
 # Debian's cross compiler (gcc-aarch64-linux-gnu), build only: nothing runs. readelf checks
 # that every binary is an AArch64 ELF64, that the plugin exports exactly the tables the
-# native one does (ncclNetPlugin_v8 to _v11) and needs nothing but libc (libibverbs is
+# native one does (ncclNetPlugin_v8 to _v12) and needs nothing but libc (libibverbs is
 # dlopened); then the packages for arm64: the two .deb with Architecture arm64, the plugin
 # in /usr/lib/aarch64-linux-gnu and Depends computed by dpkg-shlibdeps from the arm64
 # binaries (which needs libc6:arm64, scripts/install-deps), lintian clean as the amd64 ones;

@@ -77,14 +77,25 @@ struct mcp_cts_slot {
 };
 
 /* A fused receiver's buffers have one rkey per member (each member its own protection
- * domain). The element keeps member 0's; the others travel in this table, which the
+ * domain). The element keeps member 0's; the others travel in a table per slot, which the
  * receiver writes into the sender's ring area after the CTS slots, on QP 0 just before
  * the entries themselves, so an element whose seq is current has its table in place. A
- * one-member receiver never writes it: its clear-to-send bytes are what they were. */
-struct mcp_cts_rkeys {
-  uint32_t rkey[MCP_MAX_RECVS][MCP_LINK_MAX_DEVS];
-};
+ * slot's table is MCP_MAX_RECVS rows of one rkey per receiver member (buffer i's key on
+ * member k at [i * ndevs + k]), so it is as large as the receiver's members need: 64
+ * bytes for 2 members, 256 for 8. The sender knows the receiver's member count from the
+ * listener's handle before it allocates its ring (mcp_xfer_link.c), and a one-member
+ * receiver has no table at all, nor room for one in the sender's ring. */
 #define MCP_CTS_RKEYS_OFFSET (MCP_SLOTS * sizeof(struct mcp_cts_slot))
+static inline size_t mcp_cts_rkeys_bytes(int ndevs)
+{
+  return ndevs > 1 ? (size_t)MCP_MAX_RECVS * (size_t)ndevs * sizeof(uint32_t) : 0;
+}
+/* Slot slot's table in a ring (the sender's) or the staging copy (the receiver's). */
+static inline uint32_t *mcp_cts_rkeys_of(void *ring, int ndevs, int slot)
+{
+  return (uint32_t *)(void *)((char *)ring + MCP_CTS_RKEYS_OFFSET +
+                              (size_t)slot * mcp_cts_rkeys_bytes(ndevs));
+}
 
 /* What regMr hands NCCL for a fused comm: one registration per member (the cache's
  * entries of each member's device), and their keys, so the data path reads a key with no
@@ -229,6 +240,9 @@ struct mcp_comm {
   size_t ring_bytes;
   struct ibv_mr *ring_mr;
   struct ibv_mr *ring_mrs[MCP_LINK_MAX_DEVS]; /* the ring on member k ([0] is ring_mr) */
+  /* The receiver's member count its rkey tables are laid out for (mcp_cts_rkeys_bytes):
+   * fixed when the ring is made, whatever later happens to the link's members. */
+  int cts_rkeys_n;
   uint64_t remote_ring;
   uint32_t remote_rkey;
   uint32_t remote_rkeys[MCP_LINK_MAX_DEVS]; /* the peer's ring on its member k ([0] = remote_rkey) */
@@ -296,7 +310,8 @@ struct mcp_comm {
    * request of the pool, made on the first; whether its profiler takes our events
    * (PROF_* there); the parent handle of the receive a flush that comes next belongs to. */
   struct mcp_prof_req *prof_reqs;
-  int prof_mode, prof_count;
+  int prof_mode, prof_count;                /* enum mcp_prof_mode; starts no profiler took in a row */
+  uint64_t prof_retry_ns;                   /* PROF_OFF: when the liveness check lets it ask again */
   void *prof_flush_parent, *prof_flush_key; /* key: that receive's first buffer */
 };
 
@@ -319,6 +334,16 @@ struct mcp_prof_req {
  * a struct mcp_prof_req whose events stop when it completes or fails; a flush right
  * after a profiled receive has its reads' events under that receive's parent. */
 void mcp_xfer_prof_set(ncclProfilerCallback_t fn);
+/* Whether NCCL's profiler takes events on the comm (ON), may (PROBING), or took none of
+ * its last starts or has no callback (OFF: calls go the plain way; the 100 ms liveness
+ * check lets it ask again every 10 s, mcp_xfer_prof_tick). */
+enum mcp_prof_mode { MCP_PROF_OFF = 0, MCP_PROF_PROBING = 1, MCP_PROF_ON = 2 };
+static inline int mcp_xfer_prof_may(const void *comm)
+{
+  return ((const struct mcp_comm *)comm)->prof_mode != MCP_PROF_OFF;
+}
+void mcp_xfer_prof_init(struct mcp_comm *c);
+void mcp_xfer_prof_tick(struct mcp_comm *c, uint64_t now_ns);
 int mcp_xfer_isend_prof(void *send_comm, void *data, size_t size, int tag, void *mhandle, void *phandle,
                         void **request);
 int mcp_xfer_irecv_prof(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,

@@ -53,6 +53,9 @@ struct mcp_net_dev {
   uint16_t pkey;             /* the P_Key at that index */
   int pkey_full;             /* 1: full member of the partition */
   int sl, tc;                /* from the rank map; -1: NCCL_IB_SL/TC or the comm's class */
+  /* NCCL 2.30's rail and plane (net API v12): the rank map's rail=/plane=, else the
+   * NCCL_IB_HCA token naming the port (name:port:rail:plane); -1: not given. */
+  int rail, plane;
 };
 
 /* A device or port that was found and not used, and why. */

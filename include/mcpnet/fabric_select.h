@@ -28,6 +28,10 @@ int mcp_select_allows_dev(const struct mcp_select *s, const char *ibdev);
 int mcp_select_allows_port(const struct mcp_select *s, const char *ibdev, int port);
 /* Named explicitly: by the rank map entry, or by an include token of NCCL_IB_HCA. */
 int mcp_select_requested(const struct mcp_select *s, const char *ibdev, int port);
+/* The rail and plane of ibdev:port (-1: none): the rank map entry's rail=/plane= for a
+ * pinned rank, else (also for a pinned rank that names none) those of the first include
+ * token of NCCL_IB_HCA that names the port, as NCCL 2.30's IB transport takes them. */
+void mcp_select_rail_plane(const struct mcp_select *s, const char *ibdev, int port, int *rail, int *plane);
 /* "MCPNET_RANK_MAP entry '0-3=mlx5_0:1'" or "NCCL_IB_HCA=mlx5_0": what selected. */
 void mcp_select_by(const struct mcp_select *s, char *buf, size_t len);
 

@@ -326,6 +326,9 @@ void mcp_qp_rebuild_take(struct mcp_link *c);
 /* Lets go of the comm's walk without waiting: one still running keeps the QPs it walks
  * (c->qp[] entries become NULL) and destroys them when it returns; 1 if it was running. */
 int mcp_qp_connect_abandon(struct mcp_link *c);
+/* Tests only: replaces the wait between retries of a connection's RTR/RTS
+ * (NCCL_IB_MQP_RETRY_*, on its setup thread) with fn(ms); NULL restores nanosleep. */
+void mcp_qp_test_set_retry_sleep(void (*fn)(unsigned ms));
 /* RTR/RTS of a QP outside qp[] on member k's port: xfer's flush QP of that member. */
 int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
                   const uint8_t *dgid, uint16_t dlid);

@@ -35,6 +35,10 @@ enum mcp_param_id {
   MCP_PARAM_IB_MERGE_VFS,
   MCP_PARAM_IB_MERGE_NICS,
   MCP_PARAM_IB_PCI_RELAXED_ORDERING,
+  MCP_PARAM_IB_FIFO_TC,
+  MCP_PARAM_IB_MQP_RETRY_ALL,
+  MCP_PARAM_IB_MQP_RETRY_CNT,
+  MCP_PARAM_IB_MQP_RETRY_SLEEP_MSEC,
   MCP_PARAM_SOCKET_IFNAME,
   MCP_PARAM_SOCKET_FAMILY,
   MCP_PARAM_RANK_MAP,
@@ -136,6 +140,10 @@ struct mcp_config {
   int ib_merge_vfs;  /* NCCL_IB_MERGE_VFS (non-zero: on): VFs count as functions of their PF's NIC */
   int ib_merge_nics; /* NCCL_IB_MERGE_NICS (non-zero: on): 0 refuses NCCL's makeVDevice of several devices */
   int ib_pci_relaxed_ordering; /* 0 off; 1 and 2 on where ibv_reg_mr_iova2 exists */
+  int ib_fifo_tc;              /* RoCE: the receive side's QPs (clear-to-send writes); -1 = the data's */
+  int ib_mqp_retry_all;        /* non-zero: a connect's RTR/RTS retries any error, not only ETIMEDOUT */
+  int ib_mqp_retry_cnt;        /* retries of a connect's RTR/RTS; 0 or less: none */
+  int ib_mqp_retry_sleep_ms;   /* retry k waits k times this */
   const char *socket_ifname;
   const char *socket_family; /* NULL = either */
 
@@ -210,7 +218,7 @@ struct mcp_param_env {
   void *report_arg;
   /*
    * The NCCL that loaded the plugin, for defaults NCCL changed between releases
-   * (NCCL_IB_TIMEOUT): nccl_abi is the ncclNet table version it took (8..11; 0 unknown,
+   * (NCCL_IB_TIMEOUT): nccl_abi is the ncclNet table version it took (8..12; 0 unknown,
    * e.g. a tool), nccl_version its NCCL_VERSION_CODE when the process exports
    * ncclGetVersion (0 unknown).
    */
@@ -271,6 +279,9 @@ enum mcp_param_nccl_kind { MCP_NCCL_IB_IGNORED, MCP_NCCL_OWN };
 struct mcp_param_nccl_var {
   const char *name;
   const char *dflt;
+  /* Ignored ones: why mcpnet does not act on it (said with it, in the WARN and by
+   * mcpnet-params --check); NULL when the README's compatibility section says it. */
+  const char *why;
 };
 const struct mcp_param_nccl_var *mcp_param_nccl_list(enum mcp_param_nccl_kind kind);
 /* The entry for name and its kind, or NULL when neither list has it. */

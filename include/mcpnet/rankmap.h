@@ -1,6 +1,6 @@
 /*
- * rankmap.h - MCPNET_RANK_MAP: which devices, GID, P_Key, SL and TC each local rank
- * uses (see mcp_rankmap.c), and where the local rank comes from. Parsed in core, once,
+ * rankmap.h - MCPNET_RANK_MAP: which devices, GID, P_Key, SL, TC, rail and plane each
+ * local rank uses (see mcp_rankmap.c), and where the local rank comes from. Parsed in core, once,
  * when the configuration is read (struct mcp_config.rank_map_parsed); fabric resolves
  * the result against the devices it finds.
  */
@@ -11,12 +11,13 @@
 #include <stdint.h>
 
 #include "mcpnet/gid_range.h"
+#include "mcpnet/limits.h"
 
-#define MCP_RANKMAP_MAX 64 /* entries */
-#define MCP_RANKMAP_DEVS 8 /* devices per entry */
+#define MCP_RANKMAP_MAX 64  /* entries */
+#define MCP_RANKMAP_DEVS 16 /* devices per entry: two fused sets of 8 */
 #define MCP_RANKMAP_RANK_MAX 4095
-#define MCP_RANKMAP_NAME_MAX 64 /* a verbs device name; fabric checks it is MCP_DEV_NAME_MAX */
-#define MCP_RANKMAP_FUSE_MAX 4  /* devices one fused set names (NCCL_NET_MAX_DEVS_PER_NIC) */
+#define MCP_RANKMAP_NAME_MAX 64              /* a verbs device name; fabric checks it is MCP_DEV_NAME_MAX */
+#define MCP_RANKMAP_FUSE_MAX MCP_MAX_MEMBERS /* devices one fused set names (limits.h) */
 
 struct mcp_rankmap_dev {
   char name[MCP_RANKMAP_NAME_MAX]; /* exact verbs device name */
@@ -33,9 +34,10 @@ struct mcp_rankmap_entry {
   uint8_t gid_addr[16]; /* IPv4-mapped or IPv6, as a GID holds it */
   int has_gid_range;    /* gid=CIDR */
   struct mcp_gid_range gid_range;
-  int pkey;       /* pkey=VALUE; -1 otherwise */
-  int sl, tc;     /* -1 otherwise */
-  char text[256]; /* the entry as written, for messages */
+  int pkey;        /* pkey=VALUE; -1 otherwise */
+  int sl, tc;      /* -1 otherwise */
+  int rail, plane; /* rail=N, plane=N (net API v12's railId, planeId); -1 otherwise */
+  char text[256];  /* the entry as written, for messages */
 };
 
 struct mcp_rankmap {

@@ -31,7 +31,8 @@
 #define MCP_WIRE_MAGIC 0x4D43504Eu /* "MCPN" */
 /* 2: RECOVER; 3: fused endpoints (several physical devices, wire_member); 4: connections
  * prove knowledge of a listen key (the handle's listen id and key, HELLO's challenge and
- * proof, CONN_REQ's MAC instead of a token in clear). The channel speaks version 4 only:
+ * proof, CONN_REQ's MAC instead of a token in clear), and endpoints of up to 8 members
+ * (NCCL 2.30's virtual devices; version 3 carries 4). The channel speaks version 4 only:
  * an older peer cannot authenticate, so it is refused with a message naming both
  * versions (mcp_oob.c); the decoders still read versions 1-3 to say so. */
 #define MCP_WIRE_VERSION 4
@@ -66,9 +67,10 @@ struct mcp_wire_handle {
   uint64_t listen_key[2];
   uint32_t listen_id; /* version 4: names the listen (public, nonzero); 0 before */
   uint64_t nonce;     /* the listening process's random nonce */
-  /* Version 3: physical devices behind the listener's device (1..4), so the connecting
-   * side can size its QPs before it hears back (the larger side's count wins). 0 reads
-   * as 1; a handle with more than one is written as version 3, else as version 2. */
+  /* Version 3: physical devices behind the listener's device (1..4; version 4: 1..8), so
+   * the connecting side can size its QPs and its ring before it hears back (the larger
+   * side's count wins). 0 reads as 1; a handle with more than one is written as version 3
+   * or later, else as version 2. */
   uint8_t ndevs;
   /* Decoded: the listener's highest wire version (the tail's capability, else version);
    * not encoded from here: the encoder always writes this build's. */
@@ -95,7 +97,7 @@ void mcp_wire_handle_get_sockaddr(const struct mcp_wire_handle *h, union mcp_soc
 #define MCP_WIRE_MAX_PAYLOAD 65536
 #define MCP_WIRE_MAX_FRAME (MCP_WIRE_HDR_SIZE + MCP_WIRE_MAX_PAYLOAD)
 /* Every frame this version encodes fits in this many bytes (asserted in mcp_wire.c). */
-#define MCP_WIRE_MSG_MAX 2048 /* a RECOVER with 128 QPs is 1439 bytes */
+#define MCP_WIRE_MSG_MAX 2560 /* a RECOVER with 128 QPs and 8 members is 2077 bytes */
 
 #define MCP_WIRE_MAX_QPS 128 /* NCCL's own bound on QPs per connection */
 #define MCP_WIRE_HOSTNAME_MAX 64
@@ -172,8 +174,10 @@ struct mcp_wire_fingerprint {
   uint32_t max_message;
 };
 
-/* Physical devices of one fused endpoint (NCCL_NET_MAX_DEVS_PER_NIC). */
-#define MCP_WIRE_MAX_MEMBERS 4
+/* Physical devices of one fused endpoint: 8 from version 4 on (NCCL 2.30's
+ * NCCL_NET_MAX_DEVS_PER_NIC), 4 in version 3, whose decoders refuse more. */
+#define MCP_WIRE_MAX_MEMBERS 8
+#define MCP_WIRE_MAX_MEMBERS_V3 4
 
 /* Member k >= 1 of a fused endpoint (version 3); member 0 is the endpoint's own device
  * fields. They share the endpoint's link layer (a mixed set is refused before any QP
@@ -212,7 +216,8 @@ struct mcp_wire_endpoint {
   uint32_t ring_slots;
   struct mcp_wire_fingerprint fp;
   /* Members (version 3): QP i is on member i % ndevs. 0 reads as 1; frames with an
-   * endpoint of more than one member are written as version 3. */
+   * endpoint of more than one member are written as version 3 or later (more than 4:
+   * version 4). */
   uint8_t ndevs;
   struct mcp_wire_member more[MCP_WIRE_MAX_MEMBERS - 1]; /* members 1..ndevs-1 */
 };

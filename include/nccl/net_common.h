@@ -2,7 +2,7 @@
  * net_common.h - the parts of NCCL's network-plugin ABI that every version shares.
  *
  * mcpnet declares NCCL's plugin ABI itself instead of vendoring NCCL's headers: the
- * values and layouts below are facts of the ABI (NCCL 2.20 - 2.28), written from NCCL's
+ * values and layouts below are facts of the ABI (NCCL 2.20 - 2.30), written from NCCL's
  * public source (ext-net/example/nccl/ in NCCL's repository: err.h, common.h, net.h).
  * Sizes and offsets of the versioned structs are pinned with static asserts in the
  * per-version headers.
@@ -68,7 +68,7 @@ typedef ncclResult_t (*ncclProfilerCallback_t)(void **eHandle, int type, void *p
 #define NCCL_PTR_CUDA 0x2
 #define NCCL_PTR_DMABUF 0x4
 #define NCCL_NET_MAX_REQUESTS 32
-#define NCCL_NET_MAX_DEVS_PER_NIC 4
+#define NCCL_NET_MAX_DEVS_PER_NIC 4 /* v9 - v11's vProps; v12's: net_v12.h */
 #define NCCL_MAX_NET_SIZE_BYTES (1ULL << 40)
 #define NCCL_NET_OPTIONAL_RECV_COMPLETION 0x1
 #define NCCL_NET_TRAFFIC_CLASS_UNDEF (-1)

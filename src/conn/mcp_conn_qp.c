@@ -173,11 +173,54 @@ static void fill_av(const struct mcp_link *c, const struct mcp_net_dev *d, int s
   }
 }
 
+/* Test hook: the wait between retries (NULL: nanosleep). */
+static void (*retry_sleep_fn)(unsigned ms);
+
+void mcp_qp_test_set_retry_sleep(void (*fn)(unsigned ms)) { retry_sleep_fn = fn; }
+
+/* ibv_modify_qp, retried as NCCL 2.30 retries it (misc/ibvwrap.cc) when retry is set:
+ * after ETIMEDOUT (the peer's neighbour not resolved yet), or any error with
+ * NCCL_IB_MQP_RETRY_ALL, up to NCCL_IB_MQP_RETRY_CNT times, the k-th after k x
+ * NCCL_IB_MQP_RETRY_SLEEP_MSEC. Only a setup thread's walk sets retry: it may sleep, NCCL's
+ * thread may not. -1 with errno set on failure. */
+static int modify_qp(const struct mcp_link *c, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
+                     int retry, const char *step)
+{
+  const struct mcp_config *cfg = mcp_param_process();
+  int max = retry ? cfg->ib_mqp_retry_cnt : 0, rc, e;
+
+  for (int attempt = 1;; attempt++) {
+    rc = mcp_ibv.modify_qp(qp, attr, mask);
+    if (rc == 0)
+      return 0;
+    e = rc > 0 ? rc : errno; /* libibverbs returns the errno; some providers set it too */
+    if (attempt > max || (e != ETIMEDOUT && !cfg->ib_mqp_retry_all)) {
+      errno = e;
+      return -1;
+    }
+    {
+      unsigned ms = (unsigned)cfg->ib_mqp_retry_sleep_ms * (unsigned)attempt;
+
+      MCP_INFO(NCCL_NET, "QP %#x %s toward %s failed: %s; retry %d/%d in %u ms (NCCL_IB_MQP_RETRY_*)",
+               qp->qp_num, step, c->peer_name, strerror(e), attempt, max, ms);
+      if (retry_sleep_fn != NULL) {
+        retry_sleep_fn(ms);
+      } else {
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+          ;
+      }
+    }
+  }
+}
+
 /* RESET/INIT -> RTR -> RTS toward a destination QP, on the port of d (the QP's member).
  * The GID index is the caller's: a walk on a job's thread must not read a member's
- * sgid_index, which a later round rewrites. */
+ * sgid_index, which a later round rewrites. retry: a connection's first walk, on its
+ * setup thread (modify_qp). */
 static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int sgid_index, struct ibv_qp *qp,
-                     uint32_t my_psn, uint32_t dqpn, uint32_t dpsn, const uint8_t *dgid, uint16_t dlid)
+                     uint32_t my_psn, uint32_t dqpn, uint32_t dpsn, const uint8_t *dgid, uint16_t dlid,
+                     int retry)
 {
   const struct mcp_config *cfg = mcp_param_process();
   struct ibv_qp_attr attr;
@@ -192,9 +235,10 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
   attr.max_dest_rd_atomic = 1;
   attr.min_rnr_timer = (uint8_t)cfg->min_rnr_timer;
   fill_av(c, d, sgid_index, &attr.ah_attr, dgid, dlid);
-  if (mcp_ibv.modify_qp(qp, &attr,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0)
+  if (modify_qp(c, qp, &attr,
+                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                retry, step) != 0)
     goto fail;
   step = "RTR->RTS";
   memset(&attr, 0, sizeof(attr));
@@ -204,9 +248,10 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
   attr.rnr_retry = (uint8_t)cfg->rnr_retry;
   attr.sq_psn = my_psn;
   attr.max_rd_atomic = 1;
-  if (mcp_ibv.modify_qp(qp, &attr,
-                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                          IBV_QP_MAX_QP_RD_ATOMIC) != 0)
+  if (modify_qp(c, qp, &attr,
+                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                  IBV_QP_MAX_QP_RD_ATOMIC,
+                retry, step) != 0)
     goto fail;
   return 0;
 fail:
@@ -227,7 +272,7 @@ int mcp_qp_to_rts_member(struct mcp_link *c, int k, struct ibv_qp *qp, uint32_t 
 {
   const struct mcp_link_dev *m = &c->devs[k];
 
-  return qp_to_rts(c, m->dc->info, m->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid);
+  return qp_to_rts(c, m->dc->info, m->sgid_index, qp, my_psn, dqpn, dpsn, dgid, dlid, 0);
 }
 
 int mcp_qp_to_rts(struct mcp_link *c, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn, uint32_t dpsn,
@@ -501,9 +546,11 @@ static void *job_main(void *arg)
   }
   if (j->first)
     counters_base(j->c); /* the port's error counters at connect, off NCCL's thread */
+  /* A connection's first walk retries as NCCL does (NCCL_IB_MQP_RETRY_*); a recovery
+   * round's does not: the round itself is retried until MCPNET_RECOVERY_TIMEOUT. */
   for (i = 0; i < j->nqps && ok; i++)
     ok = qp_to_rts(j->c, j->dc[j->dev[i]]->info, j->sgid_index[j->dev[i]], j->qp[i], j->psn[i], j->dqpn[i],
-                   j->dpsn[i], j->dgid[j->rdev[i]], j->dlid[j->rdev[i]]) == 0;
+                   j->dpsn[i], j->dgid[j->rdev[i]], j->dlid[j->rdev[i]], j->first) == 0;
   atomic_store(&j->state, ok ? MCP_QP_THREAD_OK : MCP_QP_THREAD_FAILED);
   job_unref(j);
   return NULL;

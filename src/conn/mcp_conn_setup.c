@@ -48,6 +48,7 @@ struct connect_tail {
   uint32_t pad;
   struct mcp_link *comm;
 };
+_Static_assert(MCP_LINK_MAX_DEVS <= MCP_WIRE_MAX_MEMBERS, "every member of a link travels in its endpoint");
 _Static_assert(sizeof(struct connect_tail) <= MCP_WIRE_HANDLE_CAP_OFFSET - MCP_WIRE_HANDLE_TAIL_OFFSET,
                "connect state fits the handle tail and leaves the listener's capability alone");
 
@@ -351,6 +352,9 @@ static struct mcp_link *connect_start(int dev, int tc, const struct mcp_link_ops
   c->cred.listen_id = h.listen_id;
   c->cred.key[0] = h.listen_key[0];
   c->cred.key[1] = h.listen_key[1];
+  /* The listener's members, until its answer confirms them: the upper layer lays out its
+   * ring for them (a fused receiver's rkey tables) before the answer comes. */
+  mcp_link_set_remote_ndevs(c, h.ndevs); /* every member up, as at setup */
   c->stream = mcp_oob_stream_open_to(&addr, h.nonce, &c->cred);
   if (c->stream == NULL ||
       comm_resources(
@@ -397,7 +401,16 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
     return -1;
   }
   c->remote = m->u.conn_ack;
-  mcp_link_set_remote_ndevs(c, c->remote.ndevs);
+  /* The ring was laid out for the members the handle named: an answer with another
+   * count (the listener's devices were discovered anew in between) cannot be served. */
+  if ((c->remote.ndevs > 1 ? c->remote.ndevs : 1) != c->remote_ndevs) {
+    send_reject(c, MCP_WIRE_REJECT_MISMATCH, "member count differs from the handle's");
+    mcp_comm_fail(c, MCP_ERR_REMOTE,
+                  "connect to %s: the listener's handle named %d member device(s), its answer %d: its "
+                  "devices changed between listen and accept; connect again",
+                  c->peer_name, c->remote_ndevs, c->remote.ndevs > 1 ? c->remote.ndevs : 1);
+    return -1;
+  }
   mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
@@ -560,6 +573,16 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
   return 0;
 }
 
+/* The receive side's traffic class: NCCL_IB_FIFO_TC on RoCE when set, else the data's. */
+static int fifo_tc(const struct mcp_link *c, int data_tc)
+{
+  int fifo = mcp_param_process()->ib_fifo_tc;
+
+  if (fifo < 0 || c->devs[0].dc->info->link_layer != IBV_LINK_LAYER_ETHERNET)
+    return data_tc;
+  return fifo;
+}
+
 static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req, int *rc)
 {
   struct mcp_link *c = comm_new(MCP_COMM_RECV, lc->dev, lc->traffic_class, lc->ops);
@@ -583,9 +606,11 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
   if (c->stream == NULL)
     goto fail;
   mcp_oob_stream_peer_name(c->stream, c->peer_name, sizeof(c->peer_name));
-  /* The connecting side chooses SL/TC for both ends, as NCCL does. */
+  /* The connecting side chooses SL/TC for both ends, as NCCL does; on RoCE,
+   * NCCL_IB_FIFO_TC (when set) classes this side's QPs, whose only writes are the
+   * clear-to-send entries: NCCL 2.30 gives its control FIFO's QPs the same class. */
   c->sl = r->fp.sl;
-  c->tc = r->fp.tc;
+  c->tc = fifo_tc(c, r->fp.tc);
   if (r->nqps < 1 || r->nqps > MCP_MAX_QPS || comm_resources(c, r->nqps) != 0)
     goto fail;
   mcp_comm_fill_endpoint(c);

@@ -61,6 +61,21 @@ static const char *const wire_type_names[] = {
 /* The frame types each version defines: version 1 ends at PONG. */
 static unsigned wire_type_max(unsigned version) { return version >= 2 ? MCP_WIRE_TYPE_MAX : MCP_WIRE_PONG; }
 
+/* The members an endpoint (or a handle) of each version may name: none before fusion,
+ * 4 in version 3, 8 from version 4 on. */
+static unsigned wire_members_max(unsigned version)
+{
+  return version >= MCP_WIRE_VERSION_AUTH ? MCP_WIRE_MAX_MEMBERS
+    : version >= MCP_WIRE_VERSION_FUSION  ? MCP_WIRE_MAX_MEMBERS_V3
+                                          : 1;
+}
+
+/* The oldest version that carries an endpoint of n members. */
+static unsigned wire_members_version(unsigned n)
+{
+  return n > MCP_WIRE_MAX_MEMBERS_V3 ? MCP_WIRE_VERSION_AUTH : n > 1 ? MCP_WIRE_VERSION_FUSION : 1;
+}
+
 const char *mcp_wire_type_name(unsigned type)
 {
   if (type == 0 || type > MCP_WIRE_TYPE_MAX)
@@ -282,7 +297,7 @@ int mcp_wire_handle_encode(const struct mcp_wire_handle *h, uint8_t out[MCP_WIRE
   if (wire_handle_check(h, err, errlen) != 0)
     return -EINVAL;
   version = h->version != 0 ? h->version : MCP_WIRE_VERSION;
-  if (version > MCP_WIRE_VERSION || (ndevs > 1 && version < MCP_WIRE_VERSION_FUSION)) {
+  if (version > MCP_WIRE_VERSION || ndevs > wire_members_max(version)) {
     mcp_text_errf(err, errlen, "a handle of %u member device(s) cannot be written as version %u", ndevs,
                   version);
     return -EINVAL;
@@ -371,8 +386,8 @@ int mcp_wire_handle_decode(const uint8_t in[MCP_WIRE_HANDLE_SIZE], struct mcp_wi
   h->ndevs = 1;
   if (version >= MCP_WIRE_VERSION_FUSION) {
     h->ndevs = wire_rd_u8(&r, "member count");
-    if (!r.failed && (h->ndevs < 1 || h->ndevs > MCP_WIRE_MAX_MEMBERS))
-      wire_rd_bad(&r, "member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
+    if (!r.failed && (h->ndevs < 1 || h->ndevs > wire_members_max(version)))
+      wire_rd_bad(&r, "member count %u is not 1..%u", h->ndevs, wire_members_max(version));
   }
   if (version >= MCP_WIRE_VERSION_AUTH) {
     h->listen_id = wire_rd_u32(&r, "listen id");
@@ -564,7 +579,8 @@ int mcp_wire_endpoint_check(const struct mcp_wire_endpoint *ep, char *err, size_
   WIRE_RANGE(fp->rnr_retry <= 7, "RNR retry count %u is not 0..7", fp->rnr_retry);
   WIRE_RANGE(fp->qps_per_conn >= 1 && fp->qps_per_conn <= MCP_WIRE_MAX_QPS,
              "QPs per connection %u is not 1..128", fp->qps_per_conn);
-  WIRE_RANGE(ep->ndevs <= MCP_WIRE_MAX_MEMBERS, "member count %u is not 1..4", ep->ndevs);
+  _Static_assert(MCP_WIRE_MAX_MEMBERS == 8, "the message below names the bound");
+  WIRE_RANGE(ep->ndevs <= MCP_WIRE_MAX_MEMBERS, "member count %u is not 1..8", ep->ndevs);
 #undef WIRE_RANGE
   /* Member 0 first: its name is the endpoint's, the first thing a reader of a bad frame
    * is told about. Members 1.. say which one they are. */
@@ -695,9 +711,9 @@ static void wire_rd_endpoint(struct wire_rd *r, struct mcp_wire_endpoint *ep, un
   ep->ndevs = 1;
   if (version >= MCP_WIRE_VERSION_FUSION) {
     ep->ndevs = wire_rd_u8(r, "member count");
-    /* Checked before it sizes the loop, as the QP count is. */
-    if (!r->failed && (ep->ndevs < 1 || ep->ndevs > MCP_WIRE_MAX_MEMBERS))
-      wire_rd_bad(r, "member count %u is not 1..%d", ep->ndevs, MCP_WIRE_MAX_MEMBERS);
+    /* Checked before it sizes the loop, as the QP count is; version 3 carries 4 at most. */
+    if (!r->failed && (ep->ndevs < 1 || ep->ndevs > wire_members_max(version)))
+      wire_rd_bad(r, "member count %u is not 1..%u", ep->ndevs, wire_members_max(version));
     for (unsigned k = 1; !r->failed && k < ep->ndevs; k++)
       wire_rd_member(r, ep, k);
   }
@@ -847,22 +863,22 @@ int mcp_wire_encode(const struct mcp_wire_msg *m, uint8_t *buf, size_t cap, size
   struct wire_wr patch;
   size_t payload;
   unsigned version;
-  int rc, fused;
+  int rc;
 
   *len = 0;
   rc = wire_msg_check(m, err, errlen);
   if (rc != 0)
     return rc;
-  fused = wire_msg_ndevs(m) > 1;
   version = m->version != 0 ? m->version : MCP_WIRE_VERSION;
   if (version > MCP_WIRE_VERSION || m->type > wire_type_max(version)) {
     mcp_text_errf(err, errlen, "a %s frame cannot be written as version %u", mcp_wire_type_name(m->type),
                   version);
     return -EINVAL;
   }
-  if (fused && version < MCP_WIRE_VERSION_FUSION) {
-    mcp_text_errf(err, errlen, "a %s frame of a fused endpoint (%u members) needs version %d, not %u",
-                  mcp_wire_type_name(m->type), wire_msg_ndevs(m), MCP_WIRE_VERSION_FUSION, version);
+  if (wire_msg_ndevs(m) > wire_members_max(version)) {
+    mcp_text_errf(err, errlen, "a %s frame of a fused endpoint (%u members) needs version %u, not %u",
+                  mcp_wire_type_name(m->type), wire_msg_ndevs(m), wire_members_version(wire_msg_ndevs(m)),
+                  version);
     return -EINVAL;
   }
   wire_wr_u32(&w, MCP_WIRE_MAGIC);

@@ -21,28 +21,64 @@ static int match_fault(struct mcp_match_fault *f, enum mcp_match_error kind, con
   return -EINVAL;
 }
 
-/* ":port[:rail[:plane]]" after a name; only the port matters to mcpnet. */
-static int match_port(const char *p, size_t len, int *port)
+/* One numeric field of "port:rail:plane" in [p, p+len): empty (or all spaces) leaves *out
+ * at -1, as NCCL does for a field absent or empty ("mlx5_0::2": every port, rail 2), and
+ * so does -1 itself, the value NCCL stores for it. */
+static int match_field(const char *p, size_t len, long lo, long hi, int *out)
 {
-  const char *second = memchr(p, ':', len);
   char num[16], *stop;
   long v;
 
-  if (second != NULL)
-    len = (size_t)(second - p);
   mcp_trim_span(&p, &len);
   if (len == 0)
-    return 0; /* "mlx5_0:" names every port, as a missing port does */
+    return 0;
   if (len >= sizeof(num))
     return -1;
   memcpy(num, p, len);
   num[len] = '\0';
+  if (strcmp(num, "-1") == 0)
+    return 0;
   errno = 0;
   v = strtol(num, &stop, 10);
-  if (errno != 0 || *stop != '\0' || v < 1 || v > 255)
+  if (errno != 0 || *stop != '\0' || num[0] == '+' || num[0] == '-' || v < lo || v > hi)
     return -1;
-  *port = (int)v;
+  *out = (int)v;
   return 0;
+}
+
+/* ":port[:rail[:plane]]" after a name (fields points past the first ':'), into entry i. */
+static int match_fields(struct mcp_match_list *list, const char *fields, size_t len,
+                        struct mcp_match_fault *f)
+{
+  static const struct {
+    enum mcp_match_error bad;
+    long lo, hi;
+  } spec[] = {
+    {MCP_MATCH_BAD_PORT, 1, 255},
+    {MCP_MATCH_BAD_RAIL, 0, MCP_MATCH_RAIL_MAX},
+    {MCP_MATCH_BAD_PLANE, 0, MCP_MATCH_PLANE_MAX},
+  };
+  int *out[3] = {&list->e[list->n].port, &list->e[list->n].rail, &list->e[list->n].plane};
+  const char *p = fields, *end = fields + len;
+
+  for (size_t k = 0;; k++) {
+    const char *colon = memchr(p, ':', (size_t)(end - p));
+    size_t flen = colon != NULL ? (size_t)(colon - p) : (size_t)(end - p);
+
+    if (k == sizeof(spec) / sizeof(spec[0])) {
+      f->kind = MCP_MATCH_EXTRA;
+      return -1;
+    }
+    if (match_field(p, flen, spec[k].lo, spec[k].hi, out[k]) != 0) {
+      f->kind = spec[k].bad;
+      if (flen < sizeof(f->field)) /* a longer one is only "bad" */
+        snprintf(f->field, sizeof(f->field), "%.*s", (int)flen, p);
+      return -1;
+    }
+    if (colon == NULL)
+      return 0;
+    p = colon + 1;
+  }
 }
 
 int mcp_match_list_parse(const char *text, size_t name_max, int with_ports, struct mcp_match_list *list,
@@ -85,18 +121,10 @@ int mcp_match_list_parse(const char *text, size_t name_max, int with_ports, stru
     if (nlen >= name_max)
       return match_fault(fault, MCP_MATCH_TOO_LONG, tok, len);
     memcpy(list->e[list->n].name, name, nlen);
-    list->e[list->n].port = -1;
+    list->e[list->n].port = list->e[list->n].rail = list->e[list->n].plane = -1;
     if (with_ports && colon != NULL &&
-        match_port(colon + 1, (size_t)(tok + len - colon - 1), &list->e[list->n].port) != 0) {
-      size_t plen = len - (size_t)(colon + 1 - tok);
-      const char *second = memchr(colon + 1, ':', plen);
-
-      if (second != NULL)
-        plen = (size_t)(second - colon - 1);
-      if (plen < sizeof(fault->port)) /* a longer one is only "bad" */
-        snprintf(fault->port, sizeof(fault->port), "%.*s", (int)plen, colon + 1);
-      return match_fault(fault, MCP_MATCH_BAD_PORT, tok, len);
-    }
+        match_fields(list, colon + 1, (size_t)(tok + len - colon - 1), fault) != 0)
+      return match_fault(fault, fault->kind, tok, len);
     list->n++;
   }
   return 0;
@@ -118,6 +146,16 @@ int mcp_match_allows(const struct mcp_match_list *list, const char *name, int po
   for (int i = 0; i < list->n && !hit; i++)
     hit = mcp_match_token(list, i, name) && (port < 0 || list->e[i].port < 0 || list->e[i].port == port);
   return list->exclude ? !hit : hit;
+}
+
+int mcp_match_which(const struct mcp_match_list *list, const char *name, int port)
+{
+  if (list->exclude)
+    return -1;
+  for (int i = 0; i < list->n; i++)
+    if (mcp_match_token(list, i, name) && (port < 0 || list->e[i].port < 0 || list->e[i].port == port))
+      return i;
+  return -1;
 }
 
 void mcp_match_list_warn_trimmed(const char *var, const struct mcp_match_list *list, int *once)

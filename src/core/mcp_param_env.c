@@ -95,14 +95,16 @@ void mcp_param_found(const struct mcp_param_env *env, const struct mcp_param_fin
     env->finding(env->finding_arg, f);
 }
 
-/* Append ", NAME" (or "NAME" first) to buf, keeping it terminated when it fills up. */
-static void append_name(char *buf, size_t len, const char *name, size_t namelen)
+/* Append "; NAME (WHY)" (or "NAME (WHY)" first; no parenthesis without a reason) to buf,
+ * keeping it terminated when it fills up. */
+static void append_name(char *buf, size_t len, const char *name, size_t namelen, const char *why)
 {
   size_t used = strlen(buf);
 
   if (used + 1 >= len)
     return;
-  snprintf(buf + used, len - used, "%s%.*s", used > 0 ? ", " : "", (int)namelen, name);
+  snprintf(buf + used, len - used, "%s%.*s%s%s%s", used > 0 ? "; " : "", (int)namelen, name,
+           why != NULL ? " (" : "", why != NULL ? why : "", why != NULL ? ")" : "");
 }
 
 /* A name of NCCL's families that nobody reads: the nearest NCCL name when one is close. */
@@ -160,7 +162,7 @@ static bool unknown_mcpnet(const struct mcp_param_env *env, const char *name, co
 int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
 {
   char *const *envp = env != NULL && env->envp != NULL ? env->envp : environ;
-  char ignored[1024] = "", msg[1400];
+  char ignored[4096] = "", msg[4400];
   int nunknown = 0, nign = 0;
 
   for (; envp != NULL && *envp != NULL; envp++) {
@@ -187,13 +189,13 @@ int mcp_param_scan_env(const struct mcp_param_env *env, int *nignored)
         unknown_nccl(env, name, eq + 1);
       } else if (kind == MCP_NCCL_IB_IGNORED && !mcp_param_nccl_is_default(var, eq + 1)) {
         struct mcp_param_finding f = {MCP_FIND_IGNORED, false, name, eq + 1, NULL, NULL};
-        char one[300];
+        char one[400];
 
-        snprintf(one, sizeof(one), "%s=%s: NCCL's IB transport reads it, mcpnet does not act on it", name,
-                 eq + 1);
+        snprintf(one, sizeof(one), "%s=%s: NCCL's IB transport reads it, mcpnet does not act on it%s%s", name,
+                 eq + 1, var->why != NULL ? ": " : "", var->why != NULL ? var->why : "");
         f.message = one;
         nign++;
-        append_name(ignored, sizeof(ignored), name, nlen);
+        append_name(ignored, sizeof(ignored), name, nlen, var->why);
         mcp_param_found(env, &f);
       }
     } else if (strncmp(name, "MCPNET_", 7) == 0 && !in_list(harness_names, name)) {

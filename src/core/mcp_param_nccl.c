@@ -19,38 +19,46 @@
 /* NCCL_IB_* that NCCL's IB transport reads and mcpnet does not act on (the ones it does
  * act on are rows of the parameter table), each with NCCL's default where that is the
  * same from 2.20 to 2.30, else NULL. */
+/* The knobs of NCCL's own failover mechanism (probes, alive messages): mcpnet's failover
+ * is a recovery round, switched by the two variables it does read. */
+#define FAILOVER_KNOB \
+  "it tunes NCCL's own failover; mcpnet's is a recovery round (NCCL_IB_RESILIENCY_PORT_FAILOVER, _RECOVERY)"
+
 static const struct mcp_param_nccl_var ib_ignored[] = {
-  {"NCCL_IB_ADAPTIVE_ROUTING", "-2"},
-  {"NCCL_IB_AR_THRESHOLD", NULL}, /* 8192 to 2.29, -2 in 2.30 */
-  {"NCCL_IB_DATA_DIRECT", "1"},
-  {"NCCL_IB_DEVICE_PCI_ORDER", "1"}, /* 2.29 on */
-  {"NCCL_IB_DISABLE", "0"},
-  {"NCCL_IB_ECE_ENABLE", "1"},
-  {"NCCL_IB_FIFO_TC", NULL}, /* 0 in 2.23, -1 from 2.26 */
-  {"NCCL_IB_MQP_RETRY_ALL", "0"},
-  {"NCCL_IB_MQP_RETRY_CNT", "34"},
-  {"NCCL_IB_MQP_RETRY_SLEEP_MSEC", "100"},
-  {"NCCL_IB_OOO_RQ", "0"},                                /* 2.30 */
-  {"NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS", NULL},        /* 0 in 2.29, -2 in 2.30 */
-  {"NCCL_IB_QUERY_PORT_SPEED", "1"},                      /* 2.30 */
-  {"NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", NULL},        /* 0 in 2.29, -2 in 2.30 */
-  {"NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS", "1"}, /* 2.29 on */
-  {"NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", "10"}, /* 2.29 on */
-  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT", "5000"},
-  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "500"},
-  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_SIZE", "5"},
-  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "5"},
-  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_TIMEOUT", "4000"},
-  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", "5"},
-  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "200"},
-  {"NCCL_IB_RETURN_ASYNC_EVENTS", "1"},
-  {"NCCL_IB_ROUTABLE_FLID_GID_INDEX", "1"},
-  {"NCCL_IB_SPLIT_DATA_ON_QPS", "0"},
-  {"NCCL_IB_SUBNET_AWARE_ROUTING", "0"}, /* 2.30 */
-  {"NCCL_IB_SUBNET_PREFIX_LEN", "24"},   /* 2.30 */
-  {"NCCL_IB_USE_INLINE", "0"},
-  {"NCCL_IB_WARN_RAIL_LOCAL", "0"},
-  {NULL, NULL},
+  {"NCCL_IB_ADAPTIVE_ROUTING", "-2", "mcpnet does not split large writes for adaptive routing"},
+  {"NCCL_IB_AR_THRESHOLD", NULL,
+   "mcpnet does not split large writes for adaptive routing"}, /* 8192 to 2.29, -2 in 2.30 */
+  {"NCCL_IB_DATA_DIRECT", "1", "ConnectX-8 data direct needs mlx5 direct verbs; mcpnet uses plain verbs"},
+  {"NCCL_IB_DEVICE_PCI_ORDER", "1",
+   "mcpnet numbers devices in discovery order (MCPNET_RANK_MAP fixes placement)"}, /* 2.29 on */
+  {"NCCL_IB_DISABLE", "0", "it turns off NCCL's own IB transport, not a plugin"},
+  {"NCCL_IB_ECE_ENABLE", "1", "mcpnet negotiates no ECE (plain verbs)"},
+  {"NCCL_IB_OOO_RQ", "0",
+   "an out-of-order receive queue needs mlx5 direct verbs; mcpnet's QPs receive in order"}, /* 2.30 */
+  {"NCCL_IB_PREPOST_RECEIVE_WORK_REQUESTS", NULL,
+   "mcpnet always posts its receive work requests ahead"}, /* 0 in 2.29, -2 in 2.30 */
+  {"NCCL_IB_QUERY_PORT_SPEED", "1",
+   "mcpnet always asks ibv_query_port_speed where libibverbs has it"}, /* 2.30 */
+  {"NCCL_IB_RECEIVER_SIDE_MATCHING_SCHEME", NULL,
+   "mcpnet matches sends to receives by tag in its clear-to-send entries"}, /* 0 in 2.29, -2 in 2.30 */
+  {"NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS", "1", FAILOVER_KNOB},    /* 2.29 on */
+  {"NCCL_IB_RESILIENCY_PORT_FAILOVER_PROBE_DELAY", "10", FAILOVER_KNOB},    /* 2.29 on */
+  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ACK_TIMEOUT", "5000", FAILOVER_KNOB},
+  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_INTERVAL", "500", FAILOVER_KNOB},
+  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_BATCH_SIZE", "5", FAILOVER_KNOB},
+  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_SEQUENCE_SIZE", "5", FAILOVER_KNOB},
+  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ALIVE_MSG_TIMEOUT", "4000", FAILOVER_KNOB},
+  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_ATTEMPTS_MAX", "5", FAILOVER_KNOB},
+  {"NCCL_IB_RESILIENCY_PORT_RECOVERY_START_DELAY", "200", FAILOVER_KNOB},
+  {"NCCL_IB_RETURN_ASYNC_EVENTS", "1", "mcpnet always acts on async events: a port error starts a recovery"},
+  {"NCCL_IB_ROUTABLE_FLID_GID_INDEX", "1", "mcpnet uses GID 0 on InfiniBand (LID-routed, one subnet)"},
+  {"NCCL_IB_SPLIT_DATA_ON_QPS", "0", "mcpnet stripes a large message over every QP"},
+  {"NCCL_IB_SUBNET_AWARE_ROUTING", "0",
+   "mcpnet connects on the device NCCL chose (MCPNET_RANK_MAP gid= picks each rank's subnet)"}, /* 2.30 */
+  {"NCCL_IB_SUBNET_PREFIX_LEN", "24", "it belongs to NCCL_IB_SUBNET_AWARE_ROUTING"},            /* 2.30 */
+  {"NCCL_IB_USE_INLINE", "0", "mcpnet inlines small messages itself (MCPNET_INLINE_BYTES)"},
+  {"NCCL_IB_WARN_RAIL_LOCAL", "0", "mcpnet connects fused devices of different members without a warning"},
+  {NULL, NULL, NULL},
 };
 
 /* NCCL_NET* and NCCL_SOCKET_* that NCCL's own code reads (plugin and network choice,
@@ -58,32 +66,32 @@ static const struct mcp_param_nccl_var ib_ignored[] = {
  * warned about, but names a typo can be measured against. NCCL_NET and
  * NCCL_NET_PLUGIN are judged by mcp_param_check_select. */
 static const struct mcp_param_nccl_var nccl_own[] = {
-  {"NCCL_NET", NULL},
-  {"NCCL_NET_DISABLE_INTRA", NULL},
-  {"NCCL_NET_FORCE_FLUSH", NULL},
-  {"NCCL_NET_FORCE_MERGE", NULL},
-  {"NCCL_NET_GDR_C2C", NULL},
-  {"NCCL_NET_GDR_LEVEL", NULL},
-  {"NCCL_NET_GDR_MLOPART", NULL},
-  {"NCCL_NET_GDR_READ", NULL},
-  {"NCCL_NET_MERGE_LEVEL", NULL},
-  {"NCCL_NET_MERGE_POLICY", NULL},
-  {"NCCL_NET_OPTIONAL_RECV_COMPLETION", NULL},
-  {"NCCL_NET_OVERHEAD", NULL},
-  {"NCCL_NET_PLUGIN", NULL},
-  {"NCCL_NET_PLUGIN_REF_COUNT", NULL},
-  {"NCCL_NET_SHARED_BUFFERS", NULL},
-  {"NCCL_NET_SHARED_COMMS", NULL},
-  {"NCCL_SOCKET_INLINE", NULL},
-  {"NCCL_SOCKET_MAGIC", NULL},
-  {"NCCL_SOCKET_MIN_TASKSIZE", NULL},
-  {"NCCL_SOCKET_NTHREADS", NULL},
-  {"NCCL_SOCKET_POLL_TIMEOUT_MSEC", NULL},
-  {"NCCL_SOCKET_RCVBUF", NULL},
-  {"NCCL_SOCKET_RETRY_CNT", NULL},
-  {"NCCL_SOCKET_RETRY_SLEEP_MSEC", NULL},
-  {"NCCL_SOCKET_SNDBUF", NULL},
-  {NULL, NULL},
+  {"NCCL_NET", NULL, NULL},
+  {"NCCL_NET_DISABLE_INTRA", NULL, NULL},
+  {"NCCL_NET_FORCE_FLUSH", NULL, NULL},
+  {"NCCL_NET_FORCE_MERGE", NULL, NULL},
+  {"NCCL_NET_GDR_C2C", NULL, NULL},
+  {"NCCL_NET_GDR_LEVEL", NULL, NULL},
+  {"NCCL_NET_GDR_MLOPART", NULL, NULL},
+  {"NCCL_NET_GDR_READ", NULL, NULL},
+  {"NCCL_NET_MERGE_LEVEL", NULL, NULL},
+  {"NCCL_NET_MERGE_POLICY", NULL, NULL},
+  {"NCCL_NET_OPTIONAL_RECV_COMPLETION", NULL, NULL},
+  {"NCCL_NET_OVERHEAD", NULL, NULL},
+  {"NCCL_NET_PLUGIN", NULL, NULL},
+  {"NCCL_NET_PLUGIN_REF_COUNT", NULL, NULL},
+  {"NCCL_NET_SHARED_BUFFERS", NULL, NULL},
+  {"NCCL_NET_SHARED_COMMS", NULL, NULL},
+  {"NCCL_SOCKET_INLINE", NULL, NULL},
+  {"NCCL_SOCKET_MAGIC", NULL, NULL},
+  {"NCCL_SOCKET_MIN_TASKSIZE", NULL, NULL},
+  {"NCCL_SOCKET_NTHREADS", NULL, NULL},
+  {"NCCL_SOCKET_POLL_TIMEOUT_MSEC", NULL, NULL},
+  {"NCCL_SOCKET_RCVBUF", NULL, NULL},
+  {"NCCL_SOCKET_RETRY_CNT", NULL, NULL},
+  {"NCCL_SOCKET_RETRY_SLEEP_MSEC", NULL, NULL},
+  {"NCCL_SOCKET_SNDBUF", NULL, NULL},
+  {NULL, NULL, NULL},
 };
 
 const struct mcp_param_nccl_var *mcp_param_nccl_list(enum mcp_param_nccl_kind kind)

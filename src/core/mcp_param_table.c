@@ -203,7 +203,8 @@ static const char *const watchdog_aliases[] = {"MCPNET_WATCHDOG_SECONDS", NULL};
 
 static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
   STR_ROW(MCP_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, ib_hca, NULL, "device list",
-          "Devices to use, as in NCCL: comma list of name[:port], prefix match, ^ excludes, = exact"),
+          "Devices to use, as in NCCL 2.30: comma list of name[:port[:rail[:plane]]], prefix match, ^ "
+          "excludes, = exact; rail and plane go to the v12 properties"),
   INT_ROW(MCP_PARAM_IB_GID_INDEX, "NCCL_IB_GID_INDEX", -1, -1, 1023, ib_gid_index,
           "RoCE GID index on every port; -1 chooses automatically", "-1 chooses automatically"),
   INT_ROW(MCP_PARAM_IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", 2, 1, 2, ib_roce_version,
@@ -254,13 +255,42 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
                                            "records are never relaxed",
                                          .range_doc = "integer (0, 1, 2)",
                                          .offset = OFF(ib_pci_relaxed_ordering)},
+  /* NCCL 2.30 (net_ib/connect.cc) sets the traffic class of the receive side's QPs, whose
+   * only writes are its control FIFO, on RoCE: so does mcpnet, whose receive side's QPs
+   * write only the clear-to-send entries (mcp_conn_setup.c, accept). */
+  INT_ROW(MCP_PARAM_IB_FIFO_TC, "NCCL_IB_FIFO_TC", -1, -1, 255, ib_fifo_tc,
+          "As in NCCL: RoCE traffic class of the receive side's QPs, which carry only the "
+          "clear-to-send writes (mcpnet's control messages); -1 takes the data's (NCCL_IB_TC)",
+          "the traffic class is one byte; -1 leaves it to NCCL_IB_TC"),
+  /* NCCL 2.30 (misc/ibvwrap.cc) retries every ibv_modify_qp that fails with ETIMEDOUT (or
+   * with anything, with RETRY_ALL), the k-th time after k x SLEEP_MSEC. mcpnet does for a
+   * connection's RTR and RTS, which run on a setup thread (mcp_conn_qp.c). */
+  NCCL_FLAG_ROW(MCP_PARAM_IB_MQP_RETRY_ALL, "NCCL_IB_MQP_RETRY_ALL", 0, ib_mqp_retry_all,
+                "As in NCCL: a connection's RTR/RTS transition is retried whatever its error; 0 only "
+                "after ETIMEDOUT (the peer's address did not resolve yet)"),
+  [MCP_PARAM_IB_MQP_RETRY_CNT] = {.id = MCP_PARAM_IB_MQP_RETRY_CNT,
+                                  .name = "NCCL_IB_MQP_RETRY_CNT",
+                                  .type = MCP_PARAM_INT,
+                                  .def = 34,
+                                  .min = INT_MIN,
+                                  .max = INT_MAX,
+                                  .doc = "As in NCCL: retries of a connection's failed RTR/RTS transition "
+                                         "(on its setup thread, never NCCL's); 0 or less: none",
+                                  .range_doc = "integer (0 or less: no retry)",
+                                  .offset = OFF(ib_mqp_retry_cnt)},
+  INT_ROW(MCP_PARAM_IB_MQP_RETRY_SLEEP_MSEC, "NCCL_IB_MQP_RETRY_SLEEP_MSEC", 100, 0, 3600000,
+          ib_mqp_retry_sleep_ms,
+          "As in NCCL: the k-th retry of a connection's RTR/RTS waits k times this many ms "
+          "(34 retries of 100: about 60 s in all)",
+          "a negative wait is none; an hour per step is the most that means anything"),
   STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL, "interface list",
           "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,
           "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
   PARSED_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, parse_rank_map, "rank map",
              "Per-local-rank placement: "
-             "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N];...; DEV*DEV fuses"),
+             "RANKS=DEV[:PORT][+DEV[:PORT]...][,gid=..][,pkey=..][,sl=N][,tc=N][,rail=N][,plane=N];...; "
+             "DEV*DEV fuses"),
   INT_ROW(MCP_PARAM_LOCAL_RANK, "MCPNET_LOCAL_RANK", -1, -1, 4095, local_rank,
           "This process's local rank for MCPNET_RANK_MAP; -1 reads LOCAL_RANK, SLURM_LOCALID, ...",
           "-1 looks the local rank up in the launcher's variables"),

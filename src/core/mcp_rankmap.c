@@ -8,10 +8,13 @@
  * The map states the placement once for the whole job:
  *
  *   0-3=mlx5_0:1,gid=10.1.0.0/16;4-7=mlx5_1:1+mlx5_2:1,gid=10.2.0.0/16,sl=3
+ *   0-1=mlx5_0:1,rail=0;2-3=mlx5_1:1,rail=1
  *
  * '+' gives a rank several devices (NCCL spreads channels over them); '*' fuses devices
  * into one (mlx5_0:1*mlx5_0:2: NCCL sees one device whose messages are striped over
  * both), so the two never mean the same thing and either can be combined with the other.
+ * rail= and plane= are what NCCL 2.30 reads from NCCL_IB_HCA's name:port:rail:plane, for
+ * every device of the entry (an entry is one rank's or one GPU pair's: one rail).
  *
  * Device names match exactly (no prefix rules), ranks may not overlap, and everything
  * is checked when the parameter is read, so a typo fails init with the entry named
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mcpnet/match_list.h"
 #include "mcpnet/rankmap.h"
 #include "mcpnet/param.h"
 #include "mcpnet/text.h"
@@ -161,7 +165,7 @@ static int parse_option(const char *opt, struct mcp_rankmap_entry *e, char *err,
 
   if (eq == NULL || trim_copy(opt, (size_t)(eq - opt), key, sizeof(key)) <= 0 ||
       trim_copy(eq + 1, strlen(eq + 1), val, sizeof(val)) <= 0)
-    return ERR("'%s' is not KEY=VALUE (gid=, pkey=, sl=, tc=)", opt);
+    return ERR("'%s' is not KEY=VALUE (gid=, pkey=, sl=, tc=, rail=, plane=)", opt);
   if (strcmp(key, "gid") == 0) {
     if (e->gid_index >= 0 || e->has_gid_addr || e->has_gid_range)
       return ERR("gid= is given twice");
@@ -184,7 +188,18 @@ static int parse_option(const char *opt, struct mcp_rankmap_entry *e, char *err,
     *field = (int)n;
     return 0;
   }
-  return ERR("unknown option '%s' (gid=, pkey=, sl=, tc=)", key);
+  if (strcmp(key, "rail") == 0 || strcmp(key, "plane") == 0) {
+    int is_rail = key[0] == 'r', *field = is_rail ? &e->rail : &e->plane;
+    int max = is_rail ? MCP_MATCH_RAIL_MAX : MCP_MATCH_PLANE_MAX;
+
+    if (*field >= 0)
+      return ERR("%s= is given twice", key);
+    if (parse_decimal(val, 0, max, &n) != 0)
+      return ERR("%s=%s: must be 0..%d (NCCL's 16-bit %s id)", key, val, max, key);
+    *field = (int)n;
+    return 0;
+  }
+  return ERR("unknown option '%s' (gid=, pkey=, sl=, tc=, rail=, plane=)", key);
 }
 
 static int parse_entry(const char *text, struct mcp_rankmap_entry *e, char *err, size_t errlen)
@@ -193,7 +208,7 @@ static int parse_entry(const char *text, struct mcp_rankmap_entry *e, char *err,
   int first = 1;
 
   memset(e, 0, sizeof(*e));
-  e->gid_index = e->pkey = e->sl = e->tc = -1;
+  e->gid_index = e->pkey = e->sl = e->tc = e->rail = e->plane = -1;
   snprintf(e->text, sizeof(e->text), "%s", text);
   snprintf(buf, sizeof(buf), "%s", text);
   eq = strchr(buf, '=');

@@ -471,6 +471,7 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
   }
   d->sl = run->pin != NULL ? run->pin->sl : -1;
   d->tc = run->pin != NULL ? run->pin->tc : -1;
+  mcp_select_rail_plane(run->sel, dd->ibdev, port, &d->rail, &d->plane);
   if (dd->attr.phys_port_cnt > 1)
     snprintf(d->name, sizeof(d->name), "%s:%d", dd->ibdev, port);
   else
@@ -498,6 +499,11 @@ static void discover_port(struct discover_run *run, const struct discover_dev *d
   else
     MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: InfiniBand LID %u; P_Key 0x%04x at index %d (%s member)",
              dd->ibdev, port, d->lid, d->pkey, d->pkey_index, d->pkey_full ? "full" : "limited");
+  if (d->rail >= 0 || d->plane >= 0)
+    MCP_INFO(NCCL_INIT | NCCL_NET, "%s port %d: rail %d, plane %d (-1: none; from %s)", dd->ibdev, port,
+             d->rail, d->plane,
+             run->pin != NULL && (run->pin->rail >= 0 || run->pin->plane >= 0) ? "MCPNET_RANK_MAP"
+                                                                               : "NCCL_IB_HCA");
 }
 
 /* NCCL matches NCCL_IB_HCA tokens as prefixes: "mlx5_1" also takes mlx5_10..19. NCCL

@@ -114,6 +114,18 @@ int mcp_select_requested(const struct mcp_select *s, const char *ibdev, int port
   return 0;
 }
 
+void mcp_select_rail_plane(const struct mcp_select *s, const char *ibdev, int port, int *rail, int *plane)
+{
+  int i = mcp_match_which(&s->hca, ibdev, port);
+
+  *rail = i >= 0 ? s->hca.e[i].rail : -1;
+  *plane = i >= 0 ? s->hca.e[i].plane : -1;
+  if (s->entry != NULL && s->entry->rail >= 0)
+    *rail = s->entry->rail;
+  if (s->entry != NULL && s->entry->plane >= 0)
+    *plane = s->entry->plane;
+}
+
 void mcp_select_by(const struct mcp_select *s, char *buf, size_t len)
 {
   if (s->entry != NULL)

@@ -76,7 +76,8 @@ static int same_link_layer(const struct mcp_fabric *f, int first, int m, const c
   return 0;
 }
 
-/* Adds port m of f to v: a fused device has at most 4 ports, all of one link layer. */
+/* Adds port m of f to v: a fused device has at most MCP_VDEV_MAX_MEMBERS ports, all of
+ * one link layer. */
 static int add_member(struct mcp_vdev *v, const struct mcp_fabric *f, int m, const char *what, char *err,
                       size_t errlen)
 {
@@ -102,12 +103,72 @@ int mcp_vdev_table_count(const struct mcp_vdev_table *t)
   return t->nphys + (t->nvirt > 0 && t->base == t->nphys ? t->nvirt : 0);
 }
 
+/* Port m's plane's bit in a fused device's plane set: 1 << its index among the distinct
+ * planes of f's ports in their order, index 0 standing for no plane, as NCCL numbers
+ * them (at most MCP_PLANES_MAX defined ones: mcp_vdev_table_sync checks). */
+static int plane_bit(const struct mcp_fabric *f, int m)
+{
+  int seen[MCP_MAX_NET_DEVS], n = 0;
+
+  if (f->dev[m].plane < 0)
+    return 1;
+  for (int i = 0; i < f->ndev; i++) {
+    int p = f->dev[i].plane, j;
+
+    for (j = 0; j < n && seen[j] != p; j++)
+      ;
+    if (p < 0 || j < n)
+      continue;
+    seen[n++] = p;
+    if (p == f->dev[m].plane)
+      return n <= MCP_PLANES_MAX ? 1 << n : 0;
+  }
+  return 0;
+}
+
+/* The rail and plane of a device made of the ports mem[0..n) (see struct mcp_vdev_info). */
+static void rail_plane(const struct mcp_fabric *f, const int *mem, int n, int *rail, int *plane)
+{
+  *rail = f->dev[mem[0]].rail;
+  *plane = n > 1 ? MCP_PLANE_FUSED : f->dev[mem[0]].plane;
+  for (int i = 0; i < n; i++) {
+    if (f->dev[mem[i]].rail < 0 || f->dev[mem[i]].rail != *rail)
+      *rail = -1;
+    if (n > 1)
+      *plane |= plane_bit(f, mem[i]);
+  }
+}
+
+/* NCCL 2.30 fails its init when the ports have more planes than its fused devices' plane
+ * sets can name; so does mcpnet, naming them. */
+static int planes_check(const struct mcp_fabric *f, char *err, size_t errlen)
+{
+  int seen[MCP_MAX_NET_DEVS], n = 0;
+
+  for (int i = 0; i < f->ndev; i++) {
+    int j;
+
+    for (j = 0; j < n && seen[j] != f->dev[i].plane; j++)
+      ;
+    if (f->dev[i].plane >= 0 && j == n)
+      seen[n++] = f->dev[i].plane;
+  }
+  if (n > MCP_PLANES_MAX)
+    return ERR(-EINVAL,
+               "the ports are on %d planes (NCCL_IB_HCA name:port:rail:plane, MCPNET_RANK_MAP plane=); NCCL "
+               "2.30 uses at most %d",
+               n, MCP_PLANES_MAX);
+  return 0;
+}
+
 int mcp_vdev_table_sync(struct mcp_vdev_table *t, const struct mcp_fabric *f,
                         const struct mcp_rankmap_entry *pin, char *err, size_t errlen)
 {
   int placed[MCP_MAX_NET_DEVS] = {0};
   char what[320];
 
+  if (planes_check(f, err, errlen) != 0)
+    return -EINVAL;
   t->synced = 1;
   t->nphys = 0;
   for (int i = 0; i < f->ndev; i++) {
@@ -152,6 +213,7 @@ int mcp_vdev_table_info(const struct mcp_vdev_table *t, const struct mcp_fabric 
     info->nmem = info->nvp = 1;
     info->mem[0] = info->vp[0] = dev;
     info->name = f->dev[dev].name;
+    rail_plane(f, info->mem, 1, &info->rail, &info->plane);
     return 1;
   }
   if (dev >= 0 && dev < t->nphys) {
@@ -180,17 +242,20 @@ int mcp_vdev_table_info(const struct mcp_vdev_table *t, const struct mcp_fabric 
   }
   info->nmem = v->nmem;
   info->name = v->name;
+  rail_plane(f, info->mem, info->nmem, &info->rail, &info->plane);
   return info->nmem;
 }
 
-int mcp_vdev_table_make(struct mcp_vdev_table *t, const struct mcp_fabric *f, int n, const int *devs,
+int mcp_vdev_table_make(struct mcp_vdev_table *t, const struct mcp_fabric *f, int n, const int *devs, int max,
                         int *index, char *err, size_t errlen)
 {
   struct mcp_vdev v;
   char what[64];
 
-  if (n < 1 || n > MCP_VDEV_MAX_MEMBERS || devs == NULL)
-    return ERR(-EINVAL, "makeVDevice: %d devices; a virtual device has 1..%d", n, MCP_VDEV_MAX_MEMBERS);
+  if (max < 1 || max > MCP_VDEV_MAX_MEMBERS)
+    max = MCP_VDEV_MAX_MEMBERS;
+  if (n < 1 || n > max || devs == NULL)
+    return ERR(-EINVAL, "makeVDevice: %d devices; a virtual device has 1..%d", n, max);
   if (t->nvirt == MCP_VDEV_MAX)
     return ERR(-ENOSPC, "makeVDevice: all %d virtual devices are made", MCP_VDEV_MAX);
   if (t->nvirt > 0 && t->base != t->nphys)
@@ -281,13 +346,13 @@ int mcp_fabric_vdev_count(const struct mcp_fabric *f)
   return n;
 }
 
-int mcp_fabric_make_vdev(const struct mcp_fabric *f, int n, const int *devs, int *index)
+int mcp_fabric_make_vdev(const struct mcp_fabric *f, int n, const int *devs, int max, int *index)
 {
   char err[512];
   int rc;
 
   pthread_mutex_lock(&vdev_lock);
-  rc = mcp_vdev_table_make(&table, f, n, devs, index, err, sizeof(err));
+  rc = mcp_vdev_table_make(&table, f, n, devs, max, index, err, sizeof(err));
   if (rc == 0)
     MCP_INFO(NCCL_INIT | NCCL_NET, "virtual device %d: %s (%d port(s), striped in this order)", *index,
              table.virt[*index - table.base].name, table.virt[*index - table.base].nmem);

@@ -58,15 +58,22 @@ ncclResult_t mcp_net_irecv(void *recv_comm, int n, void **data, size_t *sizes, i
   return data_result(mcp_xfer_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
 }
 
-ncclResult_t mcp_net_isend_prof(void *send_comm, void *data, size_t size, int tag, void *mhandle,
-                                void *phandle, void **request)
+/* With NCCL's parent handles (v10 on): the profiled path only where a profiler may take
+ * the events; a call without a handle, or on a comm whose profiler took none, costs the
+ * plain path's instructions and one test more. */
+ncclResult_t mcp_net_isend_ph(void *send_comm, void *data, size_t size, int tag, void *mhandle, void *phandle,
+                              void **request)
 {
+  if (__builtin_expect(phandle == NULL || !mcp_xfer_prof_may(send_comm), 1))
+    return data_result(mcp_xfer_isend(send_comm, data, size, tag, mhandle, request));
   return data_result(mcp_xfer_isend_prof(send_comm, data, size, tag, mhandle, phandle, request));
 }
 
-ncclResult_t mcp_net_irecv_prof(void *recv_comm, int n, void **data, size_t *sizes, int *tags,
-                                void **mhandles, void **phandles, void **request)
+ncclResult_t mcp_net_irecv_ph(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
+                              void **phandles, void **request)
 {
+  if (__builtin_expect(phandles == NULL || !mcp_xfer_prof_may(recv_comm), 1))
+    return data_result(mcp_xfer_irecv(recv_comm, n, data, sizes, tags, mhandles, request));
   return data_result(mcp_xfer_irecv_prof(recv_comm, n, data, sizes, tags, mhandles, phandles, request));
 }
 

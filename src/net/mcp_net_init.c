@@ -258,6 +258,9 @@ static void phys_properties(const struct mcp_net_dev *d, struct mcp_net_props *p
   props->max_coll_bytes = MCP_MAX_P2P_BYTES;
 }
 
+_Static_assert(sizeof(((struct mcp_net_props *)0)->vdev) == sizeof(((struct mcp_vdev_info *)0)->vp),
+               "the properties carry every index of a virtual device");
+
 ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
@@ -286,10 +289,12 @@ ncclResult_t mcp_net_get_properties(int dev, struct mcp_net_props *props)
     props->name = info.name;
   props->vdev_n = info.nvp;
   memcpy(props->vdev, info.vp, sizeof(props->vdev));
+  props->rail_id = info.rail;
+  props->plane_id = info.plane;
   return ncclSuccess;
 }
 
-ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs)
+ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs, int max)
 {
   const struct mcp_fabric *fab = mcp_fabric_process();
 
@@ -307,7 +312,7 @@ ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs)
     MCP_INFO(NCCL_INIT | NCCL_NET, "makeVDevice of %d devices: not fused, NCCL_IB_MERGE_NICS=0", n);
     return ncclInvalidUsage;
   }
-  return mcp_net_result(mcp_fabric_make_vdev(fab, n, devs, dev) == 0 ? 0 : MCP_ERR_USAGE);
+  return mcp_net_result(mcp_fabric_make_vdev(fab, n, devs, max, dev) == 0 ? 0 : MCP_ERR_USAGE);
 }
 
 /* dlclose: give back what the v8-v10 tables, which have no finalize, never could. */

@@ -46,8 +46,13 @@ static int link_alloc(struct mcp_link *l)
 
   c->seq = 1;
   c->cnt = c->link.st != NULL ? &c->link.st->count : &c->cnt_local;
-  /* The send side's ring has room for a fused receiver's rkey table after its slots. */
-  c->ring_bytes = is_send ? MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * sizeof(struct mcp_cts_rkeys)
+  mcp_xfer_prof_init(c);
+  /* The receiver's member count lays out its rkey tables: the send side has it from the
+   * listener's handle (the connect checks the answer agrees), the receive side is it. */
+  c->cts_rkeys_n = is_send ? c->link.remote_ndevs : c->link.ndevs;
+  /* The send side's ring has room for a fused receiver's rkey tables after its slots
+   * (none for one member: its 16 KiB of slots only). */
+  c->ring_bytes = is_send ? MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * mcp_cts_rkeys_bytes(c->cts_rkeys_n)
                           : MCP_SLOTS * sizeof(struct mcp_record);
   c->ring = ring_alloc(c->ring_bytes);
   if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(dc, c->ring, c->ring_bytes, access)) == NULL)
@@ -87,7 +92,7 @@ static int link_alloc(struct mcp_link *l)
   }
   /* Staging: the CTS slots, then (a fused receiver only: one member never writes it)
    * their rkey table, as in the sender's ring. */
-  staging_bytes = MCP_CTS_RKEYS_OFFSET + (c->link.ndevs > 1 ? MCP_SLOTS * sizeof(struct mcp_cts_rkeys) : 0);
+  staging_bytes = MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * mcp_cts_rkeys_bytes(c->cts_rkeys_n);
   c->staging = ring_alloc(staging_bytes);
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   if (c->staging == NULL || c->rslots == NULL ||

@@ -93,6 +93,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     return -1;
   mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
   mcp_xfer_status_check(c, now);
+  mcp_xfer_prof_tick(c, now);
   return 0;
 }
 

@@ -11,9 +11,9 @@
  * NCCL's proxy gives a parent handle with every call, whether a profiler wants the events
  * or not; the callback then does nothing and leaves the event handle NULL. So each comm
  * watches what the callback does: PROF_PROBES starts in a row that no profiler took make
- * it stop asking (the comm's calls then cost what they cost without a profiler), and it
- * asks once more every PROF_RETRY calls, since a profiler may turn its events on later.
- * A call without a parent handle, or with no callback, never comes here.
+ * it stop asking (its calls then go the plain way: net tests the mode), and its liveness
+ * check lets it ask again every 10 s, since a profiler may turn its events on later. A
+ * call without a parent handle, or on a comm with no callback, never comes here.
  *
  * The events are started from notes of what the call posted (mcp_xfer_*_notes), after
  * it posted them, so the posting code has no profiler in it; they stop when NCCL's test
@@ -51,29 +51,38 @@ _Static_assert(offsetof(struct prof_qp_descr, qp.device) == 8 &&
 #define PROF_EVENT_STOP 1              /* ncclProfilerNetEventStop */
 #define PROF_TYPE_QP 1                 /* ncclProfileQp */
 
-/* A comm's mode: PROBING until a start is taken (ON) or PROF_PROBES in a row are not
- * (OFF: asked again after PROF_RETRY calls). */
-enum { PROF_PROBING = 0, PROF_ON = 1, PROF_OFF = -1 };
+/* A comm's mode (enum mcp_prof_mode): PROBING until a start is taken (ON) or PROF_PROBES
+ * in a row are not (OFF, asked again PROF_RETRY_NS later). */
 #define PROF_PROBES 16
-#define PROF_RETRY 4096
+#define PROF_RETRY_NS 10000000000ull
 
 static ncclProfilerCallback_t prof_fn;
 
 void mcp_xfer_prof_set(ncclProfilerCallback_t fn) { prof_fn = fn; }
 
+void mcp_xfer_prof_init(struct mcp_comm *c)
+{
+  c->prof_mode = prof_fn != NULL ? MCP_PROF_PROBING : MCP_PROF_OFF;
+}
+
+void mcp_xfer_prof_tick(struct mcp_comm *c, uint64_t now_ns)
+{
+  if (c->prof_mode != MCP_PROF_OFF || prof_fn == NULL)
+    return;
+  if (c->prof_retry_ns == 0) {
+    c->prof_retry_ns = now_ns + PROF_RETRY_NS;
+  } else if (now_ns >= c->prof_retry_ns) {
+    c->prof_retry_ns = 0;
+    c->prof_count = 0;
+    c->prof_mode = MCP_PROF_PROBING; /* a profiler may have turned net events on since */
+  }
+}
+
 /* Whether this call should start events: a callback, a parent and a profiler that takes
  * them (or might). */
 static int prof_wanted(struct mcp_comm *c, const void *parent)
 {
-  if (prof_fn == NULL || parent == NULL)
-    return 0;
-  if (c->prof_mode != PROF_OFF)
-    return 1;
-  if (++c->prof_count < PROF_RETRY)
-    return 0;
-  c->prof_mode = PROF_PROBING;
-  c->prof_count = 0;
-  return 1;
+  return prof_fn != NULL && parent != NULL && c->prof_mode != MCP_PROF_OFF;
 }
 
 /* The comm's wrapper of request r; the wrappers are made with the first. */
@@ -118,9 +127,9 @@ static void prof_start(struct mcp_comm *c, struct mcp_prof_req *p, void *parent,
     prof_fn(&h, PROF_EVENT_START, parent, PROF_PLUGIN_ID, &d);
     if (h != NULL) {
       p->ev[p->nev++] = h;
-      c->prof_mode = PROF_ON;
-    } else if (c->prof_mode == PROF_PROBING && ++c->prof_count >= PROF_PROBES) {
-      c->prof_mode = PROF_OFF;
+      c->prof_mode = MCP_PROF_ON;
+    } else if (c->prof_mode == MCP_PROF_PROBING && ++c->prof_count >= PROF_PROBES) {
+      c->prof_mode = MCP_PROF_OFF;
       c->prof_count = 0;
     }
   }

@@ -39,12 +39,12 @@ static int post_cts(struct mcp_comm *c, int slot, int n)
 
   if (c->link.ndevs > 1) {
     /* A fused receiver: the other members' rkeys of these slots first, on the same QP,
-     * so they are in place once the sender sees the entries' seq (mcp_cts_rkeys). */
-    size_t off = MCP_CTS_RKEYS_OFFSET + (size_t)slot * sizeof(struct mcp_cts_rkeys);
+     * so they are in place once the sender sees the entries' seq (mcp_cts_rkeys_of). */
+    size_t off = MCP_CTS_RKEYS_OFFSET + (size_t)slot * mcp_cts_rkeys_bytes(c->cts_rkeys_n);
 
     memset(&wr, 0, sizeof(wr));
     sge.addr = (uintptr_t)c->staging + off;
-    sge.length = (uint32_t)sizeof(struct mcp_cts_rkeys);
+    sge.length = (uint32_t)mcp_cts_rkeys_bytes(c->cts_rkeys_n);
     sge.lkey = c->cts_lkey;
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -88,7 +88,7 @@ int mcp_xfer_recv_notes(const struct mcp_comm *c, const struct mcp_request *r, s
 
   /* post_cts: a fused receiver's rkey table, then the entry, on QP 0. */
   if (l->ndevs > 1 && n < max)
-    n += mcp_wr_note_on(&w[n], l, 0, wr_id, IBV_WR_RDMA_WRITE, sizeof(struct mcp_cts_rkeys));
+    n += mcp_wr_note_on(&w[n], l, 0, wr_id, IBV_WR_RDMA_WRITE, mcp_cts_rkeys_bytes(c->cts_rkeys_n));
   if (n < max)
     n += mcp_wr_note_on(&w[n], l, 0, wr_id, IBV_WR_RDMA_WRITE, (size_t)r->n * sizeof(struct mcp_cts_elem));
   return n;
@@ -223,12 +223,12 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
     return MCP_ERR_ARG;
   }
   if (c->link.ndevs > 1) {
-    struct mcp_cts_rkeys *t = (struct mcp_cts_rkeys *)(void *)((char *)c->staging + MCP_CTS_RKEYS_OFFSET);
+    uint32_t *t = mcp_cts_rkeys_of(c->staging, c->cts_rkeys_n, slot);
     int k;
 
     for (i = 0; i < n; i++)
-      for (k = 0; k < c->link.ndevs; k++)
-        t[slot].rkey[i][k] = mhandles[i] != NULL ? mcp_mh_rkey(mhandles[i], k) : 0;
+      for (k = 0; k < c->cts_rkeys_n; k++)
+        t[i * c->cts_rkeys_n + k] = mhandles[i] != NULL ? mcp_mh_rkey(mhandles[i], k) : 0;
   }
   r->kind = MCP_REQ_RECV;
   r->seq = seq;

@@ -55,12 +55,10 @@ static uint32_t elem_rkey(const struct mcp_comm *c, const struct mcp_cts_elem *e
                           int qp)
 {
   int rm = mcp_link_remote_dev(&c->link, qp);
-  const struct mcp_cts_rkeys *t;
 
   if (rm == 0)
     return e->rkey;
-  t = (const struct mcp_cts_rkeys *)(const void *)((const char *)c->ring + MCP_CTS_RKEYS_OFFSET);
-  return t[seq % MCP_SLOTS].rkey[idx][rm];
+  return mcp_cts_rkeys_of(c->ring, c->cts_rkeys_n, (int)(seq % MCP_SLOTS))[idx * c->cts_rkeys_n + rm];
 }
 
 /* A data write on QP qp: our key of the member the QP is on, theirs of the member it reaches. */

@@ -115,11 +115,13 @@ static void seed_endpoint(struct mcp_wire_endpoint *ep, int big)
                                          .max_message = 1u << 30};
 }
 
-/* Version 3: the largest fused endpoint (4 members, longest names). */
-static void seed_members(struct mcp_wire_endpoint *ep)
+/* The largest fused endpoint of its version (version 3: 4 members, 4: 8), longest names. */
+static void seed_members(struct mcp_wire_endpoint *ep, unsigned version)
 {
-  ep->ndevs = MCP_WIRE_MAX_MEMBERS;
-  for (int k = 1; k < MCP_WIRE_MAX_MEMBERS; k++) {
+  int n = version >= MCP_WIRE_VERSION_AUTH ? MCP_WIRE_MAX_MEMBERS : MCP_WIRE_MAX_MEMBERS_V3;
+
+  ep->ndevs = (uint8_t)n;
+  for (int k = 1; k < n; k++) {
     struct mcp_wire_member *mb = &ep->more[k - 1];
 
     memset(mb->dev_name, 'a' + k, MCP_WIRE_DEVNAME_MAX);
@@ -221,11 +223,11 @@ static int write_corpus(const char *dir)
         m.version = v;
         if (v >= MCP_WIRE_VERSION_FUSION && big) {
           if (t == MCP_WIRE_CONN_REQ)
-            seed_members(&m.u.conn_req.ep);
+            seed_members(&m.u.conn_req.ep, v);
           else if (t == MCP_WIRE_CONN_ACK)
-            seed_members(&m.u.conn_ack);
+            seed_members(&m.u.conn_ack, v);
           else if (t == MCP_WIRE_RECOVER)
-            seed_members(&m.u.recover.ep);
+            seed_members(&m.u.recover.ep, v);
         }
         if (mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
           fprintf(stderr, "fuzz_wire: seed v%u %s: %s\n", v, mcp_wire_type_name(t), err);
@@ -239,7 +241,8 @@ static int write_corpus(const char *dir)
     }
   }
   /* Handles of every version from 2, both families: version 2 of one member, 3 and 4
-   * fused (4 members on IPv6), 4 with its listen id and key. */
+   * fused (on IPv6 the most each carries: 4 members in version 3, 8 in 4), 4 with its
+   * listen id and key. */
   for (uint16_t v = 2; v <= MCP_WIRE_VERSION; v++) {
     for (int fam = 4; fam <= 6; fam += 2) {
       h = (struct mcp_wire_handle){.version = v,
@@ -249,9 +252,10 @@ static int write_corpus(const char *dir)
                                    .listen_key = {0x5eed5eed5eed5eedull, 0x0123456789abcdefull},
                                    .listen_id = 0x1d1d1d1du,
                                    .nonce = 0xabcdef,
-                                   .ndevs = (uint8_t)(v < MCP_WIRE_VERSION_FUSION ? 1
-                                                        : fam == 4                ? 2
-                                                                                  : 4)};
+                                   .ndevs = (uint8_t)(v < MCP_WIRE_VERSION_FUSION   ? 1
+                                                        : fam == 4                  ? 2
+                                                        : v < MCP_WIRE_VERSION_AUTH ? MCP_WIRE_MAX_MEMBERS_V3
+                                                                                    : MCP_WIRE_MAX_MEMBERS)};
       h.addr[0] = h.family == 4 ? 127 : 0xfd;
       h.addr[h.family == 4 ? 3 : 15] = 1;
       if (mcp_wire_handle_encode(&h, handle, err, sizeof(err)) != 0) {

@@ -10,7 +10,9 @@
  * (a real one fails every QP on it).
  */
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,7 +165,7 @@ static struct fake_qp *pair_qp(struct fake_pair *p, int side, int qp);
 
 /* ---- the verbs ---- */
 
-static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+static int fake_post_send_nolock(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
   struct fake_qp *q = qp_of(ibqp);
 
@@ -236,7 +238,7 @@ static int fake_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr, struct ib
   return 0;
 }
 
-static int fake_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+static int fake_post_recv_nolock(struct ibv_qp *ibqp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
   struct fake_qp *q = qp_of(ibqp);
 
@@ -337,7 +339,7 @@ static void execute(struct fake_op *op)
     q->sq_done_unsig++;
 }
 
-int fake_progress(void)
+static int progress_nolock(void)
 {
   int i, kept = 0, done = 0;
 
@@ -390,7 +392,7 @@ void fake_pair_release_bytes(struct fake_pair *p, int side, int qp, uint32_t nby
   }
 }
 
-static int fake_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
+static int fake_poll_cq_nolock(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 {
   struct fake_cq *cq = cq_of(ibcq);
   int n = 0;
@@ -410,8 +412,8 @@ static int fake_poll_cq(struct ibv_cq *ibcq, int num, struct ibv_wc *wc)
 
 static struct fake_side *side_of_pd(struct ibv_pd *pd) { return CONTAINER(pd, struct fake_side, pd); }
 
-static struct ibv_cq *fake_create_cq(struct ibv_context *ctx, int cqe, void *cq_context,
-                                     struct ibv_comp_channel *channel, int comp_vector)
+static struct ibv_cq *fake_create_cq_nolock(struct ibv_context *ctx, int cqe, void *cq_context,
+                                            struct ibv_comp_channel *channel, int comp_vector)
 {
   struct fake_cq *cq = calloc(1, sizeof(*cq));
 
@@ -428,7 +430,7 @@ static struct ibv_cq *fake_create_cq(struct ibv_context *ctx, int cqe, void *cq_
   return &cq->cq;
 }
 
-static int fake_destroy_cq(struct ibv_cq *cq)
+static int fake_destroy_cq_nolock(struct ibv_cq *cq)
 {
   free(cq_of(cq));
   return 0;
@@ -439,7 +441,7 @@ static int fake_destroy_cq(struct ibv_cq *cq)
  * entries up reports the room they have. The comm's QPs ask for little (issue 16). */
 static int provider_inline;
 
-static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
+static struct ibv_qp *fake_create_qp_nolock(struct ibv_pd *pd, struct ibv_qp_init_attr *init)
 {
   struct fake_side *s = side_of_pd(pd);
   int i;
@@ -476,8 +478,19 @@ static struct ibv_qp *fake_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr 
 
 struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp) { return &qp_of(qp)->send_cq->cq; }
 
-static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+/* fake_fail_next_rtr: how many RTR steps still fail, with which errno; and how many
+ * RTR steps were tried since. */
+static atomic_int fail_rtr_left, fail_rtr_err, rtr_tries;
+
+static int fake_modify_qp_nolock(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
+  if ((mask & IBV_QP_DEST_QPN) != 0)
+    atomic_fetch_add(&rtr_tries, 1);
+  if ((mask & IBV_QP_DEST_QPN) != 0 && atomic_load(&fail_rtr_left) > 0) {
+    atomic_fetch_sub(&fail_rtr_left, 1);
+    errno = atomic_load(&fail_rtr_err);
+    return -1;
+  }
   if ((mask & IBV_QP_DEST_QPN) != 0 && qp_of(ibqp)->side->down) {
     errno = ETIMEDOUT; /* the port is down: the peer's address does not resolve */
     return -1;
@@ -487,7 +500,7 @@ static int fake_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mas
   return 0;
 }
 
-static int fake_destroy_qp(struct ibv_qp *ibqp)
+static int fake_destroy_qp_nolock(struct ibv_qp *ibqp)
 {
   struct fake_qp *q = qp_of(ibqp);
   int i, kept = 0;
@@ -570,7 +583,7 @@ static const char *fake_wc_status_str(enum ibv_wc_status st)
 }
 
 /* A member's port: ACTIVE, or DOWN while fake_pair_member_down holds it down. */
-static int fake_query_port(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr)
+static int fake_query_port_nolock(struct ibv_context *ctx, uint8_t port, struct _compat_ibv_port_attr *attr)
 {
   struct fake_side *side = CONTAINER(ctx, struct fake_side, ctx);
   struct ibv_port_attr *a = (struct ibv_port_attr *)(void *)attr;
@@ -579,6 +592,64 @@ static int fake_query_port(struct ibv_context *ctx, uint8_t port, struct _compat
   memset(a, 0, sizeof(*a));
   a->state = side->down ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
   return 0;
+}
+
+/* The setup threads of the code under test (QP walks, rebuilds) call create, modify,
+ * destroy and query from their own threads while the test's thread posts and polls: one
+ * lock (recursive: the fake calls itself) keeps the fake's tables whole. */
+static pthread_mutex_t fake_lock;
+static pthread_once_t fake_lock_once = PTHREAD_ONCE_INIT;
+
+static void fake_lock_init(void)
+{
+  pthread_mutexattr_t a;
+
+  pthread_mutexattr_init(&a);
+  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(&fake_lock, &a);
+  pthread_mutexattr_destroy(&a);
+}
+
+static void lock(void)
+{
+  pthread_once(&fake_lock_once, fake_lock_init);
+  pthread_mutex_lock(&fake_lock);
+}
+
+static void unlock(void) { pthread_mutex_unlock(&fake_lock); }
+
+#define LOCKED(type, name, params, args) \
+  static type name params                \
+  {                                      \
+    type rc;                             \
+    lock();                              \
+    rc = name##_nolock args;             \
+    unlock();                            \
+    return rc;                           \
+  }
+LOCKED(int, fake_post_send, (struct ibv_qp * q, struct ibv_send_wr *wr, struct ibv_send_wr **bad),
+       (q, wr, bad))
+LOCKED(int, fake_post_recv, (struct ibv_qp * q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad),
+       (q, wr, bad))
+LOCKED(int, fake_poll_cq, (struct ibv_cq * cq, int num, struct ibv_wc *wc), (cq, num, wc))
+LOCKED(struct ibv_cq *, fake_create_cq,
+       (struct ibv_context * ctx, int cqe, void *cqc, struct ibv_comp_channel *ch, int vec),
+       (ctx, cqe, cqc, ch, vec))
+LOCKED(int, fake_destroy_cq, (struct ibv_cq * cq), (cq))
+LOCKED(struct ibv_qp *, fake_create_qp, (struct ibv_pd * pd, struct ibv_qp_init_attr *init), (pd, init))
+LOCKED(int, fake_modify_qp, (struct ibv_qp * q, struct ibv_qp_attr *attr, int mask), (q, attr, mask))
+LOCKED(int, fake_destroy_qp, (struct ibv_qp * q), (q))
+LOCKED(int, fake_query_port, (struct ibv_context * ctx, uint8_t port, struct _compat_ibv_port_attr *attr),
+       (ctx, port, attr))
+
+int fake_progress(void)
+{
+  int n;
+
+  lock();
+  n = progress_nolock();
+  unlock();
+  return n;
 }
 
 void fake_verbs_install(void)
@@ -899,13 +970,15 @@ void fake_pair_member_down(struct fake_pair *p, int side, int k, int down)
 
 void fake_pair_smash_member_rkeys(struct fake_pair *p)
 {
-  struct mcp_cts_rkeys *t = (struct mcp_cts_rkeys *)(void *)((char *)p->send->ring + MCP_CTS_RKEYS_OFFSET);
-  int slot, i, k;
+  int n = p->send->cts_rkeys_n, slot, i, k;
 
-  for (slot = 0; slot < MCP_SLOTS; slot++)
+  for (slot = 0; slot < MCP_SLOTS; slot++) {
+    uint32_t *t = mcp_cts_rkeys_of(p->send->ring, n, slot);
+
     for (i = 0; i < MCP_MAX_RECVS; i++)
-      for (k = 1; k < MCP_LINK_MAX_DEVS; k++)
-        t[slot].rkey[i][k] = t[slot].rkey[i][0];
+      for (k = 1; k < n; k++)
+        t[i * n + k] = t[i * n];
+  }
 }
 
 void fake_pair_poke_cts(struct fake_pair *p, uint32_t seq, int elem, int idx, int64_t size)
@@ -954,6 +1027,15 @@ void fake_pair_break(struct fake_pair *p, int side, int qp, int land)
 }
 
 void fake_fail_next_post(int err) { fail_next_post = err; }
+
+int fake_fail_next_rtr(int n, int err)
+{
+  int tries = atomic_exchange(&rtr_tries, 0);
+
+  atomic_store(&fail_rtr_err, err);
+  atomic_store(&fail_rtr_left, n);
+  return tries;
+}
 
 void fake_pair_break_flush(struct fake_pair *p)
 {

@@ -64,9 +64,9 @@ struct fake_pair_opts {
 };
 
 struct fake_pair {
-  struct mcp_comm *send, *recv; /* pass these to mcp_net_isend / mcp_net_irecv */
-  struct fake_side *side[2];    /* member 0 of each side */
-  struct fake_side *member[2][4];
+  struct mcp_comm *send, *recv;                 /* pass these to mcp_net_isend / mcp_net_irecv */
+  struct fake_side *side[2];                    /* member 0 of each side */
+  struct fake_side *member[2][MCP_MAX_MEMBERS]; /* limits.h: a link's most */
   int ndevs[2];
   struct mcp_oob_stream *stub[2]; /* the stand-in streams the pair made (freed with it) */
 };
@@ -172,6 +172,9 @@ struct ibv_cq *fake_qp_send_cq(struct ibv_qp *qp);
 int fake_qps_destroyed(void);
 /* The next post_send fails with err (once). */
 void fake_fail_next_post(int err);
+/* The next n RTR transitions (ibv_modify_qp naming a destination QP) fail with err; 0
+ * clears. Returns how many RTR transitions were tried since the last call. */
+int fake_fail_next_rtr(int n, int err);
 
 /* Simulated recovery: both comms re-create their QPs with a new epoch (the old QPs'
  * completions are drained and dropped, as mcp_conn_recover.c does), connect them, and

@@ -139,7 +139,13 @@ static void test_refused(void)
   expect_refused("mlx5_0:256", "port '256'");
   expect_refused("mlx5_0:x", "port 'x'");
   expect_refused("mlx5_0:1x", "port '1x'");
-  expect_refused("mlx5_0:-1", "port '-1'");
+  expect_refused("mlx5_0:-2", "port '-2'");
+  /* -1 is what NCCL stores for "no port": every port, as an empty field. */
+  {
+    struct mcp_match_list l = parse_ok("mlx5_0:-1");
+    CHECK_EQ_INT(l.e[0].port, -1);
+    CHECK(mcp_match_allows(&l, "mlx5_0", 2));
+  }
   expect_refused("mlx5_0:12345678901234567890", "bad port");
   expect_refused(":1", "no usable device name");
   expect_refused("=:1", "no usable device name");

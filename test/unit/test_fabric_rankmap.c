@@ -1,9 +1,10 @@
 /*
  * test_fabric_rankmap.c - MCPNET_RANK_MAP parsing (ranges, device lists, gid=/pkey=/
- * sl=/tc=, every refusal naming its entry), the local-rank lookup order, and the
- * selection rules built on them: a pinned rank sees exactly its devices in the map's
- * order, NCCL_IB_HCA does not apply to it, and strict mode reports every requested
- * device that did not become usable, with the reason discovery recorded.
+ * sl=/tc=/rail=/plane=, every refusal naming its entry), the local-rank lookup order, and
+ * the selection rules built on them: a pinned rank sees exactly its devices in the map's
+ * order, NCCL_IB_HCA does not select for it (its rails still apply where the entry names
+ * none), and strict mode reports every requested device that did not become usable, with
+ * the reason discovery recorded.
  */
 #include <stdlib.h>
 
@@ -109,6 +110,52 @@ static void test_refusals(void)
   expect_refused("0=mlx5_0,gid=1,gid=10.0.0.0/8", "gid= is given twice");
   expect_refused("0=mlx5_0,gid", "not KEY=VALUE");
   expect_refused("0-3=mlx5_0;3-4=mlx5_1", "both place local rank 3");
+  expect_refused("0=mlx5_0,rail=32768", "rail=32768: must be 0..32767");
+  expect_refused("0=mlx5_0,rail=-1", "rail=-1: must be 0..32767");
+  expect_refused("0=mlx5_0,rail=x", "rail=x: must be 0..32767");
+  expect_refused("0=mlx5_0,plane=16384", "plane=16384: must be 0..16383");
+  expect_refused("0=mlx5_0,rail=1,rail=2", "rail= is given twice");
+  expect_refused("0=mlx5_0,plane=1,plane=1", "plane= is given twice");
+  expect_refused("0=mlx5_0,rails=1", "unknown option 'rails' (gid=, pkey=, sl=, tc=, rail=, plane=)");
+}
+
+/* rail= and plane= (NCCL 2.30's rail and plane, net API v12), for each device of the
+ * entry; a pinned rank takes NCCL_IB_HCA's only where the entry names none. */
+static void test_rail_plane(void)
+{
+  struct mcp_select s;
+  char err[256];
+  int rail, plane;
+
+  parse_ok("0-1=mlx5_0:1,rail=0;2-3=mlx5_1:1,rail=1,plane=2;4=mlx5_2");
+  CHECK_EQ_INT(map.e[0].rail, 0);
+  CHECK_EQ_INT(map.e[0].plane, -1);
+  CHECK_EQ_INT(map.e[1].rail, 1);
+  CHECK_EQ_INT(map.e[1].plane, 2);
+  CHECK_EQ_INT(map.e[2].rail, -1);
+  CHECK_EQ_INT(map.e[2].plane, -1);
+  /* The entry's rail wins over NCCL_IB_HCA's; its missing plane comes from there. */
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:1:5:6,mlx5_2::9", &map.e[0], 1, err, sizeof(err)), 0);
+  mcp_select_rail_plane(&s, "mlx5_0", 1, &rail, &plane);
+  CHECK_EQ_INT(rail, 0);
+  CHECK_EQ_INT(plane, 6);
+  /* An entry without either: NCCL_IB_HCA's token for the port, or none. */
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:1:5:6,mlx5_2::9", &map.e[2], 1, err, sizeof(err)), 0);
+  mcp_select_rail_plane(&s, "mlx5_2", 1, &rail, &plane);
+  CHECK_EQ_INT(rail, 9);
+  CHECK_EQ_INT(plane, -1);
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:2:5:6", &map.e[2], 1, err, sizeof(err)), 0);
+  mcp_select_rail_plane(&s, "mlx5_0", 1, &rail, &plane); /* the token is port 2's */
+  CHECK_EQ_INT(rail, -1);
+  CHECK_EQ_INT(plane, -1);
+  /* No rank map: NCCL_IB_HCA alone, the first token that names the port. */
+  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:1:2:0,mlx5_0::3:1", NULL, 1, err, sizeof(err)), 0);
+  mcp_select_rail_plane(&s, "mlx5_0", 1, &rail, &plane);
+  CHECK_EQ_INT(rail, 2);
+  CHECK_EQ_INT(plane, 0);
+  mcp_select_rail_plane(&s, "mlx5_0", 2, &rail, &plane);
+  CHECK_EQ_INT(rail, 3);
+  CHECK_EQ_INT(plane, 1);
 }
 
 struct fake_env {
@@ -154,7 +201,12 @@ static void test_fused_sets(void)
   expect_refused("0=rxe0*", "an empty or overlong device name in 'rxe0*'");
   expect_refused("0=*rxe0", "an empty or overlong device name");
   expect_refused("0=a+*b", "an empty or overlong device name");
-  expect_refused("0=a*b*c*d*e", "more than 4 devices fused with '*' in 'a*b*c*d*e'");
+  parse_ok("0=a*b*c*d*e*f*g*h+i*j");
+  CHECK_EQ_INT(map.e[0].ndev, 10);
+  CHECK_EQ_INT(map.e[0].dev[7].group, 0);
+  CHECK_EQ_INT(map.e[0].dev[8].group, 1);
+  expect_refused("0=a*b*c*d*e*f*g*h*i", "more than 8 devices fused with '*' in 'a*b*c*d*e*f*g*h*i'");
+  expect_refused("0=a*b*c*d*e*f*g*h+i*j*k*l*m*n*o*p+q", "more than 16 devices");
   expect_refused("0=rxe0*rxe0:1", "device rxe0 is named twice");
 }
 
@@ -317,6 +369,7 @@ int main(void)
   RUN_TEST(test_empty);
   RUN_TEST(test_refusals);
   RUN_TEST(test_fused_sets);
+  RUN_TEST(test_rail_plane);
   RUN_TEST(test_local_rank);
   RUN_TEST(test_pinned_selection);
   RUN_TEST(test_hca_list_selection);

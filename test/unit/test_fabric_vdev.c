@@ -35,6 +35,7 @@ static void fab_add(struct mcp_fabric *f, const char *name, int port, int ll, in
   d->ptr_support = ptr;
   d->max_qp = 1000;
   d->qps_per_conn = 1;
+  d->rail = d->plane = -1; /* as discovery leaves a port NCCL_IB_HCA gives neither */
 }
 
 /* A fabric of the given device names (port 1, Ethernet) in that order. */
@@ -49,11 +50,14 @@ static struct mcp_vdev_table t;
 static struct mcp_fabric fab;
 static char err[512];
 
-static int make(int n, const int *devs, int *index)
+/* makeVDevice as a table whose vProps hold max devices asks (4: v9 - v11, 8: v12). */
+static int make_max(int n, const int *devs, int max, int *index)
 {
   err[0] = '\0';
-  return mcp_vdev_table_make(&t, &fab, n, devs, index, err, sizeof(err));
+  return mcp_vdev_table_make(&t, &fab, n, devs, max, index, err, sizeof(err));
 }
+
+static int make(int n, const int *devs, int *index) { return make_max(n, devs, 4, index); }
 
 static void expect_members(int dev, int n, const int *mem)
 {
@@ -130,7 +134,8 @@ static void test_refusals(void)
   fab_add(&fab, "mlx5_0", 1, IB, 100000, NCCL_PTR_HOST);
   CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
   expect_refused(make(0, (int[]){0}, &idx), -EINVAL, "1..4");
-  expect_refused(make(5, (int[]){0, 1, 2, 3, 4}, &idx), -EINVAL, "1..4");
+  expect_refused(make(5, (int[]){0, 1, 2, 3, 4}, &idx), -EINVAL, "1..4");                    /* v9 - v11: 4 */
+  expect_refused(make_max(9, (int[]){0, 1, 2, 3, 4, 5, 0, 1, 2}, 8, &idx), -EINVAL, "1..8"); /* v12: 8 */
   expect_refused(make(2, (int[]){0, 6}, &idx), -EINVAL, "device 6 is not a physical device");
   expect_refused(make(2, (int[]){-1, 0}, &idx), -EINVAL, "device -1 is not a physical device");
   expect_refused(make(2, (int[]){1, 1}, &idx), -EINVAL, "device 1 (rxe1) is named twice");
@@ -251,15 +256,121 @@ static void test_rank_map_fused_refusals(void)
   CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, entry(&map, "0=mlx5_0*mlx5_1"), err, sizeof(err)), 0);
   CHECK_EQ_INT(mcp_vdev_table_count(&t), 1);
   expect_members(0, 4, (int[]){0, 1, 2, 3});
-  fab_add(&fab, "mlx5_2", 1, IB, 200000, NCCL_PTR_HOST);
+  /* Eight ports are NCCL 2.30's most; a ninth is refused. */
+  fab_add(&fab, "mlx5_2:1", 1, IB, 200000, NCCL_PTR_HOST);
+  fab_add(&fab, "mlx5_2:2", 2, IB, 200000, NCCL_PTR_HOST);
+  fab_add(&fab, "mlx5_3:1", 1, IB, 200000, NCCL_PTR_HOST);
+  fab_add(&fab, "mlx5_3:2", 2, IB, 200000, NCCL_PTR_HOST);
   mcp_vdev_table_init(&t);
-  expect_refused(mcp_vdev_table_sync(&t, &fab, entry(&map, "0=mlx5_0*mlx5_1*mlx5_2"), err, sizeof(err)),
-                 -EINVAL, "more than 4 ports (mlx5_2 would be the 5th)");
+  CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, entry(&map, "0=mlx5_0*mlx5_1*mlx5_2*mlx5_3"), err, sizeof(err)),
+               0);
+  expect_members(0, 8, (int[]){0, 1, 2, 3, 4, 5, 6, 7});
+  fab_add(&fab, "mlx5_4", 1, IB, 200000, NCCL_PTR_HOST);
+  mcp_vdev_table_init(&t);
+  expect_refused(
+    mcp_vdev_table_sync(&t, &fab, entry(&map, "0=mlx5_0*mlx5_1*mlx5_2*mlx5_3*mlx5_4"), err, sizeof(err)),
+    -EINVAL, "more than 8 ports (mlx5_4 would be the 9th)");
+  fab.ndev = 4; /* the first two NICs again */
+  fab_add(&fab, "mlx5_2", 1, IB, 200000, NCCL_PTR_HOST);
   fab_add(&fab, "rxe0", 1, ETH, 10000, NCCL_PTR_HOST);
   mcp_vdev_table_init(&t);
   expect_refused(mcp_vdev_table_sync(&t, &fab, entry(&map, "0=mlx5_2*rxe0"), err, sizeof(err)), -EINVAL,
                  "cannot fuse mlx5_2 (InfiniBand) with rxe0 (Ethernet)");
   CHECK(strstr(err, "MCPNET_RANK_MAP entry '0=mlx5_2*rxe0'") != NULL);
+}
+
+/* v12 fuses up to 8 devices; v9 - v11 up to 4 indices, which may stand for more ports
+ * (a rank map's fused sets), never more than 8 ports in all. */
+static void test_eight_members(void)
+{
+  static const char *const names[] = {"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"};
+  static struct mcp_rankmap map;
+  int idx = -1;
+
+  mcp_vdev_table_init(&t);
+  fab_names(&fab, 9, names);
+  CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
+  CHECK_EQ_INT(make_max(8, (int[]){7, 6, 5, 4, 3, 2, 1, 0}, 8, &idx), 0);
+  CHECK_EQ_INT(idx, 9);
+  expect_members(9, 8, (int[]){7, 6, 5, 4, 3, 2, 1, 0});
+  expect_refused(make_max(5, (int[]){0, 1, 2, 3, 4}, 4, &idx), -EINVAL, "1..4");
+  /* Two fused sets of 3 and 5 ports through a v11 table: 2 indices, 8 ports. */
+  mcp_vdev_table_init(&t);
+  CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, entry(&map, "0=r0*r1*r2+r3*r4*r5*r6*r7+r8"), err, sizeof(err)),
+               0);
+  CHECK_EQ_INT(mcp_vdev_table_count(&t), 3);
+  CHECK_EQ_INT(make(2, (int[]){1, 0}, &idx), 0);
+  expect_members(idx, 8, (int[]){3, 4, 5, 6, 7, 0, 1, 2});
+  expect_refused(make(3, (int[]){0, 1, 2}, &idx), -EINVAL, "more than 8 ports (r8 would be the 9th)");
+}
+
+/* Rails and planes as NCCL 2.30's IB transport reports them (init.cc): a port's own; for
+ * several ports the first one's rail when all share it, and the fused plane marker with
+ * a bit per port's plane index (no plane: index 0; then the planes in port order). */
+static void test_rail_plane(void)
+{
+  static const char *const names[] = {"m0", "m1", "m2", "m3", "m4"};
+  struct mcp_vdev_info in;
+  int idx = -1, i;
+
+  mcp_vdev_table_init(&t);
+  fab_names(&fab, 5, names);
+  /* m0: rail 0 plane 7; m1: rail 0 plane 3; m2: rail 1, no plane; m3: no rail, plane 7;
+   * m4: rail 0 plane 7. Plane indices: none 0, 7 -> 1, 3 -> 2. */
+  fab.dev[0].rail = 0, fab.dev[0].plane = 7;
+  fab.dev[1].rail = 0, fab.dev[1].plane = 3;
+  fab.dev[2].rail = 1, fab.dev[2].plane = -1;
+  fab.dev[3].rail = -1, fab.dev[3].plane = 7;
+  fab.dev[4].rail = 0, fab.dev[4].plane = 7;
+  CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, 1, &in, err, sizeof(err)), 1);
+  CHECK_EQ_INT(in.rail, 0);
+  CHECK_EQ_INT(in.plane, 3);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, 2, &in, err, sizeof(err)), 1);
+  CHECK_EQ_INT(in.rail, 1);
+  CHECK_EQ_INT(in.plane, -1);
+  /* One device through makeVDevice keeps its own plane, as NCCL's does. */
+  CHECK_EQ_INT(make(1, (int[]){0}, &idx), 0);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, idx, &in, err, sizeof(err)), 1);
+  CHECK_EQ_INT(in.rail, 0);
+  CHECK_EQ_INT(in.plane, 7);
+  /* Same rail: kept; planes 7 and 3: the marker and bits 1 and 2. */
+  CHECK_EQ_INT(make(2, (int[]){1, 0}, &idx), 0);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, idx, &in, err, sizeof(err)), 2);
+  CHECK_EQ_INT(in.rail, 0);
+  CHECK_EQ_INT(in.plane, MCP_PLANE_FUSED | 1 << 1 | 1 << 2);
+  /* Two ports of one plane are still a fused plane set, not that plane. */
+  CHECK_EQ_INT(make(2, (int[]){0, 4}, &idx), 0);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, idx, &in, err, sizeof(err)), 2);
+  CHECK_EQ_INT(in.rail, 0);
+  CHECK_EQ_INT(in.plane, MCP_PLANE_FUSED | 1 << 1);
+  /* Rails that differ, or one missing: none. A port without a plane is bit 0. */
+  CHECK_EQ_INT(make(2, (int[]){0, 2}, &idx), 0);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, idx, &in, err, sizeof(err)), 2);
+  CHECK_EQ_INT(in.rail, -1);
+  CHECK_EQ_INT(in.plane, MCP_PLANE_FUSED | 1 << 1 | 1 << 0);
+  CHECK_EQ_INT(make(2, (int[]){0, 3}, &idx), 0);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, idx, &in, err, sizeof(err)), 2);
+  CHECK_EQ_INT(in.rail, -1);
+  /* A first member without a rail makes none either, whatever the others say. */
+  CHECK_EQ_INT(make(2, (int[]){3, 0}, &idx), 0);
+  CHECK_EQ_INT(mcp_vdev_table_info(&t, &fab, idx, &in, err, sizeof(err)), 2);
+  CHECK_EQ_INT(in.rail, -1);
+  /* Thirteen planes are more than NCCL 2.30 numbers: the sync refuses them. */
+  memset(&fab, 0, sizeof(fab));
+  for (i = 0; i < 13; i++) {
+    char name[8];
+    snprintf(name, sizeof(name), "p%d", i);
+    fab_add(&fab, name, 1, ETH, 10000, NCCL_PTR_HOST);
+    fab.dev[i].rail = -1;
+    fab.dev[i].plane = i < 12 ? 100 + i : 100; /* twelve distinct planes */
+  }
+  mcp_vdev_table_init(&t);
+  CHECK_EQ_INT(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), 0);
+  fab.dev[12].plane = 500;
+  mcp_vdev_table_init(&t);
+  expect_refused(mcp_vdev_table_sync(&t, &fab, NULL, err, sizeof(err)), -EINVAL,
+                 "the ports are on 13 planes");
 }
 
 /* Through net's entry points, with the process's table, across a teardown. */
@@ -308,7 +419,7 @@ static void test_net_entry_points(void)
   struct mcp_net_props p;
   int n = -1, idx = -1;
 
-  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}), ncclInvalidUsage); /* before init */
+  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}, 4), ncclInvalidUsage); /* before init */
   load_env(NULL, NULL);
   setup_names = first;
   setup_n = 3;
@@ -318,9 +429,11 @@ static void test_net_entry_points(void)
   CHECK_EQ_INT(mcp_net_get_properties(2, &p), ncclSuccess);
   CHECK_EQ_INT(p.vdev_n, 1);
   CHECK_EQ_INT(p.vdev[0], 2);
-  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}), ncclSuccess);
+  CHECK_EQ_INT(p.rail_id, -1); /* no rail or plane was given */
+  CHECK_EQ_INT(p.plane_id, -1);
+  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}, 4), ncclSuccess);
   CHECK_EQ_INT(idx, 3);
-  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 0}), ncclInvalidUsage);
+  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 0}, 4), ncclInvalidUsage);
   CHECK_EQ_INT(idx, 3);
   CHECK_EQ_INT(mcp_net_devices(&n), ncclSuccess);
   CHECK_EQ_INT(n, 4);
@@ -366,10 +479,10 @@ static void test_merge_nics_off(void)
   CHECK_EQ_INT(mcp_fabric_process_open(1, fake_setup), 0);
   CHECK_EQ_INT(mcp_net_devices(&n), ncclSuccess);
   int before = n;
-  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}), ncclInvalidUsage);
+  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 2, (int[]){0, 1}, 4), ncclInvalidUsage);
   CHECK_EQ_INT(mcp_net_devices(&n), ncclSuccess);
   CHECK_EQ_INT(n, before);
-  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 1, (int[]){2}), ncclSuccess);
+  CHECK_EQ_INT(mcp_net_make_vdevice(&idx, 1, (int[]){2}, 4), ncclSuccess);
   CHECK_EQ_INT(mcp_net_devices(&n), ncclSuccess);
   CHECK_EQ_INT(n, before + 1);
   mcp_fabric_process_close_ctx();
@@ -385,6 +498,8 @@ int main(void)
   RUN_TEST(test_outlives_fabric);
   RUN_TEST(test_rank_map_fused_set);
   RUN_TEST(test_rank_map_fused_refusals);
+  RUN_TEST(test_eight_members);
+  RUN_TEST(test_rail_plane);
   RUN_TEST(test_net_entry_points);
   RUN_TEST(test_merge_nics_off);
   return TEST_EXIT();

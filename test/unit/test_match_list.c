@@ -102,7 +102,85 @@ static void test_limits(void)
   CHECK_EQ_INT(l.e[0].port, 1);
   CHECK_EQ_INT(mcp_match_list_parse("a:0", 64, 1, &l, &f), -EINVAL);
   CHECK_EQ_INT(f.kind, MCP_MATCH_BAD_PORT);
-  CHECK_EQ_STR(f.port, "0");
+  CHECK_EQ_STR(f.field, "0");
+}
+
+/* NCCL 2.30's name:port:rail:plane (parseStringList): every field after the name
+ * optional, absent or empty meaning none (-1), so "mlx5_0::2" is any port on rail 2. */
+static void test_rail_plane(void)
+{
+  struct mcp_match_list l = parse("mlx5_0:1:2:0,mlx5_1::2,mlx5_2,mlx5_3:1,mlx5_4:::5,mlx5_5:2:-1:3", 1);
+
+  CHECK_EQ_INT(l.n, 6);
+  CHECK_EQ_INT(l.e[0].port, 1);
+  CHECK_EQ_INT(l.e[0].rail, 2);
+  CHECK_EQ_INT(l.e[0].plane, 0);
+  CHECK_EQ_INT(l.e[1].port, -1);
+  CHECK_EQ_INT(l.e[1].rail, 2);
+  CHECK_EQ_INT(l.e[1].plane, -1);
+  CHECK_EQ_INT(l.e[2].port, -1);
+  CHECK_EQ_INT(l.e[2].rail, -1);
+  CHECK_EQ_INT(l.e[2].plane, -1);
+  CHECK_EQ_INT(l.e[3].port, 1);
+  CHECK_EQ_INT(l.e[3].rail, -1);
+  CHECK_EQ_INT(l.e[4].rail, -1);
+  CHECK_EQ_INT(l.e[4].plane, 5);
+  CHECK_EQ_INT(l.e[5].rail, -1); /* -1 is NCCL's "none" written out */
+  CHECK_EQ_INT(l.e[5].plane, 3);
+  /* As a 2.30 user writes it, mlx5_0:1:2:0 still selects mlx5_0 port 1 and no other. */
+  l = parse("mlx5_0:1:2:0", 1);
+  CHECK(mcp_match_allows(&l, "mlx5_0", 1));
+  CHECK(!mcp_match_allows(&l, "mlx5_0", 2));
+  /* The token a port takes its rail from: the first include token naming it. */
+  l = parse("mlx5_0:2:7,mlx5_0::3,mlx5_1", 1);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_0", 2), 0);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_0", 1), 1);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_1", 1), 2);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_2", 1), -1);
+  l = parse("^mlx5_0:1:2", 1); /* an exclude list names no rails */
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_1", 1), -1);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_0", 1), -1);
+  /* Interface names drop the fields, rails included. */
+  l = parse("eth0:1:2:3", 0);
+  CHECK_EQ_INT(l.e[0].rail, -1);
+}
+
+/* Values NCCL would take as something nobody meant (a word as 0, a plane it refuses
+ * later) are refused at once, naming the field. */
+static void test_rail_plane_refused(void)
+{
+  static const struct {
+    const char *text, *field, *msg;
+    enum mcp_match_error kind;
+  } bad[] = {
+    {"mlx5_0:1:x", "x", "rail 'x' is not 0..32767", MCP_MATCH_BAD_RAIL},
+    {"mlx5_0:1:32768", "32768", "rail '32768' is not 0..32767", MCP_MATCH_BAD_RAIL},
+    {"mlx5_0:1:-2", "-2", "rail '-2' is not 0..32767", MCP_MATCH_BAD_RAIL},
+    {"mlx5_0:1:+2", "+2", "rail '+2' is not 0..32767", MCP_MATCH_BAD_RAIL},
+    {"mlx5_0::1:16384", "16384", "plane '16384' is not 0..16383", MCP_MATCH_BAD_PLANE},
+    {"mlx5_0:1:2:p", "p", "plane 'p' is not 0..16383", MCP_MATCH_BAD_PLANE},
+    {"mlx5_0:x:2:0", "x", "port 'x' is not 1..255", MCP_MATCH_BAD_PORT},
+    {"mlx5_0:1:2:0:9", "", "has fields after name:port:rail:plane", MCP_MATCH_EXTRA},
+  };
+  struct mcp_match_list l;
+  struct mcp_match_fault f;
+  char err[256];
+
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    CHECK_EQ_INT(mcp_match_list_parse(bad[i].text, 64, 1, &l, &f), -EINVAL);
+    CHECK_EQ_INT(f.kind, bad[i].kind);
+    CHECK_EQ_STR(f.field, bad[i].field);
+    err[0] = '\0';
+    CHECK_EQ_INT(mcp_hca_parse(bad[i].text, &l, err, sizeof(err)), -1);
+    if (strstr(err, bad[i].msg) == NULL)
+      fprintf(stderr, "'%s': \"%s\" lacks \"%s\"\n", bad[i].text, err, bad[i].msg);
+    CHECK(strstr(err, bad[i].msg) != NULL);
+  }
+  /* The bounds themselves pass. */
+  l = parse("a:255:32767:16383,b:1:0:0", 1);
+  CHECK_EQ_INT(l.e[0].rail, 32767);
+  CHECK_EQ_INT(l.e[0].plane, 16383);
+  CHECK_EQ_INT(l.e[1].rail, 0);
 }
 
 static void test_trim_helper(void)
@@ -125,6 +203,8 @@ int main(void)
   RUN_TEST(test_spaces_trimmed_and_reported);
   RUN_TEST(test_socket_port_suffix_dropped);
   RUN_TEST(test_limits);
+  RUN_TEST(test_rail_plane);
+  RUN_TEST(test_rail_plane_refused);
   RUN_TEST(test_trim_helper);
   return TEST_EXIT();
 }

@@ -762,9 +762,31 @@ static void test_scan_env(void)
   CHECK(strstr(f.warns,
                "MCPNET_CTS_BATCH=4 (environment) was retired and is ignored: every receive's "
                "clear-to-send is now written by the irecv that accepted it") != NULL);
-  CHECK(strstr(f.warns,
-               "mcpnet does not act on them (NCCL's own IB transport would): "
-               "NCCL_IB_AR_THRESHOLD, NCCL_IB_USE_INLINE. The README") != NULL);
+  /* Each with its reason (issue 37). */
+  CHECK(
+    strstr(f.warns,
+           "mcpnet does not act on them (NCCL's own IB transport would): "
+           "NCCL_IB_AR_THRESHOLD (mcpnet does not split large writes for adaptive routing); "
+           "NCCL_IB_USE_INLINE (mcpnet inlines small messages itself (MCPNET_INLINE_BYTES)). The README") !=
+    NULL);
+  /* NCCL 2.30's FIFO traffic class and modify-QP retries are parameters, not ignored. */
+  CHECK(mcp_param_find("NCCL_IB_FIFO_TC") != NULL);
+  CHECK(mcp_param_find("NCCL_IB_MQP_RETRY_ALL") != NULL);
+  CHECK(mcp_param_find("NCCL_IB_MQP_RETRY_CNT") != NULL);
+  CHECK(mcp_param_find("NCCL_IB_MQP_RETRY_SLEEP_MSEC") != NULL);
+  CHECK(mcp_param_nccl_lookup("NCCL_IB_FIFO_TC", NULL) == NULL);
+  /* Every other variable of 2.29-2.30 the brief names is ignored with a reason. */
+  {
+    static const char *const later[] = {"NCCL_IB_OOO_RQ", "NCCL_IB_SUBNET_AWARE_ROUTING",
+                                        "NCCL_IB_SUBNET_PREFIX_LEN", "NCCL_IB_DATA_DIRECT",
+                                        "NCCL_IB_RETURN_ASYNC_EVENTS"};
+    enum mcp_param_nccl_kind kind;
+
+    for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++) {
+      const struct mcp_param_nccl_var *v = mcp_param_nccl_lookup(later[i], &kind);
+      CHECK(v != NULL && kind == MCP_NCCL_IB_IGNORED && v->why != NULL);
+    }
+  }
   /* Not even NCCL's, and nothing close: said so, without a guess. */
   CHECK(strstr(f.warns,
                "NCCL_IB_FROBNICATE=1 (environment) is a variable neither NCCL 2.20-2.30 nor mcpnet "
@@ -860,7 +882,9 @@ static void test_scan_nccl_names(void)
   CHECK(strstr(f.warns, "did you mean NCCL_NET_PLUGIN?") != NULL);
   CHECK(strstr(f.warns, "did you mean NCCL_SOCKET_IFNAME?") != NULL);
   CHECK(strstr(f.warns, "did you mean NCCL_NET_GDR_LEVEL?") != NULL);
-  CHECK(strstr(f.warns, "(NCCL's own IB transport would): NCCL_IB_ECE_ENABLE. The") != NULL);
+  CHECK(strstr(f.warns,
+               "(NCCL's own IB transport would): NCCL_IB_ECE_ENABLE (mcpnet negotiates no ECE "
+               "(plain verbs)). The") != NULL);
   CHECK(strstr(f.warns, "NCCL_IB_DISABLE") == NULL);
   CHECK(strstr(f.warns, "SPLIT_DATA") == NULL);
   CHECK(strstr(f.warns, "NTHREADS") == NULL);
@@ -899,7 +923,7 @@ static void test_scan_nccl_names(void)
     CHECK(!mcp_param_nccl_is_default(v, "garbage"));
   }
   CHECK(mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_DISABLE", NULL), "0"));
-  CHECK(mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_MQP_RETRY_CNT", NULL), "34"));
+  CHECK(mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_RETURN_ASYNC_EVENTS", NULL), "1"));
   CHECK(!mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_DISABLE", NULL), "1"));
   CHECK(!mcp_param_nccl_is_default(mcp_param_nccl_lookup("NCCL_IB_AR_THRESHOLD", NULL), "8192"));
 }

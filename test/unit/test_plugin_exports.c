@@ -4,7 +4,7 @@
  *
  * NCCL finds the plugin only through dlsym("ncclNetPlugin_vN"), and any other exported
  * name could clash with the host or be picked up as a tuner/profiler. So the dynamic
- * symbol table (nm -D) must be exactly the four tables, each with its ABI size. Then
+ * symbol table (nm -D) must be exactly the five tables, each with its ABI size. Then
  * the library is loaded the way NCCL loads it (RTLD_NOW | RTLD_LOCAL) and every
  * table's slots are checked. Nothing is called: the build host has no RDMA device.
  */
@@ -27,9 +27,8 @@ struct expected_sym {
 };
 
 static struct expected_sym expected[] = {
-  {"ncclNetPlugin_v11", sizeof(ncclNet_v11_t), 0},
-  {"ncclNetPlugin_v10", sizeof(ncclNet_v10_t), 0},
-  {"ncclNetPlugin_v9", sizeof(ncclNet_v9_t), 0},
+  {"ncclNetPlugin_v12", sizeof(ncclNet_v12_t), 0}, {"ncclNetPlugin_v11", sizeof(ncclNet_v11_t), 0},
+  {"ncclNetPlugin_v10", sizeof(ncclNet_v10_t), 0}, {"ncclNetPlugin_v9", sizeof(ncclNet_v9_t), 0},
   {"ncclNetPlugin_v8", sizeof(ncclNet_v8_t), 0},
 };
 #define N_EXPECTED (sizeof(expected) / sizeof(expected[0]))
@@ -100,7 +99,7 @@ static void test_exported_symbols(void)
 }
 
 /* The slots every version has, at the same names; checked through a macro because
- * the four table types are unrelated structs. */
+ * the five table types are unrelated structs. */
 #define CHECK_COMMON_SLOTS(t)              \
   do {                                     \
     CHECK_EQ_STR((t)->name, MCP_NET_NAME); \
@@ -127,6 +126,7 @@ static void test_exported_symbols(void)
 static void test_tables(void)
 {
   void *lib = dlopen(MCP_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  const ncclNet_v12_t *v12;
   const ncclNet_v11_t *v11;
   const ncclNet_v10_t *v10;
   const ncclNet_v9_t *v9;
@@ -137,11 +137,27 @@ static void test_tables(void)
     mcp_test_failures++;
     return;
   }
+  v12 = dlsym(lib, "ncclNetPlugin_v12");
   v11 = dlsym(lib, "ncclNetPlugin_v11");
   v10 = dlsym(lib, "ncclNetPlugin_v10");
   v9 = dlsym(lib, "ncclNetPlugin_v9");
   v8 = dlsym(lib, "ncclNetPlugin_v8");
-  CHECK(v11 != NULL && v10 != NULL && v9 != NULL && v8 != NULL);
+  CHECK(v12 != NULL && v11 != NULL && v10 != NULL && v9 != NULL && v8 != NULL);
+  if (v12 != NULL) {
+    CHECK_COMMON_SLOTS(v12);
+    CHECK(v12->makeVDevice != NULL); /* NCCL 2.30 fuses up to 8 devices */
+    CHECK(v12->finalize != NULL);
+    CHECK(v12->setNetAttr == NULL);
+  }
+  /* v12 is v11's functions: only init (which names the table), the properties and
+   * makeVDevice (their layouts) differ. */
+  if (v12 != NULL && v11 != NULL) {
+    CHECK((void *)v12->connect == (void *)v11->connect && (void *)v12->isend == (void *)v11->isend &&
+          (void *)v12->irecv == (void *)v11->irecv && (void *)v12->test == (void *)v11->test);
+    CHECK((void *)v12->init != (void *)v11->init);
+    CHECK((void *)v12->getProperties != (void *)v11->getProperties);
+    CHECK((void *)v12->makeVDevice != (void *)v11->makeVDevice);
+  }
   if (v11 != NULL) {
     CHECK_COMMON_SLOTS(v11);
     CHECK(v11->makeVDevice != NULL); /* NIC fusion (NCCL_NET_MERGE_LEVEL, NCCL_NET_FORCE_MERGE) */

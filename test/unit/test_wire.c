@@ -942,12 +942,13 @@ static void test_stream_through_rbuf(void)
   close(sv[1]);
 }
 
-/* Version 3 (NIC fusion) and 4 (authentication): frames and handles are written as
- * version 4 unless an older version is asked for (tests, the seed corpus); an explicit
- * version 2 writes a one-device endpoint without the member count, byte for byte what a
- * version-2 build decodes, and cannot carry a fused one; member counts outside 1..4 and
- * members with bad fields are refused with the field named; the handle carries the
- * listener's member count from version 3 on and its listen id and 128-bit key from 4. */
+/* Version 3 (NIC fusion) and 4 (authentication, 8 members): frames and handles are
+ * written as version 4 unless an older version is asked for (tests, the seed corpus); an
+ * explicit version 2 writes a one-device endpoint without the member count, byte for
+ * byte what a version-2 build decodes, and cannot carry a fused one; version 3 carries 4
+ * members at most (its decoders refuse more), version 4 eight; member counts outside
+ * those and members with bad fields are refused with the field named; the handle carries
+ * the listener's member count from version 3 on and its listen id and 128-bit key from 4. */
 static void test_versions(void)
 {
   struct mcp_wire_msg m, out;
@@ -1007,11 +1008,19 @@ static void test_versions(void)
   memcpy(b, buf, len);
   CHECK_EQ_INT(b[len - 34], 2);
   b[len - 34] = 0;
-  expect_reject(b, len, -EBADMSG, "member count 0 is not 1..4");
-  b[len - 34] = 5;
-  expect_reject(b, len, -EBADMSG, "member count 5 is not 1..4");
-  b[len - 34] = 3; /* says 3 members, carries 1: truncated */
+  expect_reject(b, len, -EBADMSG, "member count 0 is not 1..8");
+  b[len - 34] = 9;
+  expect_reject(b, len, -EBADMSG, "member count 9 is not 1..8");
+  b[len - 34] = 8; /* says 8 members, carries 1: truncated */
   expect_reject(b, len, -EBADMSG, "truncated");
+  /* Version 3 stays at 4 members: its frame says 5 and is refused before the members. */
+  m.version = 3;
+  len3 = encode_ok(&m, b);
+  CHECK_EQ_INT(b[4], 3);
+  CHECK_EQ_INT(b[len3 - 34], 2);
+  b[len3 - 34] = 5;
+  expect_reject(b, len3, -EBADMSG, "member count 5 is not 1..4");
+  m.version = 0;
   memcpy(b, buf, len);
   b[len - 34 + 1 + 2 + 6] = 0; /* member port 0 */
   expect_reject(b, len, -EBADMSG, "member port 0 is not >= 1");
@@ -1050,8 +1059,23 @@ static void test_versions(void)
   hb[48] = 0;
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
   CHECK(strstr(err, "member count 0") != NULL);
+  hb[48] = 9;
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "member count 9 is not 1..8") != NULL);
+  hb[48] = 8; /* NCCL 2.30's most */
+  CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
+  CHECK_EQ_INT(ho.ndevs, 8);
+  /* Version 3: 4 members at most, both ways. */
+  h.version = 3;
+  h.ndevs = 5;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), -EINVAL);
+  h.ndevs = 4;
+  CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), 0);
+  CHECK_EQ_INT(hb[4], 3);
   hb[48] = 5;
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), -EBADMSG);
+  CHECK(strstr(err, "member count 5 is not 1..4") != NULL);
+  h.ndevs = 2;
   h.version = 2;
   CHECK_EQ_INT(mcp_wire_handle_encode(&h, hb, err, sizeof(err)), -EINVAL); /* two members */
   h.ndevs = 1;
@@ -1074,6 +1098,58 @@ static void test_versions(void)
   memset(hb + MCP_WIRE_HANDLE_TAIL_OFFSET, 0, MCP_WIRE_HANDLE_TAIL_SIZE); /* as version 2 wrote it */
   CHECK_EQ_INT(mcp_wire_handle_decode(hb, &ho, err, sizeof(err)), 0);
   CHECK_EQ_INT(ho.max_version, 3);
+}
+
+/* The largest endpoint NCCL 2.30 can make, 8 members, goes through version 4 field for
+ * field (every member's name, port, MTU, GID, LID and ring key), is refused as version 3
+ * with the version it needs named, and the largest RECOVER of 128 QPs and 8 members with
+ * the longest names fits MCP_WIRE_MSG_MAX. */
+static void test_eight_members(void)
+{
+  struct mcp_wire_msg m, out;
+  uint8_t buf[MCP_WIRE_MSG_MAX];
+  char err[MCP_WIRE_ERRLEN];
+  size_t len;
+
+  rnd_msg(&m, MCP_WIRE_RECOVER);
+  m.u.recover.ep.nqps = MCP_WIRE_MAX_QPS;
+  memset(m.u.recover.ep.dev_name, 'd', MCP_WIRE_DEVNAME_MAX);
+  m.u.recover.ep.dev_name[MCP_WIRE_DEVNAME_MAX] = '\0';
+  m.u.recover.ep.ndevs = MCP_WIRE_MAX_MEMBERS;
+  for (int k = 1; k < MCP_WIRE_MAX_MEMBERS; k++) {
+    struct mcp_wire_member *mb = &m.u.recover.ep.more[k - 1];
+
+    memset(mb->dev_name, 'a' + k, MCP_WIRE_DEVNAME_MAX);
+    mb->dev_name[MCP_WIRE_DEVNAME_MAX] = '\0';
+    mb->port = (uint8_t)k;
+    mb->active_mtu = (uint8_t)(1 + k % 5);
+    mb->gid_index = (uint8_t)(10 + k);
+    for (int i = 0; i < 16; i++)
+      mb->gid[i] = (uint8_t)(k * 16 + i);
+    mb->lid = (uint16_t)(0x100 * k);
+    mb->ring_rkey = 0xabc00000u + (uint32_t)k;
+  }
+  len = encode_ok(&m, buf);
+  CHECK(len <= MCP_WIRE_MSG_MAX);
+  printf("  RECOVER of 128 QPs and 8 members: %zu bytes (MCP_WIRE_MSG_MAX %d)\n", len, MCP_WIRE_MSG_MAX);
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  CHECK(mcp_wire_msg_equal(&m, &out));
+  CHECK_EQ_INT(out.u.recover.ep.ndevs, 8);
+  CHECK(out.u.recover.ep.more[6].ring_rkey == 0xabc00007u);
+  CHECK_EQ_INT(out.u.recover.ep.more[6].lid, 0x700);
+  CHECK_EQ_INT(out.u.recover.ep.more[6].dev_name[0], 'h');
+  m.version = 3;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "fused endpoint (8 members) needs version 4, not 3") != NULL);
+  m.u.recover.ep.ndevs = 4; /* what version 3 still carries */
+  len = encode_ok(&m, buf);
+  CHECK_EQ_INT(buf[4], 3);
+  CHECK_EQ_INT(mcp_wire_decode(buf, len, &out, err, sizeof(err)), 0);
+  CHECK_EQ_INT(out.u.recover.ep.ndevs, 4);
+  m.version = 0;
+  m.u.recover.ep.ndevs = 9;
+  CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), -EINVAL);
+  CHECK(strstr(err, "member count 9 is not 1..8") != NULL);
 }
 
 /* Strings from another host are printable ASCII or refused: a host name with a newline
@@ -1131,6 +1207,7 @@ int main(void)
   RUN_TEST(test_endpoint_equal);
   RUN_TEST(test_handle);
   RUN_TEST(test_versions);
+  RUN_TEST(test_eight_members);
   RUN_TEST(test_strings_printable);
   RUN_TEST(test_random_bytes);
   RUN_TEST(test_stream_through_rbuf);

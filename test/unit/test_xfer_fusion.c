@@ -130,7 +130,8 @@ static void test_member_rkeys_are_needed(void)
  * data of every size arrives. */
 static void test_different_member_counts(void)
 {
-  static const int shapes[][3] = {{2, 2, 1}, {1, 1, 3}, {1, 3, 2}, {2, 4, 1}};
+  static const int shapes[][3] = {{2, 2, 1}, {1, 1, 3}, {1, 3, 2}, {2, 4, 1},
+                                  {1, 8, 3}, {1, 3, 8}, {2, 8, 8}};
 
   for (unsigned t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
     int qpc = shapes[t][0], sd = shapes[t][1], rd = shapes[t][2], max = sd > rd ? sd : rd, q;
@@ -198,6 +199,61 @@ static void test_grouped_on_every_member(void)
   pair_free(p);
 }
 
+/* Eight members, NCCL 2.30's most, on a receiver whose sender has three (and the other
+ * way round): the sender's ring holds the receiver's rkey tables laid out for its member
+ * count, grouped receives of MCP_MAX_RECVS buffers land on every member of the receiver
+ * with that member's key for each buffer, and large messages stripe over all QPs. */
+static void test_eight_members(void)
+{
+  static const int shapes[][2] = {{3, 8}, {8, 3}};
+
+  for (unsigned t = 0; t < sizeof(shapes) / sizeof(shapes[0]); t++) {
+    int sd = shapes[t][0], rd = shapes[t][1], seq, k;
+    struct fake_pair *p = pair(1, sd, rd);
+
+    CHECK_EQ_INT(p->send->cts_rkeys_n, rd);
+    CHECK_EQ_INT(p->recv->cts_rkeys_n, rd);
+    CHECK_EQ_INT(p->send->ring_bytes, MCP_CTS_RKEYS_OFFSET + MCP_SLOTS * MCP_MAX_RECVS * rd * 4);
+    CHECK_EQ_INT(fake_comm_nqps(p->send), 8);
+    for (seq = 0; seq < 16; seq++) { /* QP seq % 8: every member of both ends, twice */
+      void *data[MCP_MAX_RECVS], *mh[MCP_MAX_RECVS], *r = (void *)0xbad, *s[MCP_MAX_RECVS];
+      size_t sz[MCP_MAX_RECVS];
+      int tags[MCP_MAX_RECVS], sizes[MCP_MAX_RECVS], i;
+
+      for (i = 0; i < MCP_MAX_RECVS; i++) {
+        data[i] = rbuf + (size_t)i * 65536;
+        mh[i] = rmh;
+        sz[i] = 65536;
+        tags[i] = 10 + i;
+        sizes[i] = -1;
+        memset(data[i], 0, 65536);
+        fake_pattern(sbuf + (size_t)i * 65536, 500 + (size_t)i * 3, (unsigned)(seq * 16 + i));
+      }
+      CHECK_EQ_INT(mcp_net_irecv(p->recv, MCP_MAX_RECVS, data, sz, tags, mh, &r), ncclSuccess);
+      fake_progress();
+      for (i = MCP_MAX_RECVS - 1; i >= 0; i--) {
+        s[i] = NULL;
+        CHECK_EQ_INT(
+          mcp_net_isend(p->send, sbuf + (size_t)i * 65536, 500 + (size_t)i * 3, tags[i], smh, &s[i]),
+          ncclSuccess);
+        CHECK(s[i] != NULL);
+      }
+      CHECK_EQ_INT(fake_wait_done(r, sizes, POLLS), 1);
+      for (i = 0; i < MCP_MAX_RECVS; i++) {
+        CHECK_EQ_INT(sizes[i], 500 + i * 3);
+        CHECK(fake_same(rbuf + (size_t)i * 65536, 500 + (size_t)i * 3, (unsigned)(seq * 16 + i)));
+        CHECK_EQ_INT(fake_wait_done(s[i], NULL, POLLS), 1);
+      }
+    }
+    for (k = 0; k < sd; k++)
+      CHECK(fake_count_posts_on_member(FAKE_SEND_SIDE, k, IBV_WR_RDMA_WRITE_WITH_IMM) > 0);
+    for (int i = 0; i < 24; i++)
+      CHECK(one_message(p, 0, (size_t)(1 << 20) + (size_t)i * 4099, (unsigned)(900 + i)));
+    CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
+    pair_free(p);
+  }
+}
+
 /* iflush reads through every member of the receiver: one read on each member's loopback
  * QP, with that member's key, and the flush is done only when all have returned. */
 static void test_flush_every_member(void)
@@ -263,13 +319,16 @@ static void test_mhandle_kind_from_handle(void)
 }
 
 /* A one-member link keeps what it had before fusion: the cache's registration is the
- * mhandle, and no rkey table is ever written (the clear-to-send bytes are unchanged). */
+ * mhandle, and no rkey table is ever written (the clear-to-send bytes are unchanged); nor
+ * does its sender's ring keep room for one (issue 37: 8 KiB of every send comm before). */
 static void test_one_member_unchanged(void)
 {
   struct fake_pair *p = pair(2, 1, 1);
   const struct fake_post *log;
   int n, i;
 
+  CHECK_EQ_INT(p->send->ring_bytes, MCP_CTS_RKEYS_OFFSET);
+  CHECK_EQ_INT(p->send->ring_bytes, 16384);
   CHECK(!mcp_mh_is_set(smh) && !mcp_mh_is_set(rmh));
   CHECK(one_message(p, 0, 100, 1));
   n = fake_posts(&log);
@@ -442,6 +501,7 @@ int main(void)
   RUN_TEST(test_member_rkeys_are_needed);
   RUN_TEST(test_different_member_counts);
   RUN_TEST(test_grouped_on_every_member);
+  RUN_TEST(test_eight_members);
   RUN_TEST(test_flush_every_member);
   RUN_TEST(test_one_member_unchanged);
   RUN_TEST(test_mhandle_kind_from_handle);

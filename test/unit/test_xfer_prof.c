@@ -174,8 +174,7 @@ static void run_shape(const struct shape *sh)
     rparent[i] = &parents[1 + i];
   }
   fake_posts_reset();
-  CHECK_EQ_INT(mcp_net_irecv_prof(p->recv, sh->nrecv, rdata, rsizes, tags, rmhs, rparent, &rreq),
-               ncclSuccess);
+  CHECK_EQ_INT(mcp_net_irecv_ph(p->recv, sh->nrecv, rdata, rsizes, tags, rmhs, rparent, &rreq), ncclSuccess);
   CHECK(rreq != NULL);
   /* The receive's clear-to-send, under its first element's parent. */
   CHECK_EQ_INT(unmatched(FAKE_RECV_SIDE, 0, 0, rparent[0], &nev), 0);
@@ -187,7 +186,7 @@ static void run_shape(const struct shape *sh)
     ev0 = nstarted;
     sreq[i] = NULL;
     CHECK_EQ_INT(
-      mcp_net_isend_prof(p->send, sbuf + (size_t)i * sh->size, sh->size, 10 + i, smh, &parents[0], &sreq[i]),
+      mcp_net_isend_ph(p->send, sbuf + (size_t)i * sh->size, sh->size, 10 + i, smh, &parents[0], &sreq[i]),
       ncclSuccess);
     CHECK(sreq[i] != NULL);
     CHECK_EQ_INT(unmatched(FAKE_SEND_SIDE, from, ev0, &parents[0], &nev), 0);
@@ -267,12 +266,12 @@ static int message(struct fake_pair *p, void *rmh, void *smh, void *parent, int 
   int tag = 1;
 
   if (plain ? mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &rreq) != ncclSuccess
-            : mcp_net_irecv_prof(p->recv, 1, &data, &size, &tag, &mh, parent != NULL ? parents : NULL,
-                                 &rreq) != ncclSuccess)
+            : mcp_net_irecv_ph(p->recv, 1, &data, &size, &tag, &mh, parent != NULL ? parents : NULL, &rreq) !=
+          ncclSuccess)
     return -1;
   fake_progress();
   if (plain ? mcp_net_isend(p->send, sbuf, 64, 1, smh, &sreq) != ncclSuccess
-            : mcp_net_isend_prof(p->send, sbuf, 64, 1, smh, parent, &sreq) != ncclSuccess)
+            : mcp_net_isend_ph(p->send, sbuf, 64, 1, smh, parent, &sreq) != ncclSuccess)
     return -1;
   return rreq != NULL && sreq != NULL && fake_wait_done(sreq, NULL, 1000) == 1 &&
       fake_wait_done(rreq, NULL, 1000) == 1
@@ -297,10 +296,19 @@ static void test_no_parent_no_callback(void)
   unpair(p, rmh, smh);
 }
 
+/* Both comms' liveness checks, as a caller that waits makes them. */
+static void liveness(struct fake_pair *p)
+{
+  fake_comm_check_due(p->send);
+  fake_comm_check_due(p->recv);
+  CHECK_EQ_INT(mcp_xfer_check_alive(p->send), 0);
+  CHECK_EQ_INT(mcp_xfer_check_alive(p->recv), 0);
+}
+
 /* NCCL's proxy gives a parent with every call, profiler or not; its callback then leaves
- * the handle NULL. After 16 starts no profiler took, a comm stops asking (its calls cost
- * what plain ones do); 4096 calls later it asks again, and a profiler that turned net
- * events on in between gets them. */
+ * the handle NULL. After 16 starts no profiler took, a comm stops asking (its calls go
+ * the plain way); its liveness check lets it ask again 10 s later, and a profiler that
+ * turned net events on in between gets them. */
 static void test_profiler_that_takes_nothing(void)
 {
   void *rmh, *smh;
@@ -312,13 +320,18 @@ static void test_profiler_that_takes_nothing(void)
     CHECK_EQ_INT(message(p, rmh, smh, &parent, 0), 0);
   CHECK_EQ_INT(ncalls, 32); /* 16 per comm, then none */
   calls = ncalls;
-  for (i = 0; i < 4000; i++)
-    CHECK_EQ_INT(message(p, rmh, smh, &parent, 0), 0);
-  CHECK_EQ_INT(ncalls, calls);
-  taking = 1; /* the profiler's mask now has net events */
+  liveness(p); /* the retry is armed: 10 s from now */
+  now_ns += 9000000000ull;
+  liveness(p);
   for (i = 0; i < 100; i++)
     CHECK_EQ_INT(message(p, rmh, smh, &parent, 0), 0);
-  CHECK(nstarted >= 2);
+  CHECK_EQ_INT(ncalls, calls); /* not yet */
+  taking = 1;                  /* the profiler's mask now has net events */
+  now_ns += 2000000000ull;
+  liveness(p);
+  for (i = 0; i < 100; i++)
+    CHECK_EQ_INT(message(p, rmh, smh, &parent, 0), 0);
+  CHECK_EQ_INT(nstarted, 100 * 2); /* every message again: its clear-to-send and its write */
   CHECK(all_stopped());
   unpair(p, rmh, smh);
 }
@@ -337,10 +350,10 @@ static void test_events_stop_on_failure_and_close(void)
   parents[0] = &parent;
   mh = rmh;
   (mcp_param_process())->recovery_timeout_s = 0;
-  CHECK_EQ_INT(mcp_net_irecv_prof(p->recv, 1, &data, &size, &tag, &mh, parents, &rreq), ncclSuccess);
+  CHECK_EQ_INT(mcp_net_irecv_ph(p->recv, 1, &data, &size, &tag, &mh, parents, &rreq), ncclSuccess);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
-  CHECK_EQ_INT(mcp_net_isend_prof(p->send, sbuf, 4096, 1, smh, &parent, &sreq), ncclSuccess);
+  CHECK_EQ_INT(mcp_net_isend_ph(p->send, sbuf, 4096, 1, smh, &parent, &sreq), ncclSuccess);
   CHECK(sreq != NULL && nstarted == 2);
   fake_pair_break(p, FAKE_SEND_SIDE, 0, 0);
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 0);

@@ -16,7 +16,7 @@ struct doctor_plugin {
   int loaded, inited;
   char path[512]; /* the file the loader really opened */
   int ndev;
-  ncclNetProperties_v11_t props;
+  ncclNetProperties_v12_t props;
   void *lc, *sc, *rc;
 };
 

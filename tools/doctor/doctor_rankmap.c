@@ -10,6 +10,17 @@
  * bridges between, then to the first port in name order: two GPUs behind one switch with
  * a dual-port NIC get one port each, and four NICs for eight GPUs get two ranks each.
  * Ports left over that share a switch with a rank's GPU are fused into its device.
+ *
+ * Rails (NCCL 2.30's railId, rank map rail=): a rail-optimized cluster cables NIC i of
+ * every host to rail switch i, where NIC i is the one next to GPU i, so its rails follow
+ * the hosts' PCI order. The suggestion proposes them when the topology shows that layout:
+ * every rank's port sits behind one PCIe switch with its GPU. A port's rail is then its
+ * index among the ports (active or not: a port down on one host must not renumber the
+ * rest) that share a PCIe switch with any GPU of the host, in PCI order and port order:
+ * a front-end NIC on a root port of its own is on no rail. A fused device of ports on
+ * different rails gets none (NCCL's own rule for fused NICs); every host must be built
+ * alike for the numbers to mean the same switch everywhere, which is the doctor's
+ * fleet check's business, not this one's.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +55,8 @@ struct rm_port {
   struct rm_fn fn;
   char link[16]; /* link_layer: a fused device must have one */
   int load;      /* ranks placed on it */
+  int active;    /* ACTIVE: only those are placed; the others still count for rails */
+  int rail;      /* its index among the ports behind a GPU's PCIe switch; -1: none */
 };
 
 /* Splits a resolved sysfs path into host bridge and BDF components. 0, or -1 when the
@@ -200,7 +213,8 @@ static int find_gpus(const char *root, struct rm_fn *gpu, int max)
 }
 
 /* Every port of every RDMA device with a PCI node, in device-name then port order; the
- * ports left out go to out with the reason. */
+ * ones not ACTIVE are kept (active 0) for the rails' numbering and go to out with the
+ * reason. */
 static int find_ports(const char *root, struct rm_port *port, int max, FILE *out)
 {
   char path[PATH_MAX], line[64];
@@ -233,14 +247,14 @@ static int find_ports(const char *root, struct rm_port *port, int max, FILE *out
       read_line(path, line, sizeof(line));
       if (line[0] == '\0')
         break;
-      if (strstr(line, "ACTIVE") == NULL) {
+      port[n].active = strstr(line, "ACTIVE") != NULL;
+      if (!port[n].active)
         fprintf(out, "  not %s:%d: the port is %s, not ACTIVE\n", names[i], p, line);
-        continue;
-      }
       snprintf(port[n].dev, sizeof(port[n].dev), "%s", names[i]);
       port[n].port = p;
       port[n].fn = fn;
       port[n].load = 0;
+      port[n].rail = -1;
       snprintf(path, sizeof(path), "%s/class/infiniband/%s/ports/%d/link_layer", root, names[i], p);
       read_line(path, port[n].link, sizeof(port[n].link));
       n++;
@@ -342,7 +356,7 @@ static void fuse_spare(const struct rm_fn *gpu, const int *rank_gpu, int nrank, 
   size_t len;
 
   for (i = 0; i < nport; i++) {
-    if (port[i].load > 0)
+    if (port[i].load > 0 || !port[i].active)
       continue;
     for (best = -1, r = 0; r < nrank; r++) {
       if (nfused[r] + 1 >= MCP_RANKMAP_FUSE_MAX || port[choice[r]].load > 1 ||
@@ -374,14 +388,68 @@ static void fuse_spare(const struct rm_fn *gpu, const int *rank_gpu, int nrank, 
   }
 }
 
+/* Numbers the rails (see the top of this file): the ports behind a PCIe switch shared
+ * with any GPU of the host, in PCI then port order. Returns how many. */
+static int number_rails(const struct rm_fn *gpu, int ngpu, struct rm_port *port, int nport)
+{
+  struct doctor_pci_distance d;
+  int n = 0;
+
+  for (;;) {
+    int next = -1;
+
+    for (int i = 0; i < nport; i++) {
+      int g;
+
+      if (port[i].rail >= 0)
+        continue;
+      for (g = 0; g < ngpu; g++) {
+        fn_distance(&gpu[g], &port[i].fn, &d);
+        if (d.tier == DOCTOR_PCI_SWITCH)
+          break;
+      }
+      if (g == ngpu)
+        continue;
+      if (next < 0 || port[i].fn.id < port[next].fn.id ||
+          (port[i].fn.id == port[next].fn.id && port[i].port < port[next].port))
+        next = i;
+    }
+    if (next < 0)
+      return n;
+    port[next].rail = n++;
+  }
+}
+
+/* The rail of a rank's target: its port's, or, fused, the one rail every port shares. */
+static int target_rail(const char *target, const struct rm_port *port, int nport)
+{
+  char copy[256], *save = NULL;
+  int rail = -2;
+
+  snprintf(copy, sizeof(copy), "%.*s", (int)sizeof(copy) - 1, target);
+  for (char *t = strtok_r(copy, "*", &save); t != NULL; t = strtok_r(NULL, "*", &save)) {
+    char *colon = strrchr(t, ':');
+    int i;
+
+    for (i = 0; i < nport; i++)
+      if (colon != NULL && strncmp(port[i].dev, t, (size_t)(colon - t)) == 0 &&
+          port[i].dev[colon - t] == '\0' && port[i].port == atoi(colon + 1))
+        break;
+    if (i == nport || port[i].rail < 0 || (rail != -2 && rail != port[i].rail))
+      return -1;
+    rail = port[i].rail;
+  }
+  return rail < 0 ? -1 : rail;
+}
+
 int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, const char *cuda_order,
                            FILE *out, char *map, size_t maplen, char *err, size_t errlen)
 {
   static struct rm_fn gpu[RM_MAX_GPUS];
   static struct rm_port port[RM_MAX_PORTS];
   static char target[RM_MAX_GPUS][256];
-  int rank_gpu[RM_MAX_GPUS], choice[RM_MAX_GPUS];
-  int ngpu, nport, nrank, r, i, lo, rc;
+  int rank_gpu[RM_MAX_GPUS], choice[RM_MAX_GPUS], rail[RM_MAX_GPUS];
+  int ngpu, nport, nrank, r, i, lo, rc, nrails, rails = 1, off_rail = -1;
   size_t used = 0;
   char why[128];
 
@@ -396,7 +464,9 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
                   sysfs_root);
     return -ENODEV;
   }
-  if (nport == 0) {
+  for (i = 0; i < nport && !port[i].active; i++)
+    ;
+  if (i == nport) {
     mcp_text_errf(err, errlen, "no ACTIVE port of an RDMA device with a PCI node under %s/class/infiniband",
                   sysfs_root);
     return -ENODEV;
@@ -415,6 +485,8 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
     int b = -1;
 
     for (i = 0; i < nport; i++) {
+      if (!port[i].active)
+        continue;
       fn_distance(g, &port[i].fn, &d);
       if (b < 0 || d.tier < best.tier ||
           (d.tier == best.tier &&
@@ -431,8 +503,38 @@ int doctor_rankmap_suggest(const char *sysfs_root, const char *cuda_visible, con
             r, rank_gpu[r], g->bdf, g->numa, port[b].dev, port[b].port, port[b].fn.bdf, port[b].fn.numa,
             tier_text(&best, why, sizeof(why)), best.hops, best.hops == 1 ? "" : "s",
             port[b].load > 1 ? ", shared with an earlier rank" : "");
+    if (best.tier != DOCTOR_PCI_SWITCH && off_rail < 0)
+      off_rail = r;
   }
   fuse_spare(gpu, rank_gpu, nrank, port, nport, choice, target, out);
+  /* Rails, when every rank's port is behind its GPU's switch (the top of this file). */
+  nrails = number_rails(gpu, ngpu, port, nport);
+  if (off_rail >= 0 || nrails == 0)
+    rails = 0;
+  for (r = 0; r < nrank; r++) {
+    rail[r] = rails ? target_rail(target[r], port, nport) : -1;
+    if (rail[r] >= 0) {
+      size_t len = strlen(target[r]);
+      snprintf(target[r] + len, sizeof(target[r]) - len, ",rail=%d", rail[r]);
+    }
+  }
+  if (rails)
+    fprintf(
+      out,
+      "  rails: every rank's port shares a PCIe switch with its GPU (a rail-optimized layout), so each "
+      "entry names its port's rail (rail=): its index among the %d port(s) behind a GPU's switch, in PCI "
+      "order; NCCL 2.30 keeps its cross-NIC search within a rail. Build every host alike, or the "
+      "numbers name different rail switches\n",
+      nrails);
+  else if (off_rail >= 0)
+    fprintf(out,
+            "  rails: none proposed: local rank %d's port does not share a PCIe switch with its GPU, so the "
+            "topology shows no rail-optimized layout\n",
+            off_rail);
+  for (r = 0; r < nrank; r++)
+    if (rails && rail[r] < 0)
+      fprintf(out, "  rails: local rank %d's device %s spans several rails: no rail=, as NCCL reports none\n",
+              r, target[r]);
   for (lo = 0, r = 1; r <= nrank; r++) {
     if (r < nrank && strcmp(target[r], target[lo]) == 0)
       continue;

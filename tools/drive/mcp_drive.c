@@ -89,6 +89,11 @@ int drv_open(struct mcp_drive *d, const char *path, int abi)
     return -1;
   }
   switch (abi) {
+  case 12:
+    d->v12 = t;
+    d->v11 = t; /* the same slots (mcp_drive.h) */
+    d->name = d->v12->name;
+    break;
   case 11:
     d->v11 = t;
     d->name = d->v11->name;
@@ -140,15 +145,46 @@ ncclResult_t drv_finalize(struct mcp_drive *d) { return d->v11 ? d->v11->finaliz
 
 ncclResult_t drv_devices(struct mcp_drive *d, int *n) { return PICK(d, devices, n); }
 
-ncclResult_t drv_props(struct mcp_drive *d, int dev, ncclNetProperties_v11_t *p)
+/* v9's fields into v12's layout: the same names, vProps of 4 into vProps of 8. */
+#define DRV_PROPS_V9(p, q)                                 \
+  do {                                                     \
+    (p)->name = (q)->name;                                 \
+    (p)->pciPath = (q)->pciPath;                           \
+    (p)->guid = (q)->guid;                                 \
+    (p)->ptrSupport = (q)->ptrSupport;                     \
+    (p)->regIsGlobal = (q)->regIsGlobal;                   \
+    (p)->forceFlush = (q)->forceFlush;                     \
+    (p)->speed = (q)->speed;                               \
+    (p)->port = (q)->port;                                 \
+    (p)->latency = (q)->latency;                           \
+    (p)->maxComms = (q)->maxComms;                         \
+    (p)->maxRecvs = (q)->maxRecvs;                         \
+    (p)->netDeviceType = (q)->netDeviceType;               \
+    (p)->netDeviceVersion = (q)->netDeviceVersion;         \
+    (p)->vProps.ndevs = (q)->vProps.ndevs;                 \
+    for (int i_ = 0; i_ < NCCL_NET_MAX_DEVS_PER_NIC; i_++) \
+      (p)->vProps.devs[i_] = (q)->vProps.devs[i_];         \
+    (p)->maxP2pBytes = (q)->maxP2pBytes;                   \
+    (p)->maxCollBytes = (q)->maxCollBytes;                 \
+  } while (0)
+
+ncclResult_t drv_props(struct mcp_drive *d, int dev, ncclNetProperties_v12_t *p)
 {
   memset(p, 0, sizeof(*p));
-  if (d->v11)
-    return d->v11->getProperties(dev, p);
+  p->railId = p->planeId = NCCL_NET_ID_UNDEF;
+  if (d->v12)
+    return d->v12->getProperties(dev, p);
+  if (d->v11) {
+    ncclNetProperties_v11_t q;
+    ncclResult_t rc = d->v11->getProperties(dev, &q);
+    DRV_PROPS_V9(p, &q);
+    p->maxMultiRequestSize = q.maxMultiRequestSize;
+    return rc;
+  }
   if (d->v10 || d->v9) {
     ncclNetProperties_v9_t q;
     ncclResult_t rc = d->v10 ? d->v10->getProperties(dev, &q) : d->v9->getProperties(dev, &q);
-    memcpy(p, &q, sizeof(q));
+    DRV_PROPS_V9(p, &q);
     return rc;
   } else {
     ncclNetProperties_v8_t q;
@@ -174,8 +210,19 @@ ncclResult_t drv_make_vdevice(struct mcp_drive *d, int n, const int *devs, int *
     : d->v9                                                        ? d->v9->makeVDevice
                                                                    : NULL;
 
+  if (d->v12) {
+    ncclNetVDeviceProps_v12_t vp12;
+
+    if (n < 0 || n > NCCL_NET_MAX_DEVS_PER_NIC_V12)
+      return ncclInvalidUsage; /* more than NCCL 2.30 ever asks for */
+    memset(&vp12, 0, sizeof(vp12));
+    vp12.ndevs = n;
+    for (int i = 0; i < n; i++)
+      vp12.devs[i] = devs[i];
+    return d->v12->makeVDevice(vdev, &vp12);
+  }
   if (make == NULL || n < 0 || n > NCCL_NET_MAX_DEVS_PER_NIC)
-    return ncclInvalidUsage; /* v8 has no slot; NCCL never asks for more than 4 */
+    return ncclInvalidUsage; /* v8 has no slot; NCCL before 2.30 never asks for more than 4 */
   memset(&vp, 0, sizeof(vp));
   vp.ndevs = n;
   for (int i = 0; i < n; i++)

@@ -13,13 +13,16 @@
 #include "nccl/net.h"
 
 struct mcp_drive {
-  int abi; /* 8, 9, 10 or 11 */
+  int abi; /* 8, 9, 10, 11 or 12 */
   void *lib;
+  /* v12's slots are v11's slot for slot (the same types but for the properties and
+   * vProps), so a v12 table is driven through v11 too, and through v12 where they differ. */
+  const ncclNet_v12_t *v12;
   const ncclNet_v11_t *v11;
   const ncclNet_v10_t *v10;
   const ncclNet_v9_t *v9;
   const ncclNet_v8_t *v8;
-  void *ctx; /* v11 */
+  void *ctx; /* v11, v12 */
   const char *name;
   /* NCCL's profiler as NCCL passes it (v10 on): the callback init hands the plugin, and
    * the parent handle isend and irecv (every element) pass; NULL: none. MCP_DRIVE_PARENT=1
@@ -34,8 +37,11 @@ void drv_close_lib(struct mcp_drive *d);
 ncclResult_t drv_init(struct mcp_drive *d);
 ncclResult_t drv_finalize(struct mcp_drive *d);
 ncclResult_t drv_devices(struct mcp_drive *d, int *n);
-ncclResult_t drv_props(struct mcp_drive *d, int dev, ncclNetProperties_v11_t *p);
-/* makeVDevice over n physical devices (v9+; ncclInvalidUsage for v8, which has no slot). */
+/* Properties in v12's layout whatever the table (the widest: older tables leave railId and
+ * planeId at NCCL_NET_ID_UNDEF, fields they lack at 0). */
+ncclResult_t drv_props(struct mcp_drive *d, int dev, ncclNetProperties_v12_t *p);
+/* makeVDevice over n physical devices (v9+; ncclInvalidUsage for v8, which has no slot, and
+ * for more devices than the table's vProps hold: 4, or 8 in v12). */
 ncclResult_t drv_make_vdevice(struct mcp_drive *d, int n, const int *devs, int *vdev);
 ncclResult_t drv_listen(struct mcp_drive *d, int dev, void *handle, void **lc);
 ncclResult_t drv_connect(struct mcp_drive *d, int dev, void *handle, void **sc);

@@ -2,7 +2,7 @@
  * mcp_conformance.c - the conformance suite: drives the plugin through its exported
  * tables as NCCL's proxy threads do and checks every byte.
  *
- *   mcp-conformance [--plugin SO] [--abi 8|9|10|11] [--dev N] self TEST...
+ *   mcp-conformance [--plugin SO] [--abi 8|9|10|11|12] [--dev N] self TEST...
  *   mcp-conformance ... pair --role a|b --xchg DIR TEST...
  *
  * In "self" one process connects to itself; in "pair" two processes (one per lab
@@ -641,14 +641,29 @@ static const char *sysfs_root(void)
   return fn != NULL && fn() != NULL ? fn() : "/sys";
 }
 
-/* getProperties of every device: unique names, sysfs-backed pciPath and guid, sane limits. */
+/* v12's rail and plane of a (physical) device: CONF_EXPECT_RAIL / CONF_EXPECT_PLANE when
+ * set (what NCCL_IB_HCA's name:port:rail:plane or the rank map's rail=/plane= gave), else
+ * NCCL_NET_ID_UNDEF; older tables have neither (drv_props leaves them undefined). */
+static int rail_plane_check(const ncclNetProperties_v12_t *p)
+{
+  int rail = abi >= 12 && getenv("CONF_EXPECT_RAIL") ? atoi(getenv("CONF_EXPECT_RAIL")) : NCCL_NET_ID_UNDEF;
+  int plane =
+    abi >= 12 && getenv("CONF_EXPECT_PLANE") ? atoi(getenv("CONF_EXPECT_PLANE")) : NCCL_NET_ID_UNDEF;
+
+  if (p->railId != rail || p->planeId != plane)
+    FAILF("%s: railId %d planeId %d, want %d and %d", p->name, p->railId, p->planeId, rail, plane);
+  return 0;
+}
+
+/* getProperties of every device: unique names, sysfs-backed pciPath and guid, sane limits,
+ * and (v12) the rail and plane asked for. */
 static int test_props(void)
 {
   const char *root = sysfs_root();
   char peermem[512], nvpeer[512];
 
   int n = 0, i, j;
-  ncclNetProperties_v11_t p[32];
+  ncclNetProperties_v12_t p[32];
 
   if (drv_devices(&drv, &n) != ncclSuccess || n <= 0 || n > 32)
     FAILF("devices() returned %d", n);
@@ -708,9 +723,14 @@ static int test_props(void)
             p[i].name, p[i].ptrSupport);
     if (getenv("CONF_EXPECT_NO_DMABUF") && (p[i].ptrSupport & NCCL_PTR_DMABUF))
       FAILF("%s: DMA-BUF support claimed on a device that has none", p[i].name);
-    printf("  %d: %s pciPath=%s guid=%s speed=%d port=%d ptrSupport=%#x maxComms=%d\n", i, p[i].name,
+    if (rail_plane_check(&p[i]) != 0)
+      return 1;
+    printf("  %d: %s pciPath=%s guid=%s speed=%d port=%d ptrSupport=%#x maxComms=%d", i, p[i].name,
            p[i].pciPath ? p[i].pciPath : "NULL", expect, p[i].speed, p[i].port, p[i].ptrSupport,
            p[i].maxComms);
+    if (abi >= 12)
+      printf(" railId=%d planeId=%d", p[i].railId, p[i].planeId);
+    printf("\n");
   }
   return 0;
 }
@@ -1507,13 +1527,13 @@ static int test_fork(void)
 }
 
 /* makeVDevice through this table (v9+): the index comes right after the devices NCCL
- * counted, getProperties shows the members in vProps with the summed speed, refusals
- * leave the count alone, and (v11) the index survives finalize/init, which gives the
- * fabric back and discovers it again. v8 has no slot. With two or more devices, the
- * first two are fused as well. */
-static int vdev_check(int vdev, int n, const int *members, const ncclNetProperties_v11_t *phys)
+ * counted, getProperties shows the members in vProps with the summed speed (v12: and
+ * the rail and plane), refusals leave the count alone, and (v11, v12) the index survives
+ * finalize/init, which gives the fabric back and discovers it again. v8 has no slot.
+ * With two or more devices, the first two are fused as well. */
+static int vdev_check(int vdev, int n, const int *members, const ncclNetProperties_v12_t *phys)
 {
-  ncclNetProperties_v11_t v;
+  ncclNetProperties_v12_t v;
   int speed = 0, ptr = ~0;
 
   if (drv_props(&drv, vdev, &v) != ncclSuccess)
@@ -1533,14 +1553,33 @@ static int vdev_check(int vdev, int n, const int *members, const ncclNetProperti
     FAILF("virtual device %d over %s is named %s", vdev, phys[members[0]].name, v.name);
   if (n > 1 && strchr(v.name, '+') == NULL)
     FAILF("virtual device %d over %d devices is named %s, without '+'", vdev, n, v.name);
-  printf("  abi v%d: device %d = %s, %d Mb/s, vProps {%d: %d %d %d %d}\n", abi, vdev, v.name, v.speed,
-         v.vProps.ndevs, v.vProps.devs[0], v.vProps.devs[1], v.vProps.devs[2], v.vProps.devs[3]);
+  /* v12: one device keeps its rail and plane; several have the first one's rail when all
+   * share it (else none), and a plane set of their own (bit 14, NCCL's marker). */
+  if (n == 1 && (v.railId != phys[members[0]].railId || v.planeId != phys[members[0]].planeId))
+    FAILF("virtual device %d: railId %d planeId %d, want its member's %d and %d", vdev, v.railId, v.planeId,
+          phys[members[0]].railId, phys[members[0]].planeId);
+  if (n > 1 && abi >= 12) {
+    int rail = phys[members[0]].railId;
+    for (int i = 1; i < n; i++)
+      if (phys[members[i]].railId != rail)
+        rail = NCCL_NET_ID_UNDEF;
+    if (v.railId != rail || !(v.planeId & 0x4000))
+      FAILF("virtual device %d: railId %d planeId %#x, want rail %d and a fused plane set (0x4000)", vdev,
+            v.railId, (unsigned)v.planeId, rail);
+  }
+  printf("  abi v%d: device %d = %s, %d Mb/s, vProps {%d:", abi, vdev, v.name, v.speed, v.vProps.ndevs);
+  for (int i = 0; i < v.vProps.ndevs && i < NCCL_NET_MAX_DEVS_PER_NIC_V12; i++)
+    printf(" %d", v.vProps.devs[i]);
+  printf("}");
+  if (abi >= 12)
+    printf(" railId=%d planeId=%d", v.railId, v.planeId);
+  printf("\n");
   return 0;
 }
 
 static int test_vdevice(void)
 {
-  ncclNetProperties_v11_t phys[32];
+  ncclNetProperties_v12_t phys[32];
   int n = 0, m = 0, vdev = -1, vdev2 = -1;
 
   if (drv_devices(&drv, &n) != ncclSuccess || n <= 0 || n > 32)
@@ -1582,7 +1621,7 @@ static int test_vdevice(void)
     if (vdev_check(vdev2, 2, (int[]){1, 0}, phys) != 0)
       return 1;
   }
-  if (abi == 11) {
+  if (abi >= 11) {
     /* The only context goes: the fabric is given back, then discovered again. */
     if (drv_finalize(&drv) != ncclSuccess || drv_init(&drv) != ncclSuccess)
       FAILF("finalize and init again failed");

@@ -1306,7 +1306,7 @@ int main(int argc, char **argv)
   int abi = 11, i, ndev = 0, require_cuda = 0, maxrecvs = 0, self;
   double seconds = 60, t0;
   char role = 0;
-  ncclNetProperties_v11_t props;
+  ncclNetProperties_v12_t props;
   static struct node nodes[2];
 
   for (i = 1; i < argc; i++) {

@@ -223,7 +223,7 @@ int main(int argc, char **argv)
       drv_devices(&drv, &ndev) != ncclSuccess || ndev < 1)
     return fail("plugin init", 0);
   if (nfuse > 0) {
-    ncclNetProperties_v11_t props;
+    ncclNetProperties_v12_t props;
     if (drv_make_vdevice(&drv, nfuse, fuse, &dev) != ncclSuccess)
       return fail("makeVDevice for --fuse", 0);
     if (drv_props(&drv, dev, &props) != ncclSuccess)

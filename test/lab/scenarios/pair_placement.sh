@@ -1,8 +1,11 @@
 # lab: topology=pair deadline=300
 # Placement between two hosts, checked on the wire. Both guests pin local rank 0 to rxe0
-# with tc=104 in MCPNET_RANK_MAP and move verified data; a capture of RoCE v2 (UDP 4791)
-# on eth0 shows every packet of the connection, both directions, carrying that traffic
-# class (IPv4 TOS 0x68). Then NCCL_IB_ADDR_FAMILY=AF_INET6 makes both ends take their
+# with tc=104 in MCPNET_RANK_MAP, set NCCL_IB_FIFO_TC=184 (NCCL 2.30's class for its
+# control messages) and move verified data; a capture of RoCE v2 (UDP 4791) on eth0 shows
+# every packet of the connections, both directions, in one of the two classes: the data
+# in the data's class 104 (IPv4 TOS 0x68), and what the receive side's QPs send (only
+# clear-to-send entries and acknowledgements) in 184 (TOS 0xb8): some packets, and far
+# fewer bytes than the data's. Then NCCL_IB_ADDR_FAMILY=AF_INET6 makes both ends take their
 # IPv6 GIDs (2001:db8::1 and ::2): data verified again, and the capture shows RoCE over
 # IPv6 between exactly those addresses. Different QP timers on the two hosts are named
 # in one WARN per process; a GID index that does not exist fails init naming the table.
@@ -39,24 +42,36 @@ capture_stop() {
   wait "$CAPTURE_PID" 2>/dev/null || true
 }
 
-# --- IPv4, tc=104 from the rank map -------------------------------------------------
+# --- IPv4, tc=104 from the rank map, the clear-to-send in NCCL_IB_FIFO_TC=184 ----------
 capture_start /tmp/v4.cap udp dst port 4791
 timeout=$([ "$LAB_HOST" = a ] && echo 18 || echo 17)
-conf v4 "$x/v4" MCPNET_RANK_MAP='0=rxe0,tc=104' LOCAL_RANK=0 NCCL_IB_TIMEOUT=$timeout
+conf v4 "$x/v4" MCPNET_RANK_MAP='0=rxe0,tc=104' LOCAL_RANK=0 NCCL_IB_TIMEOUT=$timeout NCCL_IB_FIFO_TC=184
 capture_stop
 lab_grep "QP timers differ: NCCL_IB_TIMEOUT=$timeout NCCL_IB_RETRY_CNT=7 here, $((35 - timeout)) and 7 at " /tmp/v4.err \
   "different NCCL_IB_TIMEOUT on the two hosts is named"
 [ "$(grep -c 'QP timers differ' /tmp/v4.err)" = 1 ] || lab_fail "the timer WARN must come once per process"
 lab_grep "local rank 0 \(from LOCAL_RANK\): MCPNET_RANK_MAP entry '0=rxe0,tc=104'" /tmp/v4.err "the pinned placement is logged"
 lab_grep "rxe0 port 1: GID [0-9]+ $LAB_SELF_IP \(RoCE v2" /tmp/v4.err "rxe0 talks from its IPv4 GID"
+lab_grep "accepted rxe0 <- .* TC 184" /tmp/v4.err "the receive side's QPs take NCCL_IB_FIFO_TC"
 total=$(grep -c 'proto UDP' /tmp/v4.cap || true)
 marked=$(grep -c 'tos 0x68,.*proto UDP' /tmp/v4.cap || true)
-lab_log "captured $total RoCE v2 packets, $marked with TOS 0x68"
+fifo=$(grep -c 'tos 0xb8,.*proto UDP' /tmp/v4.cap || true)
+bytes() { grep "tos $1,.*proto UDP" /tmp/v4.cap | sed -n 's/.*proto UDP ([0-9]*), length \([0-9]*\)).*/\1/p' |
+  awk '{ n += $1 } END { print n + 0 }'; }
+data_bytes=$(bytes 0x68)
+fifo_bytes=$(bytes 0xb8)
+lab_log "captured $total RoCE v2 packets: $marked with TOS 0x68 (tc 104, $data_bytes bytes), $fifo with TOS 0xb8 (NCCL_IB_FIFO_TC 184, $fifo_bytes bytes)"
 [ "$total" -ge 20 ] || { head -20 /tmp/v4.cap; lab_fail "too few RoCE packets captured ($total)"; }
-[ "$marked" = "$total" ] || { grep -v 'tos 0x68' /tmp/v4.cap | grep 'proto UDP' | head; lab_fail "RoCE packets without tc=104"; }
+[ $((marked + fifo)) = "$total" ] ||
+  { grep -v 'tos 0x68\|tos 0xb8' /tmp/v4.cap | grep 'proto UDP' | head; lab_fail "RoCE packets in neither tc=104 nor 184"; }
+[ "$fifo" -gt 0 ] || lab_fail "no packet in NCCL_IB_FIFO_TC's class: the receive side's QPs ignored it"
+# The data (every size to 1 MiB, both ways) is megabytes; what the receive side sends is
+# 32-byte entries and acknowledgements: data in class 184 would be as much as the rest.
+[ $((fifo_bytes * 10)) -lt "$data_bytes" ] ||
+  lab_fail "$fifo_bytes bytes in NCCL_IB_FIFO_TC's class against $data_bytes in the data's: data went in the control class"
 grep -q "$LAB_SELF_IP\.[0-9]* > $LAB_PEER_IP\.4791" /tmp/v4.cap || lab_fail "no RoCE packet from this host in the capture"
 grep -q "$LAB_PEER_IP\.[0-9]* > $LAB_SELF_IP\.4791" /tmp/v4.cap || lab_fail "no RoCE packet from the peer in the capture"
-lab_log "ok: every RoCE v2 packet both ways carries traffic class 104 (DSCP 26)"
+lab_log "ok: every RoCE v2 packet both ways is in class 104 (data) or 184 (the receive side's: clear-to-send, acknowledgements)"
 
 # --- IPv6 GIDs -----------------------------------------------------------------------
 capture_start /tmp/v6.cap ip6 and udp dst port 4791

@@ -4,12 +4,14 @@
 # verified byte for byte with nothing written past the sent size, grouped receives,
 # the optional-completion hint, the loopback flush, 256 connections at once, closing
 # with requests in flight, threads with concurrent registration, no allocation on the
-# data path, properties, 4 QPs per connection, the v8/v9/v10 tables, and a clean
-# dlclose with a second full life after it. NCCL-compatible defaults and bounds: 32 QPs
-# per connection carry data, 200 are capped with a WARN, and NCCL_IB_TIMEOUT defaults
-# to 18 under a v8 table (NCCL 2.20-2.22) and 20 under v11. makeVDevice through the
-# v9, v10 and v11 tables (none in v8): the index after the physical ones, its
-# properties showing the members, and (v11) the index kept across finalize and init.
+# data path, properties, 4 QPs per connection, the v8/v9/v10 tables, the v12 table of
+# NCCL 2.30 with the rail and plane NCCL_IB_HCA's name:port:rail:plane gives (and the rank
+# map's rail= over it), and a clean dlclose with a second full life after it.
+# NCCL-compatible defaults and bounds: 32 QPs per connection carry data, 200 are capped
+# with a WARN, and NCCL_IB_TIMEOUT defaults to 18 under a v8 table (NCCL 2.20-2.22) and
+# 20 under v11. makeVDevice through the v9, v10, v11 and v12 tables (none in v8): the
+# index after the physical ones, its properties showing the members (v12: and its rail
+# and plane), and (v11, v12) the index kept across finalize and init.
 # NCCL profiler events (v10, v11): every one started is stopped.
 set -euo pipefail
 . "$LAB_LIB"
@@ -30,6 +32,16 @@ NCCL_IB_QPS_PER_CONNECTION=4 conf self qps sizes grouped
 for abi in 8 9 10; do
   CONF_MAX_SIZE=$((16 << 20)) conf --abi "$abi" self props sizes grouped optional
 done
+# NCCL 2.30's v12 table, rail 3 and plane 2 from NCCL_IB_HCA as a 2.30 user writes it: the
+# properties carry them (a virtual device of one device too), and data moves.
+NCCL_IB_HCA=rxe0:1:3:2 CONF_EXPECT_RAIL=3 CONF_EXPECT_PLANE=2 MCP_DRIVE_VERBOSE=1 CONF_MAX_SIZE=$((16 << 20)) \
+  conf --abi 12 self props vdevice sizes grouped optional 2> /tmp/v12.err
+lab_grep 'NCCL took the ncclNetPlugin_v12 table' /tmp/v12.err "the init INFO line names the v12 table"
+lab_grep 'rxe0 port 1: rail 3, plane 2 \(-1: none; from NCCL_IB_HCA\)' /tmp/v12.err "the rail and plane are logged"
+# A pinned rank's rail= wins over NCCL_IB_HCA's; the plane it does not name comes from
+# NCCL_IB_HCA (rxe0::7:1: any port, rail 7, plane 1).
+MCPNET_LOCAL_RANK=0 MCPNET_RANK_MAP='0=rxe0,rail=5' NCCL_IB_HCA=rxe0::7:1 CONF_EXPECT_RAIL=5 CONF_EXPECT_PLANE=1 \
+  conf --abi 12 self props
 conf self mrcache stray sockets
 for abi in 8 9 10 11; do
   conf --abi "$abi" self vdevice

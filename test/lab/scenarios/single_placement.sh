@@ -112,7 +112,7 @@ refute /tmp/fused.out '^  2: ' "the fused members are not also offered alone"
 probe fusedtwice --fail MCPNET_RANK_MAP='0=rxe1*rxe2*rxe0*rxe1:1' LOCAL_RANK=0
 expect /tmp/fusedtwice.err "device rxe1 is named twice" "a fused set naming a device twice is refused at init"
 probe vdev2 NCCL_IB_HCA==rxe1,rxe2 -- vdevice
-expect /tmp/vdev2.out 'device 3 = rxe[12]\+rxe[12], [0-9]+ Mb/s, vProps \{2: 1 0 0 0\}' \
+expect /tmp/vdev2.out 'device 3 = rxe[12]\+rxe[12], [0-9]+ Mb/s, vProps \{2: 1 0\}' \
   "makeVDevice over devices 1 and 0: index 3, both members in vProps"
 
 probe nomap NCCL_IB_HCA==rxe0,rxe1
