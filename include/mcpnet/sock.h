@@ -235,4 +235,10 @@ size_t mcp_sock_rbuf_pending(const struct mcp_sock_rbuf *rb);
 /* TCP_NODELAY on a connected socket (control frames are small and latency-bound). */
 int mcp_sock_set_nodelay(int fd);
 
+/* Makes the next close() reset the connection (SO_LINGER with a zero timeout) instead of
+ * handing what is still unsent to the kernel. For a peer that stopped reading: a graceful
+ * close would leave the kernel holding our queued bytes, and the FIN behind them, for as
+ * long as that peer keeps its window shut. 0 or a negative errno. */
+int mcp_sock_set_abortive(int fd);
+
 #endif

@@ -255,6 +255,8 @@ static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
                      "out-of-band: the send queue to %s is full (%zu bytes): the peer does not read; "
                      "connection closed",
                      peer_name(p, name, sizeof(name)), mcp_sock_sendq_pending(&p->sq));
+    if (p->fd >= 0)
+      (void)mcp_sock_set_abortive(p->fd);
     peer_kill(p, "the out-of-band connection to %s was closed: the peer read nothing while %zu bytes waited",
               name, mcp_sock_sendq_pending(&p->sq));
     return -1;

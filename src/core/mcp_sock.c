@@ -381,6 +381,13 @@ int mcp_sock_set_keepalive(int fd, unsigned dead_after_s)
   return 0;
 }
 
+int mcp_sock_set_abortive(int fd)
+{
+  struct linger now = {.l_onoff = 1, .l_linger = 0};
+
+  return setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now)) == 0 ? 0 : -errno;
+}
+
 /* ---- Resumable connect ------------------------------------------------------------ */
 
 static uint64_t sock_elapsed_ms(const struct mcp_sock_connect *c, uint64_t now)
