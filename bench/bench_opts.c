@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "mcpnet/log.h"
+#include "core/log.h"
 
 static const char usage_text[] =
   "usage: mcpnet-bench [options]\n"

@@ -19,12 +19,12 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/link.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "conn/link.h"
+#include "fabric/fabric_gid.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 

@@ -34,15 +34,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/err.h"
-#include "mcpnet/devctx.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "fabric/devctx.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_sysfs.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define RETRY_NS 100000000ull /* frames and events are read every tenth of it */
 

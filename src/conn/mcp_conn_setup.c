@@ -31,13 +31,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/err.h"
-#include "mcpnet/fabric_pkey.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "fabric/fabric_pkey.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_QP, ST_WAIT_READY, ST_DONE };
 

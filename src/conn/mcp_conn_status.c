@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/link.h"
-#include "mcpnet/param.h"
-#include "mcpnet/sock.h"
+#include "core/clock.h"
+#include "conn/link.h"
+#include "core/param.h"
+#include "core/sock.h"
 
 void mcp_link_status_open(struct mcp_link *c)
 {

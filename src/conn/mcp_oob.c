@@ -37,15 +37,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/fabric.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/param.h"
-#include "mcpnet/random.h"
-#include "mcpnet/siphash.h"
-#include "mcpnet/text.h"
+#include "core/clock.h"
+#include "fabric/fabric.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "conn/oob.h"
+#include "core/param.h"
+#include "core/random.h"
+#include "core/siphash.h"
+#include "core/text.h"
 
 enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
 

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/text.h"
-#include "mcpnet/wire.h"
+#include "core/text.h"
+#include "conn/wire.h"
 
 /* Handle layout: magic 0, version 4, family 6, addr 8, port 24, reserved 26, dev 28,
  * listen key[0] (versions 2-3: the token) 32, nonce 40, (version 3) member count 48,

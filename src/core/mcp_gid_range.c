@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/gid_range.h"
+#include "core/gid_range.h"
 
 /* CIDR "a.b.c.d/n" or "v6/n" (or a bare address = /32 or /128); -1 when malformed. */
 int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/match_list.h"
-#include "mcpnet/text.h"
+#include "core/log.h"
+#include "core/match_list.h"
+#include "core/text.h"
 
 static int match_fault(struct mcp_match_fault *f, enum mcp_match_error kind, const char *tok, size_t len)
 {

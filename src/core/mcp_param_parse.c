@@ -15,8 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcpnet/param.h"
-#include "mcpnet/text.h"
+#include "core/param.h"
+#include "core/text.h"
 
 static int digit_value(char c, unsigned base)
 {

@@ -16,7 +16,7 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "mcpnet/param.h"
+#include "core/param.h"
 
 extern char **environ;
 

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcpnet/rankmap.h"
-#include "mcpnet/param.h"
+#include "core/rankmap.h"
+#include "core/param.h"
 
 static int check_family(const char *value, char *why, size_t whylen)
 {

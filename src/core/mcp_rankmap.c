@@ -27,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/match_list.h"
-#include "mcpnet/rankmap.h"
-#include "mcpnet/param.h"
-#include "mcpnet/text.h"
+#include "core/match_list.h"
+#include "core/rankmap.h"
+#include "core/param.h"
+#include "core/text.h"
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
 

@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/sock.h"
+#include "core/clock.h"
+#include "core/sock.h"
 
 /* ---- Addresses ------------------------------------------------------------------ */
 

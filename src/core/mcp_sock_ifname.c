@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/sock.h"
+#include "core/log.h"
+#include "core/sock.h"
 
 /* ---- NCCL_SOCKET_IFNAME ----------------------------------------------------------- */
 

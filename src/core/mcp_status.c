@@ -25,12 +25,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/random.h"
-#include "mcpnet/rankmap.h"
-#include "mcpnet/status.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/random.h"
+#include "core/rankmap.h"
+#include "core/status.h"
 
 static struct {
   pthread_mutex_t lock;

@@ -16,9 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 struct mcp_verbs mcp_ibv;
 

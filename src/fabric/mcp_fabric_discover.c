@@ -21,19 +21,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "mcpnet/fabric.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_hca.h"
-#include "mcpnet/fabric_pkey.h"
-#include "mcpnet/rankmap.h"
-#include "mcpnet/fabric_select.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/fabric_topo.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/sock.h"
-#include "mcpnet/verbs.h"
+#include "fabric/fabric.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_hca.h"
+#include "fabric/fabric_pkey.h"
+#include "core/rankmap.h"
+#include "fabric/fabric_select.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_sysfs.h"
+#include "fabric/fabric_topo.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/sock.h"
+#include "core/verbs.h"
 #include "nccl/net_common.h"
 
 /* The loaded verbs library's sysfs view: "/sys", or a userspace device's own tree. */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_gid.h"
+#include "fabric/fabric_gid.h"
 
 static int gid_is_zero(const uint8_t raw[16])
 {

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/fabric_hca.h"
+#include "fabric/fabric_hca.h"
 
 int mcp_hca_parse(const char *text, struct mcp_match_list *list, char *err, size_t errlen)
 {

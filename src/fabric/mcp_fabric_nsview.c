@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_netns.h"
 
 /* Bond over port, VLAN over bond: two levels above the port's netdev, and one spare. */
 #define UPPER_DEPTH 3

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/fabric_select.h"
+#include "fabric/fabric_select.h"
 
 struct text {
   char *buf;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_topo.h"
+#include "fabric/fabric_topo.h"
 
 /* The last path component, without a trailing '/'; its length in *len. */
 static const char *last_component(const char *path, size_t *len)

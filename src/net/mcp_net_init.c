@@ -14,15 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/fabric.h"
-#include "mcpnet/fabric_process.h"
-#include "mcpnet/fabric_vdev.h"
-#include "mcpnet/log.h"
-#include "mcpnet/net.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "fabric/fabric.h"
+#include "fabric/fabric_process.h"
+#include "fabric/fabric_vdev.h"
+#include "core/log.h"
+#include "net/net.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #include "net_internal.h"
 
@@ -152,7 +152,7 @@ static void cap_qps(struct mcp_fabric *fab, const struct mcp_config *cfg)
 }
 
 /* Configuration, verbs and discovery, once (under fabric's process lock): 0 or a
- * negative errno (mcpnet/err.h). */
+ * negative errno (src/core/err.h). */
 static int setup_locked(struct mcp_fabric *fab)
 {
   struct mcp_config *cfg = mcp_param_process();

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 static void *ring_alloc(size_t bytes)
 {

@@ -16,12 +16,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define ALIVE_CHECK_NS 100000000ull
 

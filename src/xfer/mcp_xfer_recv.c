@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define CTS_SIGNAL_EVERY 16
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
+#include "xfer/comm.h"
 
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind)
 {

@@ -24,9 +24,9 @@
 
 #include <infiniband/verbs.h>
 
-#include "mcpnet/devctx.h"
-#include "mcpnet/net.h"
-#include "mcpnet/wire.h"
+#include "fabric/devctx.h"
+#include "net/net.h"
+#include "conn/wire.h"
 
 struct mcp_comm;
 struct mcp_link;

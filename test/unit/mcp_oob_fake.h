@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "mcpnet/oob.h"
-#include "mcpnet/wire.h"
+#include "conn/oob.h"
+#include "conn/wire.h"
 
 /* Each user takes what it needs of these. */
 #define FAKE_FN static __attribute__((unused))

@@ -3,7 +3,7 @@
  * the real monotonic clock when it is cleared. No wall-clock bounds: only order.
  */
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
+#include "core/clock.h"
 
 static uint64_t fake_ns = 5 * MCP_NS_PER_S + 7 * MCP_NS_PER_MS + 3;
 static uint64_t fake(void) { return fake_ns; }

@@ -20,12 +20,12 @@
 #include "mcp_fake_flight.h"
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/param.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "conn/oob.h"
+#include "core/param.h"
 
 #define N FAKE_FLIGHT_N
 

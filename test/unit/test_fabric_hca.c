@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_hca.h"
+#include "fabric/fabric_hca.h"
 
 static const char *const devs[] = {"mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11", "mlx5_2"};
 #define NDEVS ((int)(sizeof(devs) / sizeof(devs[0])))

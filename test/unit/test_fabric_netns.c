@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_netns.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 

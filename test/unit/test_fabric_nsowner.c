@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_netns.h"
 
 #define MAXG 8
 

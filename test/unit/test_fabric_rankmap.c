@@ -9,8 +9,8 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/rankmap.h"
-#include "mcpnet/fabric_select.h"
+#include "core/rankmap.h"
+#include "fabric/fabric_select.h"
 
 static struct mcp_rankmap map;
 

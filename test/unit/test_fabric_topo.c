@@ -12,8 +12,8 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/fabric_topo.h"
+#include "fabric/fabric_sysfs.h"
+#include "fabric/fabric_topo.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 

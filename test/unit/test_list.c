@@ -3,7 +3,7 @@
  * O(1) removal from anywhere, removal while walking, and a second del being harmless.
  */
 #include "mcp_test.h"
-#include "mcpnet/list.h"
+#include "core/list.h"
 
 struct item {
   int v;

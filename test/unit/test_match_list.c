@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_hca.h"
-#include "mcpnet/match_list.h"
-#include "mcpnet/sock.h"
-#include "mcpnet/text.h"
+#include "fabric/fabric_hca.h"
+#include "core/match_list.h"
+#include "core/sock.h"
+#include "core/text.h"
 
 static struct mcp_match_list parse(const char *text, int with_ports)
 {

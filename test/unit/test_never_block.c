@@ -22,10 +22,10 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 /* ---- fake verbs: RTR blocks until released (or 10 s, so a build that waits ends) ---- */
 

@@ -30,10 +30,10 @@
 
 #include "mcp_oob_fake.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/log.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/param.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "conn/oob.h"
+#include "core/param.h"
 
 static uint64_t fake_ms = 1000000;
 /* The library's one clock (clock.h) reads this, in ns. */

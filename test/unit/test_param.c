@@ -16,9 +16,9 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/rankmap.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/rankmap.h"
 
 /* A fake environment plus a record of what the loader reported. */
 struct fake {

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/sock.h"
+#include "core/clock.h"
+#include "core/sock.h"
 
 /* The library's clock (clock.h) in this test: it moves only when a drive loop moves it,
  * one ms per turn, so deadlines and backoffs are counted in turns, never measured, and a

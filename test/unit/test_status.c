@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
-#include "mcpnet/param.h"
-#include "mcpnet/status.h"
+#include "core/param.h"
+#include "core/status.h"
 
 static char dir[64];
 static struct mcp_config cfg;

@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define UVERBS_LIB MCP_BINARY_DIR "/lib/libmcp-uverbs.so"
 

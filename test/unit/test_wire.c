@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
-#include "mcpnet/sock.h"
-#include "mcpnet/text.h"
-#include "mcpnet/wire.h"
+#include "core/sock.h"
+#include "core/text.h"
+#include "conn/wire.h"
 
 /* ---- Random values ---------------------------------------------------------------- */
 

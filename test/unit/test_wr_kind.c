@@ -3,7 +3,7 @@
  * messages use: the texts users and docs/messages.md know, for every kind.
  */
 #include "mcp_test.h"
-#include "mcpnet/comm.h"
+#include "xfer/comm.h"
 
 static void test_names(void)
 {

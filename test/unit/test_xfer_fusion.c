@@ -14,10 +14,10 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "core/log.h"
+#include "core/param.h"
 
 #define BUFSZ (4 << 20)
 #define POLLS 256

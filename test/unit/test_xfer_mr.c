@@ -16,7 +16,7 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/log.h"
+#include "core/log.h"
 
 #define PAGE 4096
 

@@ -15,7 +15,7 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/log.h"
+#include "core/log.h"
 
 #define BUFSZ (1 << 20)
 #define POLLS 2000

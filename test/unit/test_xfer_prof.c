@@ -16,11 +16,11 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/log.h"
-#include "mcpnet/net.h"
-#include "mcpnet/param.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "core/log.h"
+#include "net/net.h"
+#include "core/param.h"
 
 /* ---- The fake profiler: NCCL's callback as the example profiler answers it ---------- */
 

@@ -21,13 +21,13 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/param.h"
-#include "mcpnet/status.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "conn/oob.h"
+#include "core/param.h"
+#include "core/status.h"
 
 #define N 8
 #define TURNS 20000

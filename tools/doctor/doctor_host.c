@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "doctor.h"
-#include "mcpnet/sock.h"
+#include "core/sock.h"
 #include "nccl/net_common.h"
 
 #define MIB (1024.0 * 1024.0)

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "doctor.h"
-#include "mcpnet/rankmap.h"
+#include "core/rankmap.h"
 
 static const char *env_get(void *arg, const char *name)
 {

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/verbs.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_sysfs.h"
+#include "core/verbs.h"
 
 #define DEVS_MAX 32
 #define ROWS_MAX 1024

@@ -15,14 +15,14 @@
 
 #include <infiniband/verbs.h>
 
-#include "mcpnet/devctx.h"
-#include "mcpnet/fabric_counters.h"
-#include "mcpnet/fabric_process.h"
-#include "mcpnet/fabric_vdev.h"
-#include "mcpnet/limits.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/status.h"
-#include "mcpnet/wire.h"
+#include "fabric/devctx.h"
+#include "fabric/fabric_counters.h"
+#include "fabric/fabric_process.h"
+#include "fabric/fabric_vdev.h"
+#include "core/limits.h"
+#include "conn/oob.h"
+#include "core/status.h"
+#include "conn/wire.h"
 
 /* QPs per connection: NCCL's own bound (NCCL_IB_MAX_QPS), so any NCCL_IB_QPS_PER_CONNECTION
  * NCCL runs runs here too. The arrays below cost 24 bytes per QP in every link. */
@@ -209,7 +209,7 @@ struct mcp_link {
   uint64_t wait_since_ms;    /* a wait on the peer: when it began (mcp_clock_coarse_ms) */
   unsigned wait_notices;     /* INFO/WARNs said about that wait (mcp_oob_wait_notice) */
 
-  /* Fatal error: every later call fails with it (0 or a negative errno, mcpnet/err.h). */
+  /* Fatal error: every later call fails with it (0 or a negative errno, src/core/err.h). */
   int error;
   char errmsg[512];
 

@@ -23,14 +23,14 @@
 
 #include <infiniband/verbs.h>
 
-#include "mcpnet/devctx.h"
-#include "mcpnet/fabric_counters.h"
-#include "mcpnet/fabric_process.h"
-#include "mcpnet/limits.h"
-#include "mcpnet/link.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/status.h"
-#include "mcpnet/wire.h"
+#include "fabric/devctx.h"
+#include "fabric/fabric_counters.h"
+#include "fabric/fabric_process.h"
+#include "core/limits.h"
+#include "conn/link.h"
+#include "conn/oob.h"
+#include "core/status.h"
+#include "conn/wire.h"
 #include "nccl/net_common.h"
 
 /* Send requests: NCCL keeps at most NCCL_STEPS (8) sends outstanding per rank and

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "mcpnet/match_list.h"
+#include "core/match_list.h"
 
 /* Parse NCCL_IB_HCA; -1 with err naming the bad entry. */
 int mcp_hca_parse(const char *text, struct mcp_match_list *list, char *err, size_t errlen);

@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/gid_range.h"
-#include "mcpnet/limits.h"
+#include "core/gid_range.h"
+#include "core/limits.h"
 
 #define MCP_RANKMAP_MAX 64  /* entries */
 #define MCP_RANKMAP_DEVS 16 /* devices per entry: two fused sets of 8 */

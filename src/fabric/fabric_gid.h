@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/fabric.h"
-#include "mcpnet/gid_range.h"
+#include "fabric/fabric.h"
+#include "core/gid_range.h"
 
 struct mcp_gid_entry {
   int index;

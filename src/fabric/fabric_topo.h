@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "mcpnet/fabric.h"
+#include "fabric/fabric.h"
 
 /*
  * The PCI bus id of a path's last component ("0000:3b:00.1" -> 0x3b001, the key NCCL

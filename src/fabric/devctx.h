@@ -14,8 +14,8 @@
 
 #include <infiniband/verbs.h>
 
-#include "mcpnet/list.h"
-#include "mcpnet/fabric.h"
+#include "core/list.h"
+#include "fabric/fabric.h"
 
 struct mcp_mr;
 

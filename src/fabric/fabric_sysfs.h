@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/fabric.h"
+#include "fabric/fabric.h"
 
 /* The same values as IBV_LINK_LAYER_* (checked where verbs.h is at hand). */
 enum mcp_link_layer {

@@ -15,9 +15,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "mcpnet/list.h"
-#include "mcpnet/sock.h"
-#include "mcpnet/wire.h"
+#include "core/list.h"
+#include "core/sock.h"
+#include "conn/wire.h"
 
 struct mcp_config;
 struct mcp_oob_peer;

@@ -10,7 +10,7 @@
 #ifndef MCPNET_FABRIC_PROCESS_H
 #define MCPNET_FABRIC_PROCESS_H
 
-#include "mcpnet/fabric.h"
+#include "fabric/fabric.h"
 
 /* Runs setup under the process lock unless the fabric is ready already; on success
  * (setup returned 0, or nothing to do) and with ctx set, counts one more context.

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/sock.h"
+#include "core/sock.h"
 #include "nccl/net_common.h"
 
 #define MCP_WIRE_MAGIC 0x4D43504Eu /* "MCPN" */

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/limits.h"
+#include "core/limits.h"
 #include "nccl/net_common.h"
 
 #define MCP_NET_NAME "MCP"
@@ -90,7 +90,7 @@ ncclResult_t mcp_net_close_send(void *send_comm);
 ncclResult_t mcp_net_close_recv(void *recv_comm);
 ncclResult_t mcp_net_close_listen(void *listen_comm);
 
-/* What NCCL sees of a library error: 0 or a negative errno (mcpnet/err.h) below net. */
+/* What NCCL sees of a library error: 0 or a negative errno (src/core/err.h) below net. */
 ncclResult_t mcp_net_result(int err);
 
 #endif

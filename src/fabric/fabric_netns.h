@@ -18,8 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_sysfs.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_sysfs.h"
 
 #define MCP_NETNS_VIEW_MAX 32
 

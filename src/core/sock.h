@@ -21,7 +21,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "mcpnet/match_list.h"
+#include "core/match_list.h"
 
 #define MCP_SOCK_MSGLEN 512
 /* "[" + INET6_ADDRSTRLEN + "]:" + "65535" + NUL, rounded up. */
