@@ -1,7 +1,7 @@
 /*
  * mcp_oob_fake.h - fake out-of-band peers for the channel's unit tests: plain sockets
  * that speak the wire format by hand, as a genuine mcpnet (dialler or acceptor) or as a
- * stranger would. Header-only (static functions), shared by test_oob.c and
+ * stranger would. Header-only (static functions), shared by test_conn_oob.c and
  * test_conn_oob_trust.c; each test provides the progress it wants between reads.
  */
 #ifndef MCPNET_OOB_FAKE_H

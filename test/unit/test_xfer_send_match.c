@@ -1,5 +1,5 @@
 /*
- * test_xfer_match.c - isend's matching and posting, on a fake connected pair
+ * test_xfer_send_match.c - isend's matching and posting, on a fake connected pair
  * (mcp_fake_verbs.c): the receiver's irecv writes the clear-to-send entries, the fake
  * records every work request isend posts.
  *

@@ -1,5 +1,5 @@
 /*
- * test_xfer_fusion.c - a link over several physical devices (NIC fusion) on the fake
+ * test_xfer_link_fusion.c - a link over several physical devices (NIC fusion) on the fake
  * pair: each member of a side is a fake device of its own, with its own protection
  * domain, so a key of the wrong member is refused as an adapter refuses it.
  *

@@ -1,5 +1,5 @@
 /*
- * test_xfer_protocol.c - the slot protocol end to end on a fake connected pair
+ * test_xfer_comm_protocol.c - the slot protocol end to end on a fake connected pair
  * (mcp_fake_verbs.c): irecv writes clear-to-send entries into the sender's ring, isend
  * writes the data into the receiver's registered buffers, test reports what landed.
  *

@@ -1,5 +1,5 @@
 /*
- * test_abi_layout.c - the NCCL ABI declarations in include/nccl/, checked at run time.
+ * test_plugin_plugin_abi.c - the NCCL ABI declarations in include/nccl/, checked at run time.
  *
  * The headers already pin every size and offset with static asserts; this program
  * repeats the ones NCCL most depends on so a ctest log shows the layout that was

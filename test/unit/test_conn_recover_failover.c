@@ -1,5 +1,5 @@
 /*
- * test_conn_failover.c - a fused link that loses a member for good goes on through the
+ * test_conn_recover_failover.c - a fused link that loses a member for good goes on through the
  * others, and takes the member back when its port returns (NCCL_IB_RESILIENCY_PORT_
  * FAILOVER and _RECOVERY, issue 37), without a VM: the fake pair's members break
  * (mcp_fake_verbs.c), their ports read DOWN, the RECOVER frames travel on a real

@@ -1,5 +1,5 @@
 /*
- * test_verbs_library.c - MCPNET_VERBS_LIBRARY: unset, the verbs come from
+ * test_core_verbs_library.c - MCPNET_VERBS_LIBRARY: unset, the verbs come from
  * libibverbs.so.1 and mcpnet reads sysfs at /sys, exactly as before it existed; set to
  * the userspace verbs device (test/uverbs), every verb comes from that library and the
  * sysfs view from the tree it names; set to a path that does not load, init's reason

@@ -1,12 +1,12 @@
 /*
- * test_xfer_recovery.c - the whole recovery of a connection after its QPs were lost,
+ * test_conn_recover.c - the whole recovery of a connection after its QPs were lost,
  * without a VM: the fake pair's QPs break (mcp_fake_verbs.c), the comms notice it in
  * their own calls, the RECOVER frames travel over a real out-of-band connection on the
  * loopback interface (this process to its own listener), the QP walks run on their
  * threads against the fake, and the recovery's deadlines run on the test's clock
  * (mcp_clock_test_set).
  *
- * Why: test_xfer_protocol.c checks the replay functions called directly; this checks
+ * Why: test_xfer_comm_protocol.c checks the replay functions called directly; this checks
  * that the state machine gets there: the failed completion starts a round, the peer
  * that saw nothing learns of it from the frame, both re-create and connect QPs, and
  * the replay delivers each message exactly once, in order. The loop that drives it
@@ -363,7 +363,7 @@ out:
  * (every member's QPs re-created, the replay writes exactly what did not land, whichever
  * member it was striped to). With NCCL_IB_RESILIENCY_PORT_FAILOVER=0 (as here), a member
  * that stays down fails the comm after MCPNET_RECOVERY_TIMEOUT with the physical member
- * named; with failover on, the link goes on without it (test_conn_failover.c). */
+ * named; with failover on, the link goes on without it (test_conn_recover_failover.c). */
 static void run_fused(int stays_down)
 {
   struct fake_pair_opts o = {.nqps = 1, .ndevs = {2, 2}};

@@ -1,5 +1,5 @@
 /*
- * test_never_block.c - no call of NCCL's waits for a QP setup thread or a peer (issue 12).
+ * test_conn_recover_never_block.c - no call of NCCL's waits for a QP setup thread or a peer (issue 12).
  *
  * ibv_modify_qp to RTR resolves the peer's neighbour on RoCE and can block for as long
  * as the link is down, and NCCL's proxy thread serves every comm of the process from one

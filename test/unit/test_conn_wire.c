@@ -1,5 +1,5 @@
 /*
- * test_wire.c - the handshake wire format: decode(encode(x)) == x over randomized
+ * test_conn_wire.c - the handshake wire format: decode(encode(x)) == x over randomized
  * messages of every type (fixed seed, so a failure reproduces), every truncation of
  * every type failing cleanly, corrupted magic/version/type/lengths/strings/counts
  * rejected with a reason, the 128-byte handle, random and mutated bytes never crashing

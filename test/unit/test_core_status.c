@@ -1,5 +1,5 @@
 /*
- * test_status.c - the status segment mcpnet-top reads (status.h), owner and reader: the
+ * test_core_status.c - the status segment mcpnet-top reads (status.h), owner and reader: the
  * file's life (created 0600 with the first reference, gone with the last), slots handed
  * out and freed, what a reader sees of them, that a reader trusts nothing (another
  * layout, a short file, text that is not printable), and liveness: a process killed with

@@ -1,5 +1,5 @@
 /*
- * test_clock.c - the one clock: both reads follow the one test hook, and come back to
+ * test_core_clock.c - the one clock: both reads follow the one test hook, and come back to
  * the real monotonic clock when it is cleared. No wall-clock bounds: only order.
  */
 #include "mcp_test.h"

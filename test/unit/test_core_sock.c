@@ -1,5 +1,5 @@
 /*
- * test_sock.c - the out-of-band socket layer over loopback (127.0.0.1 and ::1 only):
+ * test_core_sock.c - the out-of-band socket layer over loopback (127.0.0.1 and ::1 only):
  * address formatting, NCCL_SOCKET_IFNAME matching on hand-made interface lists, the
  * listener's port range, the resumable connect and its failure classes (refused,
  * timeout), and framed exchange with partial sends. Every connect progress call is

@@ -1,5 +1,5 @@
 /*
- * test_fabric_rankmap.c - MCPNET_RANK_MAP parsing (ranges, device lists, gid=/pkey=/
+ * test_core_rankmap.c - MCPNET_RANK_MAP parsing (ranges, device lists, gid=/pkey=/
  * sl=/tc=/rail=/plane=, every refusal naming its entry), the local-rank lookup order, and
  * the selection rules built on them: a pinned rank sees exactly its devices in the map's
  * order, NCCL_IB_HCA does not select for it (its rails still apply where the entry names

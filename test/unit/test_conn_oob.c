@@ -1,5 +1,5 @@
 /*
- * test_oob.c - the out-of-band channel's rules for late peers, over loopback, with the
+ * test_conn_oob.c - the out-of-band channel's rules for late peers, over loopback, with the
  * channel's clock replaced so that minutes pass without waiting for them:
  * - an outgoing connection that the peer's kernel accepted waits for the HELLO as long as
  *   TCP holds it (a busy or late peer process), and dies at once on FIN;

@@ -1,5 +1,5 @@
 /*
- * test_param.c - the parameter table and its loader: defaults, each layer (config
+ * test_core_param.c - the parameter table and its loader: defaults, each layer (config
  * file, NCCL's files, environment) and their precedence, every value syntax, every
  * refusal with the words it must say, and the RC timer arithmetic. The environment is
  * a fake handed in through struct mcp_param_env, and files live in a temp folder, so

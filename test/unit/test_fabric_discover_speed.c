@@ -1,5 +1,5 @@
 /*
- * test_fabric_speed.c - the speed getProperties reports: IB width and speed codes to
+ * test_fabric_discover_speed.c - the speed getProperties reports: IB width and speed codes to
  * Mb/s (XDR through active_speed_ex), the fallbacks for codes mcpnet does not know (never
  * 0, which NCCL reads as 10 Gb/s), and the extended port query that carries
  * active_speed_ex past the layout of Debian 12's libibverbs 44 headers. The lab kernel

@@ -1,5 +1,5 @@
 /*
- * test_xfer_peer_values.c - what a peer's NIC writes into our memory is checked before
+ * test_xfer_comm_peer_values.c - what a peer's NIC writes into our memory is checked before
  * it is used (issue 35), on a fake connected pair (mcp_fake_verbs.c) whose rings the
  * test overwrites as a hostile or broken peer would:
  * - a fused receiver's clear-to-send element carrying idx 255 (it would index the rkey

@@ -1,5 +1,5 @@
 /*
- * test_wr_kind.c - the one table of work-request kind names that completion-error
+ * test_conn_link_wr_kind.c - the one table of work-request kind names that completion-error
  * messages use: the texts users and docs/messages.md know, for every kind.
  */
 #include "mcp_test.h"

@@ -1,5 +1,5 @@
 /*
- * test_xfer_mr.c - the registration cache (src/xfer/mcp_xfer_mr.c) on the fake verbs
+ * test_fabric_mr.c - the registration cache (src/fabric/mcp_fabric_mr.c) on the fake verbs
  * provider (mcp_fake_verbs.c), which counts the registrations it holds.
  *
  * Why: NCCL registers the same buffers again for every connection, so the cache must

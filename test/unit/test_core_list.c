@@ -1,5 +1,5 @@
 /*
- * test_list.c - the one intrusive list: order of push (stack) and append (FIFO),
+ * test_core_list.c - the one intrusive list: order of push (stack) and append (FIFO),
  * O(1) removal from anywhere, removal while walking, and a second del being harmless.
  */
 #include "mcp_test.h"

@@ -1,5 +1,5 @@
 /*
- * test_match_list.c - NCCL's list grammar as both NCCL_IB_HCA and NCCL_SOCKET_IFNAME
+ * test_core_match_list.c - NCCL's list grammar as both NCCL_IB_HCA and NCCL_SOCKET_IFNAME
  * read it now (one parser): the places where the two old copies disagreed, each
  * settled on NCCL's reading, plus mcpnet's one deliberate difference (spaces trimmed,
  * and reported so the caller can warn that NCCL itself would not match).

@@ -1,5 +1,5 @@
 /*
- * test_mr_ordering.c - which registrations carry IBV_ACCESS_RELAXED_ORDERING, on the
+ * test_fabric_mr_ordering.c - which registrations carry IBV_ACCESS_RELAXED_ORDERING, on the
  * fake verbs provider (mcp_fake_verbs.c), which logs the access flags of each one.
  *
  * Why: NCCL's IB transport registers its data buffers with relaxed ordering by default

@@ -1,5 +1,5 @@
 /*
- * test_xfer_watchdog.c - the watchdog on a fake connected pair (mcp_fake_verbs.c), the
+ * test_xfer_health_watchdog.c - the watchdog on a fake connected pair (mcp_fake_verbs.c), the
  * stalls made by holding the fake's QPs back: what it says
  * about each kind of stall (a send whose receive buffer the peer never advertised, data
  * written but not acknowledged, a receive advertised and never filled), and when it
