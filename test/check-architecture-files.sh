@@ -18,10 +18,10 @@ for f in src/*/*.c src/*/*.h; do
     bad=1
   fi
 done
-# Every file name section 1 mentions must exist under src/, include/, plugin/, tools/ or bench/
+# Every file name section 1 mentions must exist under src/, include/, plugin/ or tools/
 # (mcp_plugin_v{11,10,9,8}.c is a brace list and is not matched).
 while read -r name; do
-  if [ -z "$(find src include plugin tools bench -name "$name" -print -quit)" ]; then
+  if [ -z "$(find src include plugin tools -name "$name" -print -quit)" ]; then
     echo "$doc section 1 names $name, which is not in the tree"
     bad=1
   fi

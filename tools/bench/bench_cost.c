@@ -9,7 +9,7 @@
  * time (the sleep doubles whenever a call still finds its work unfinished, and every
  * such call is counted and printed). Under callgrind with collection toggled on in
  * the benchmark's calls into the plugin, drv_isend/drv_irecv/drv_test
- * (bench/mcpnet-cpu-cost), the totals divided by the message count are the cost per
+ * (tools/bench/mcpnet-cpu-cost), the totals divided by the message count are the cost per
  * message. Self-connected, one process.
  */
 #include <stdio.h>

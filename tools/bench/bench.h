@@ -5,10 +5,13 @@
  * tools/drive) and, on request, perftest on the same device in the same run. The tool
  * is split by role: options (bench_opts.c), the handle exchange between two processes
  * (bench_xchg.c), plugin connections and the control channel (bench_link.c), the
- * measured data path (bench_flow.c, bench_pattern.c), one measurement of one series
- * (bench_point.c), perftest (bench_perftest.c, bench_gid.c), the sweep (bench_run.c)
- * and the outputs (bench_stats.c, bench_report.c, bench_json.c, bench_plot.c). This
- * header is where their contracts are written down.
+ * measured data path (bench_flow.c, bench_pattern.c), the table of series
+ * (bench_series.c), one measurement of one series (bench_point.c), perftest
+ * (bench_perftest.c, bench_gid.c), the sweep (bench_run.c), --cpu-cost (bench_cost.c)
+ * and the outputs (bench_stats.c, bench_report.c, bench_json.c, bench_plot.c); main
+ * (bench_main.c) orders them. Calls go one way: main -> run -> point -> flow, link,
+ * perftest; the series table, stats and pattern call none of the others. This header
+ * is where their contracts are written down.
  */
 #ifndef MCPNET_BENCH_H
 #define MCPNET_BENCH_H
@@ -51,6 +54,7 @@ struct bench_series_info {
   int is_bw;         /* 1: MB/s, higher is better; 0: microseconds */
 };
 
+/* Each series's row of the table in bench_series.c. */
 const struct bench_series_info *bench_series_lookup(enum bench_kind k);
 
 struct bench_opts {

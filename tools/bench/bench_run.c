@@ -17,17 +17,6 @@
 #define PT_MIN_ITERS 5ull /* perftest refuses fewer */
 #define BW_MAX_ITERS 10000000ull
 
-static const struct bench_series_info series_infos[BENCH_KIND_COUNT] = {
-  [BENCH_MCP_BW] = {"mcpnet-bw", "mcp-bw", NULL, 1},
-  [BENCH_MCP_LAT] = {"mcpnet-lat", "mcp-lat", NULL, 0},
-  [BENCH_WRITE_BW] = {"ib_write_bw", "wr-bw", "ib_write_bw", 1},
-  [BENCH_WRITE_LAT] = {"ib_write_lat", "wr-lat", "ib_write_lat", 0},
-  [BENCH_SEND_BW] = {"ib_send_bw", "sd-bw", "ib_send_bw", 1},
-  [BENCH_SEND_LAT] = {"ib_send_lat", "sd-lat", "ib_send_lat", 0},
-};
-
-const struct bench_series_info *bench_series_lookup(enum bench_kind k) { return &series_infos[k]; }
-
 static uint64_t clamp_u64(double v, uint64_t lo, uint64_t hi)
 {
   if (!(v >= (double)lo))
