@@ -298,9 +298,10 @@ int mcp_qp_create_qps(struct mcp_link *c);
 int mcp_qp_connect_start(struct mcp_link *c);
 int mcp_qp_connect_poll(struct mcp_link *c);
 /* Recovery: the same walk, after the thread looked each member's GID up again by address
- * (mcp_recover_gid_find: netlink and sysfs, which NCCL's thread must not wait for).
- * poll_gid is poll that also hands back the indices found (gid_index[k] per member, -1:
- * not found), and returns MCP_QP_NO_GID when one was missing (then nothing was walked). */
+ * (mcp_fabric_gid_refind: netlink and sysfs, which NCCL's thread must not wait for).
+ * poll_gid is poll that also hands back the indices found (gid_index[k] per member,
+ * negative: not found), and returns MCP_QP_NO_GID when one was missing (then nothing was
+ * walked). */
 int mcp_qp_connect_start_gid(struct mcp_link *c);
 #define MCP_QP_NO_GID (-2)
 int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index);
@@ -308,7 +309,7 @@ int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index);
  * device, so that the device's comms share them: a GID change event, or a GID that has
  * not come back after a link flap, costs one lookup every 100 ms per device, not one per
  * comm. gid_need: the number of the first lookup of member k's GID that begins after
- * this call. gid_poll: 1 with *index (-1: not in the port's table) once that lookup or
+ * this call. gid_poll: 1 with *index (negative: not in the port's table) once that lookup or
  * a later one finished, on any comm of the device; 0 while waiting, having started one
  * on c's setup thread when none runs and the device's last began 100 ms ago or more;
  * -1 when that thread could not start (the next poll tries again). */
@@ -394,15 +395,6 @@ void mcp_recover_poll_stream(struct mcp_link *c);
 /* Async events (mcp_devctx_poll_events notes a QP's event for its comm): from the 100 ms
  * liveness check, starts a recovery for a port error, a QP event or a GID that moved. */
 void mcp_recover_check_events(struct mcp_link *c);
-/* Our GID's index in the current table of d's port, found by address among the entries
- * that are ours (-1: not there now); index_in_use on InfiniBand. Queries the kernel (RDMA
- * netlink, rtnetlink, sysfs) and allocates: only on a setup thread, never on NCCL's. */
-int mcp_recover_gid_find(const struct mcp_net_dev *d, struct ibv_context *ctx, int index_in_use);
-/* Tests only: replaces recovery's lookup of our GID's index by address (RDMA netlink,
- * rtnetlink, sysfs) on a RoCE port; fn gets the device and the index in use and returns
- * the index found or -1. NULL restores the real lookup. Set it before any comm exists. */
-typedef int (*mcp_recover_gid_lookup_fn)(const struct mcp_net_dev *d, int index_in_use);
-void mcp_recover_test_set_gid_lookup(mcp_recover_gid_lookup_fn fn);
 /* The handler conn registers with fabric for a QP's async event (comm: the QP's context). */
 void mcp_comm_async_qp_event(void *comm, uint32_t qpn, int event_type);
 /* A failed completion that may mean the peer process died: isend/irecv/test route to

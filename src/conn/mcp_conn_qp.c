@@ -437,8 +437,9 @@ static void counters_base(struct mcp_link *c)
  * that one, or end before a later one is due: the job waits for it rather than read the
  * table too, and reads it itself only when none is under way. So when every comm of a
  * port starts a round at once (a link flap), one lookup, two at most, answers them all.
- * Each lookup is numbered when it begins and published on the device when it ends,
- * unless one that began later was published first. */
+ * Each lookup (fabric's mcp_fabric_gid_refind; negative: not there) is numbered when it
+ * begins and published on the device when it ends, unless one that began later was
+ * published first. Only job_main calls this: NCCL's thread reads the answers. */
 static int gid_lookup_shared(struct mcp_devctx *dc, int index_in_use, unsigned need)
 {
   unsigned number;
@@ -453,7 +454,7 @@ static int gid_lookup_shared(struct mcp_devctx *dc, int index_in_use, unsigned n
     number = ++dc->gid_started;
     dc->gid_looking++;
     pthread_mutex_unlock(&dc->gid_lock);
-    index = mcp_recover_gid_find(dc->info, dc->ctx, index_in_use);
+    index = mcp_fabric_gid_refind(dc->info, dc->ctx, mcp_verbs_sysfs_root(), index_in_use);
     pthread_mutex_lock(&dc->gid_lock);
     if ((int)(number - dc->gid_done) > 0) {
       dc->gid_done = number;

@@ -37,7 +37,6 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "fabric/devctx.h"
-#include "fabric/fabric_netns.h"
 #include "fabric/fabric_sysfs.h"
 #include "conn/link.h"
 #include "core/log.h"
@@ -106,43 +105,6 @@ static void rec_fail(struct mcp_link *c, const char *what)
                 "MCPNET_RECOVERY_TIMEOUT=%d): %s%s",
                 dir_words(c), c->peer_name, c->rec.cause, spent, c->rec.round, cfg->recovery_timeout_s, what,
                 down);
-}
-
-/* Our GID's index in the current table of d's port, found by address among the entries
- * that are ours by the rule discovery used (mcp_netns_port_rows): after a link flap the
- * kernel may have put it back at another index, and in a pod another namespace's entry
- * may hold the same address on the same port. -1 while it is not (yet) there. The
- * queries (netlink sockets with a receive timeout, sysfs, a table on the heap) run on
- * a setup thread (mcp_conn_qp.c job_main), never on NCCL's. */
-static mcp_recover_gid_lookup_fn gid_lookup_hook;
-
-void mcp_recover_test_set_gid_lookup(mcp_recover_gid_lookup_fn fn) { gid_lookup_hook = fn; }
-
-int mcp_recover_gid_find(const struct mcp_net_dev *d, struct ibv_context *ctx, int index_in_use)
-{
-  struct mcp_sysfs_dev sys;
-  const struct mcp_sysfs_port *p;
-  struct mcp_gid_entry *rows;
-  struct mcp_netns_port info;
-  char err[256];
-  int i, n, index = -1;
-
-  if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
-    return index_in_use; /* InfiniBand: GID 0, routed by LID */
-  if (gid_lookup_hook != NULL)
-    return gid_lookup_hook(d, index_in_use);
-  memset(&sys, 0, sizeof(sys));
-  if (mcp_sysfs_dev_read(mcp_verbs_sysfs_root(), d->ibdev, &sys, err, sizeof(err)) == 0 &&
-      (p = mcp_sysfs_port_find(&sys, d->port)) != NULL && p->ngid > 0 &&
-      (rows = calloc((size_t)p->ngid, sizeof(*rows))) != NULL) {
-    n = mcp_netns_port_rows(ctx, mcp_verbs_sysfs_root(), d->ibdev, p, rows, p->ngid, &info);
-    for (i = 0; i < n && index < 0; i++)
-      if (rows[i].netdev_in_ns && memcmp(rows[i].raw, d->gid.raw, 16) == 0 && rows[i].type == d->gid.type)
-        index = rows[i].index;
-    free(rows);
-  }
-  mcp_sysfs_dev_free(&sys);
-  return index;
 }
 
 /* The rebuild thread has destroyed the old QPs and built new ones: count what the old
@@ -364,7 +326,7 @@ static void gid_ask(struct mcp_link *c)
       c->devs[k].gid_need = mcp_qp_gid_need(c, k);
 }
 
-/* Whether every member's awaited lookup has answered (index[k], -1: GID not there). */
+/* Whether every member's awaited lookup has answered (index[k], negative: GID not there). */
 static int gid_answered(struct mcp_link *c, int *index)
 {
   int k;

@@ -1,5 +1,6 @@
 /*
- * fabric_gid.h - GID table entries and the rules that pick one (see mcp_fabric_gid.c).
+ * fabric_gid.h - GID table entries, the rules that pick one, and finding the chosen one
+ * again after the kernel rebuilt the table (see mcp_fabric_gid.c).
  */
 #ifndef MCPNET_FABRIC_GID_H
 #define MCPNET_FABRIC_GID_H
@@ -44,5 +45,24 @@ int mcp_gid_in_range(const uint8_t raw[16], const struct mcp_gid_range *range);
  */
 int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
                    struct mcp_gid_choice *choice, char *err, size_t errlen);
+
+struct ibv_context;
+/*
+ * d's GID (d->gid: address and type) in the current GID table of its port under the sysfs
+ * root, among the entries that are ours by the rule discovery used (mcp_netns_port_rows):
+ * after a link flap the kernel may have put it back at another index, and in a pod another
+ * namespace's entry may hold the same address on the same port. ctx is d's open device.
+ * Returns the index; index_in_use on InfiniBand (GID 0, routed by LID); -ENOENT while it
+ * is not there, another negative errno when the table cannot be read. Queries the kernel
+ * (RDMA netlink and rtnetlink on sockets with a 2 s receive timeout, sysfs) and allocates:
+ * a setup thread's work, never NCCL's thread's.
+ */
+int mcp_fabric_gid_refind(const struct mcp_net_dev *d, struct ibv_context *ctx, const char *root,
+                          int index_in_use);
+/* Tests only: fn stands in for mcp_fabric_gid_refind's lookup on a RoCE port (it gets the
+ * device and the index in use and returns the index found or a negative value). NULL
+ * restores the real lookup. Set it before any comm exists. */
+typedef int (*mcp_fabric_gid_refind_fn)(const struct mcp_net_dev *d, int index_in_use);
+void mcp_fabric_gid_test_set_refind(mcp_fabric_gid_refind_fn fn);
 
 #endif

@@ -26,6 +26,7 @@
 #include "conn/link.h"
 #include "core/log.h"
 #include "conn/oob.h"
+#include "fabric/fabric_gid.h"
 #include "core/param.h"
 #include "core/status.h"
 
@@ -65,9 +66,10 @@ static void nap(void)
   nanosleep(&ts, NULL);
 }
 
-/* Recovery's lookup of our GID on a RoCE port (netlink and sysfs queries that may wait
- * for the kernel) stands in here, counting the threads it runs on: NCCL's proxy thread
- * (the test's, which makes every isend/irecv/test) must never be one of them. */
+/* Recovery's lookup of our GID on a RoCE port (fabric's mcp_fabric_gid_refind: netlink
+ * and sysfs queries that may wait for the kernel) stands in here, counting the threads it
+ * runs on: NCCL's proxy thread (the test's, which makes every isend/irecv/test) must
+ * never be one of them. */
 static pthread_t proxy_thread;
 static atomic_int lookups_here, lookups_elsewhere, gid_answer;
 /* While lookup_gate is set, a lookup waits in the kernel until the test clears it. */
@@ -92,7 +94,7 @@ static void lookups_on(struct fake_pair *p, int answer)
   atomic_store(&gid_answer, answer);
   fake_pair_member_info(p, FAKE_SEND_SIDE, 0)->link_layer = IBV_LINK_LAYER_ETHERNET;
   fake_pair_member_info(p, FAKE_RECV_SIDE, 0)->link_layer = IBV_LINK_LAYER_ETHERNET;
-  mcp_recover_test_set_gid_lookup(lookup_counted);
+  mcp_fabric_gid_test_set_refind(lookup_counted);
 }
 
 static int gid_index_of(struct mcp_comm *c)
@@ -352,7 +354,7 @@ static void run(int both, int roce)
     CHECK_EQ_INT(gid_index_of(p->recv), 3);
   }
 out:
-  mcp_recover_test_set_gid_lookup(NULL);
+  mcp_fabric_gid_test_set_refind(NULL);
   cfg->recovery_timeout_s = 0;
   streams_close(p, ss, rs);
   fake_pair_free(p);
@@ -543,7 +545,7 @@ static void test_gid_lookups_shared_by_device(void)
     mcp_qp_connect_abandon(&c[i]->link);
     fake_comm_release(c[i]);
   }
-  mcp_recover_test_set_gid_lookup(NULL);
+  mcp_fabric_gid_test_set_refind(NULL);
   fake_pair_free(p);
 }
 
@@ -586,7 +588,7 @@ static void test_walk_lookups_shared(void)
   CHECK(atomic_load(&lookups_elsewhere) <= 2);
   for (i = 0; i < n; i++)
     fake_comm_release(c[i]);
-  mcp_recover_test_set_gid_lookup(NULL);
+  mcp_fabric_gid_test_set_refind(NULL);
   fake_pair_free(p);
 }
 
@@ -681,7 +683,7 @@ static void test_recover_gid_event_off_proxy_thread(void)
   if (fake_comm_error(p->send) | fake_comm_error(p->recv))
     printf("  send: %s\n  recv: %s\n", fake_comm_errmsg(p->send), fake_comm_errmsg(p->recv));
 out:
-  mcp_recover_test_set_gid_lookup(NULL);
+  mcp_fabric_gid_test_set_refind(NULL);
   cfg->recovery_timeout_s = 0;
   streams_close(p, ss, rs);
   fake_pair_free(p);

@@ -12,6 +12,7 @@
  * joins member k to member k), nothing more is posted on a member left out, and a
  * member whose port is back carries QPs again.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #include "core/log.h"
 #include "conn/oob.h"
 #include "core/param.h"
+#include "fabric/fabric_gid.h"
 
 #define N FAKE_FLIGHT_N
 
@@ -222,7 +224,46 @@ static int idle_until(struct fake_pair *p, int want)
   return -1;
 }
 
+/* RoCE members (roce_run): each round looks every live member's GID up again by address
+ * (fabric's mcp_fabric_gid_refind: netlink and sysfs, which may wait for the kernel). It
+ * stands in here and notes the thread and member it ran for: never the test's thread,
+ * which is NCCL's proxy thread making every call, and never a member whose port is down. */
+static pthread_t proxy_thread;
+static const struct mcp_net_dev *refind_member[2][4]; /* compared, never read */
+static atomic_int refinds_here, refinds_elsewhere, refinds_of[2][4];
+
+static int refind_counted(const struct mcp_net_dev *d, int index_in_use)
+{
+  int side, k;
+
+  atomic_fetch_add(pthread_equal(pthread_self(), proxy_thread) ? &refinds_here : &refinds_elsewhere, 1);
+  for (side = 0; side < 2; side++)
+    for (k = 0; k < 4; k++)
+      if (d == refind_member[side][k])
+        atomic_fetch_add(&refinds_of[side][k], 1);
+  return index_in_use; /* the GIDs came back where they were */
+}
+
+static void refinds_on(struct fake_pair *p)
+{
+  int side, k;
+
+  proxy_thread = pthread_self();
+  atomic_store(&refinds_here, 0);
+  atomic_store(&refinds_elsewhere, 0);
+  for (side = 0; side < 2; side++)
+    for (k = 0; k < 4; k++) {
+      atomic_store(&refinds_of[side][k], 0);
+      refind_member[side][k] = k < p->ndevs[side] ? fake_pair_member_info(p, side, k) : NULL;
+      if (refind_member[side][k] != NULL)
+        fake_pair_member_info(p, side, k)->link_layer = IBV_LINK_LAYER_ETHERNET;
+    }
+  mcp_fabric_gid_test_set_refind(refind_counted);
+}
+
 enum { LATER_NONE, LATER_SECOND_LOSS, LATER_BACK };
+
+static int roce_run; /* run's pairs have RoCE members (refinds_on) */
 
 /* A pair of ndevs members loses the members in first (all at once); then a flight that
  * must avoid them; then `later`: another member lost (second), or the first ones back
@@ -245,6 +286,8 @@ static void run(int nsend, int nrecv, const struct loss *first, int nfirst, int 
   CHECK_EQ_INT(fake_streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
+  if (roce_run)
+    refinds_on(p);
   cfg->recovery_timeout_s = 30;
   cfg->ib_port_failover = 1;
   cfg->ib_port_recovery = port_recovery;
@@ -265,6 +308,15 @@ static void run(int nsend, int nrecv, const struct loss *first, int nfirst, int 
     CHECK_EQ_INT(posts_on(first[i].side, first[i].member), 0);
     if (nsend == nrecv)
       CHECK_EQ_INT(posts_on(1 - first[i].side, first[i].member), 0);
+  }
+  if (roce_run) {
+    /* The members that carry the link were looked up, on setup threads; the lost ones
+     * were not. */
+    CHECK_EQ_INT(atomic_load(&refinds_here), 0);
+    CHECK(atomic_load(&refinds_elsewhere) >= 2);
+    CHECK(atomic_load(&refinds_of[FAKE_SEND_SIDE][0]) > 0 && atomic_load(&refinds_of[FAKE_RECV_SIDE][0]) > 0);
+    for (i = 0; i < nfirst; i++)
+      CHECK_EQ_INT(atomic_load(&refinds_of[first[i].side][first[i].member]), 0);
   }
   rec = fake_comm_recoveries(p->send);
 
@@ -296,9 +348,15 @@ static void run(int nsend, int nrecv, const struct loss *first, int nfirst, int 
       CHECK(strstr(logbuf, "is active again (port event); taking the member back") != NULL);
       CHECK(strstr(logbuf, "every member of both ends carries the connection again") != NULL);
     }
+    /* Taken back, a member is looked up again: still never on the test's thread. */
+    for (i = 0; roce_run && i < nfirst; i++)
+      CHECK_EQ_INT(atomic_load(&refinds_of[first[i].side][first[i].member]) > 0, port_recovery);
+    if (roce_run)
+      CHECK_EQ_INT(atomic_load(&refinds_here), 0);
   }
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
 out:
+  mcp_fabric_gid_test_set_refind(NULL);
   cfg->recovery_timeout_s = 0;
   cfg->ib_port_failover = cfg->ib_port_recovery = 0;
   fake_streams_close(p, ss, rs);
@@ -326,6 +384,14 @@ static void test_lost_4_4_receiver(void)
 }
 
 static void test_lost_and_back(void) { run(2, 2, &send_m1, 1, LATER_BACK, NULL, 1); }
+
+/* The same on RoCE members, whose GIDs each round looks up again off the test's thread. */
+static void test_lost_and_back_roce(void)
+{
+  roce_run = 1;
+  run(2, 2, &send_m1, 1, LATER_BACK, NULL, 1);
+  roce_run = 0;
+}
 
 /* NCCL_IB_RESILIENCY_PORT_RECOVERY=0: the member stays out once left out. */
 static void test_lost_and_back_no_port_recovery(void) { run(2, 2, &send_m1, 1, LATER_BACK, NULL, 0); }
@@ -380,6 +446,7 @@ static void test_member_count_mismatch(void)
                "recovery round 1 refused: member count mismatch (the peer's new QPs are on a device of 1 "
                "member(s); the connection was set up with 2)") != NULL);
 out:
+  mcp_fabric_gid_test_set_refind(NULL);
   cfg->recovery_timeout_s = 0;
   cfg->ib_port_failover = cfg->ib_port_recovery = 0;
   fake_streams_close(p, ss, rs);
@@ -406,6 +473,7 @@ int main(void)
   RUN_TEST(test_lost_3_2);
   RUN_TEST(test_lost_4_4_receiver);
   RUN_TEST(test_lost_and_back);
+  RUN_TEST(test_lost_and_back_roce);
   RUN_TEST(test_lost_and_back_no_port_recovery);
   RUN_TEST(test_both_ends_lose_different_members);
   RUN_TEST(test_second_member_lost);

@@ -3,11 +3,14 @@
  * hosts, with the namespace view a caller would have established: each expected choice
  * or error, for the automatic rules (RoCE v2 and IPv4 preferred, NCCL_IB_ADDR_FAMILY,
  * NCCL_IB_ADDR_RANGE, pinning by address) and for an explicit NCCL_IB_GID_INDEX (empty,
- * wrong RoCE version, other namespace, netdev down).
+ * wrong RoCE version, other namespace, netdev down); and recovery's finding of the chosen
+ * GID again by address (mcp_fabric_gid_refind) on a fixture host's table.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
+
+#include <infiniband/verbs.h>
 
 #include "mcp_test.h"
 #include "fabric/fabric_gid.h"
@@ -315,6 +318,53 @@ static void test_vfs(void)
   EXPECT_ERROR(&t, &pol, "another network namespace");
 }
 
+/* A RoCE port of the fixture host netns-eth0 whose GID is the address text of type. */
+static void refind_dev(struct mcp_net_dev *d, const char *ibdev, const char *text, int type)
+{
+  memset(d, 0, sizeof(*d));
+  snprintf(d->ibdev, sizeof(d->ibdev), "%s", ibdev);
+  d->port = 1;
+  d->link_layer = IBV_LINK_LAYER_ETHERNET;
+  CHECK_EQ_INT(inet_pton(AF_INET6, text, d->gid.raw), 1);
+  d->gid.type = type;
+}
+
+/* Recovery's lookup after a flap finds our GID by address and type wherever the table
+ * holds it now, whatever index was in use; not there, it says so rather than guess. The
+ * fixture's device is unknown to this host's RDMA netlink, so the table's netdev names
+ * decide which entries are ours (mcp_netns_port_rows). */
+static void test_refind(void)
+{
+  const char *root = FIXTURES "netns-eth0/sys";
+  struct mcp_net_dev d;
+  char name[IF_NAMESIZE];
+
+  if (mcp_netns_port_netdev("rxeA", 1, name, sizeof(name)) == 0) {
+    fprintf(stderr, "  this host has an RDMA device named rxeA: the fixture's lookups are not checked\n");
+    return;
+  }
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V2);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), 1);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 3), 1); /* moved from 3: found at 1 */
+  refind_dev(&d, "rxeA", "fe80::6c3e:1fff:fe2d:a01", MCP_GID_TYPE_ROCE_V2);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 0), 0);
+  /* The address with another RoCE version, an address the table does not hold. */
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V1);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), -ENOENT);
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.2", MCP_GID_TYPE_ROCE_V2);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), -ENOENT);
+  /* A port the device lacks; a device sysfs does not show. */
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V2);
+  d.port = 2;
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), -ENOENT);
+  refind_dev(&d, "mcp-no-such-dev", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V2);
+  CHECK(mcp_fabric_gid_refind(&d, NULL, root, 1) < 0);
+  /* InfiniBand: GID 0 routed by LID, nothing to look up. */
+  refind_dev(&d, "mcp-no-such-dev", "fe80::1", MCP_GID_TYPE_IB);
+  d.link_layer = IBV_LINK_LAYER_INFINIBAND;
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 0), 0);
+}
+
 int main(void)
 {
   RUN_TEST(test_auto_v2_ipv4);
@@ -327,5 +377,6 @@ int main(void)
   RUN_TEST(test_ipv6_only);
   RUN_TEST(test_port_down);
   RUN_TEST(test_vfs);
+  RUN_TEST(test_refind);
   return TEST_EXIT();
 }
