@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fabric/devctx.h"
 #include "fabric/fabric.h"
 #include "fabric/fabric_gid.h"
 #include "fabric/fabric_hca.h"
@@ -620,6 +621,12 @@ static int discover_verdict(struct mcp_fabric *fab, const struct mcp_config *cfg
   return 0;
 }
 
+void mcp_fabric_cfg_fill(struct mcp_fabric_cfg *fc, const struct mcp_config *cfg)
+{
+  fc->data_access = mcp_mr_data_access(cfg);
+  fc->merge_nics = cfg->ib_merge_nics;
+}
+
 int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cfg, int local_rank,
                              const char *local_rank_source)
 {
@@ -635,6 +642,7 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
   int i, n = 0, nnames, nproblems, rc;
 
   memset(fab, 0, sizeof(*fab));
+  mcp_fabric_cfg_fill(&fab->cfg, cfg);
   fab->local_rank = local_rank;
   fab->local_rank_source = local_rank_source;
   if (find_pin(fab, cfg, map, &run.pin) != 0)
