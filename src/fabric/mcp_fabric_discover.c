@@ -195,7 +195,8 @@ static int oob_subnet(const struct mcp_config *cfg, struct mcp_gid_range *range)
   struct ifaddrs *ifs, *ifa;
   int found = -1;
 
-  if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &ch) != 0 || getifaddrs(&ifs) != 0)
+  if (mcp_sock_iface_find(cfg->socket_ifname, &cfg->socket_ifname_list, cfg->socket_af, &ch) != 0 ||
+      getifaddrs(&ifs) != 0)
     return -1;
   for (ifa = ifs; ifa != NULL && found < 0; ifa = ifa->ifa_next) {
     const uint8_t *a, *m;
@@ -638,7 +639,7 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
   struct discover_run run = {.fab = fab, .cfg = cfg};
   struct ibv_device **list;
   struct mcp_select sel;
-  char err[MCP_REASON_MAX], problems[2048];
+  char problems[2048];
   int i, n = 0, nnames, nproblems, rc;
 
   memset(fab, 0, sizeof(*fab));
@@ -647,10 +648,8 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
   fab->local_rank_source = local_rank_source;
   if (find_pin(fab, cfg, map, &run.pin) != 0)
     return -1;
-  if (mcp_select_init(&sel, cfg->ib_hca, run.pin, cfg->strict, err, sizeof(err)) != 0) {
-    MCP_WARN("%s", err);
-    return -1;
-  }
+  /* NCCL_IB_HCA was parsed by the loader, which refused a bad list. */
+  mcp_select_init(&sel, cfg->ib_hca, &cfg->ib_hca_list, run.pin, cfg->strict);
   mcp_match_list_warn_trimmed("NCCL_IB_HCA", &sel.hca, &hca_spaces_warned);
   run.sel = &sel;
   gid_policy_from_config(&run.pol, cfg, run.pin);
