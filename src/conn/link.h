@@ -10,6 +10,7 @@
 #define MCPNET_LINK_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -155,6 +156,41 @@ struct mcp_link_dev {
   struct mcp_cnt_snapshot *cnt_base; /* NULL until read (freed with the link) */
 };
 
+struct mcp_config;
+
+/*
+ * The settings of one link, copied once from the process's configuration when the link
+ * is made and read from here by conn and xfer, never from the configuration itself.
+ * The path of each: net's init loads the configuration (mcp_param_load into
+ * mcp_param_process(), src/net/mcp_net_init.c); comm_new (src/conn/mcp_conn_setup.c)
+ * copies it with mcp_link_cfg_fill into link.cfg; conn and xfer read link.cfg. E.g.
+ * NCCL_IB_TIMEOUT: parsed by the table's row (src/core/mcp_param_table.c), then
+ * mcp_config.ib_timeout, then link.cfg.ib_timeout, then the QPs' RTS attribute and the
+ * wire fingerprint (mcp_conn_qp.c) and a failed completion's message (xfer). A new
+ * per-link setting: a field here and its line in mcp_link_cfg_fill.
+ */
+struct mcp_link_cfg {
+  int ib_timeout, ib_retry_cnt; /* NCCL_IB_TIMEOUT, NCCL_IB_RETRY_CNT: RTS, fingerprint */
+  int rnr_retry;                /* MCPNET_RNR_RETRY: RTS, fingerprint */
+  int min_rnr_timer;            /* MCPNET_MIN_RNR_TIMER: RTR */
+  int mtu;                      /* MCPNET_MTU in bytes (0: the port's active MTU) */
+  int ib_sl, ib_tc;             /* NCCL_IB_SL, NCCL_IB_TC; -1 unset (a rank map's sl=/tc= win) */
+  int ib_fifo_tc;               /* NCCL_IB_FIFO_TC: the receive side's QPs on RoCE; -1 unset */
+  int ib_pkey_index;            /* NCCL_IB_PKEY: the P_Key index of xfer's flush QP */
+  /* NCCL_IB_MQP_RETRY_*: a connection's RTR/RTS retries */
+  int ib_mqp_retry_all, ib_mqp_retry_cnt, ib_mqp_retry_sleep_ms;
+  int ib_port_failover, ib_port_recovery; /* NCCL_IB_RESILIENCY_PORT_*: non-zero on */
+  int connect_timeout_s;                  /* MCPNET_CONNECT_TIMEOUT */
+  int recovery_timeout_s;                 /* MCPNET_RECOVERY_TIMEOUT; 0: no recovery */
+  int watchdog_s;                         /* MCPNET_WATCHDOG_SEC (xfer); 0: off */
+  int inline_bytes;                       /* MCPNET_INLINE_BYTES (xfer) */
+  bool abort_on_error;                    /* MCPNET_ABORT_ON_ERROR */
+  bool force_flush;                       /* MCPNET_FORCE_FLUSH (xfer) */
+};
+
+/* Copies a link's settings out of a loaded configuration (mcp_conn_setup.c). */
+void mcp_link_cfg_fill(struct mcp_link_cfg *lc, const struct mcp_config *cfg);
+
 /* The link between two processes (conn): QPs, their device contexts and CQs, epoch, the
  * out-of-band stream, setup and recovery state, the peer's name and the comm's error.
  * The send and receive comms (xfer, comm.h) embed it first, so a comm's kind is at
@@ -168,6 +204,7 @@ struct mcp_link {
   int dev;
   uint16_t id;                    /* per process, for wr_id (mcp_comm_next_id); 0: a test's comm */
   const struct mcp_link_ops *ops; /* the layer above, served by the link (never NULL once set up) */
+  struct mcp_link_cfg cfg;        /* its settings, copied at creation (comm_new) */
   int ndevs;                      /* members in devs[] (mcp_fabric_dev_members) */
   struct mcp_link_dev devs[MCP_LINK_MAX_DEVS];
   int remote_ndevs; /* the peer's members (its endpoint's ndevs; 1 for a version-2 peer) */
@@ -374,7 +411,7 @@ uint32_t mcp_version_number(void);
  * reference. The rest publish what conn knows as it changes: a setup state
  * (MCP_STATUS_CONNECTING, _WAIT_ACCEPT, _WAIT_CONNECT) with the peer known so far, the
  * connected endpoint and peer, a recovery's start (its cause) and end, the failure. */
-void mcp_link_status_open(struct mcp_link *c);
+void mcp_link_status_open(struct mcp_link *c, const struct mcp_config *cfg);
 void mcp_link_status_close(struct mcp_link *c);
 void mcp_link_status_setup(struct mcp_link *c, int state);
 void mcp_link_status_ready(struct mcp_link *c);

@@ -40,7 +40,7 @@ void mcp_comm_fail(struct mcp_link *c, int code, const char *fmt, ...)
   c->error = code;
   mcp_link_status_failed(c);
   MCP_WARN("%s", c->errmsg);
-  if (mcp_param_process()->abort_on_error) {
+  if (c->cfg.abort_on_error) {
     MCP_WARN("MCPNET_ABORT_ON_ERROR=1: aborting for a core dump");
     abort();
   }
@@ -186,7 +186,7 @@ void mcp_qp_test_set_retry_sleep(void (*fn)(unsigned ms)) { retry_sleep_fn = fn;
 static int modify_qp(const struct mcp_link *c, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
                      int retry, const char *step)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   int max = retry ? cfg->ib_mqp_retry_cnt : 0, rc, e;
 
   for (int attempt = 1;; attempt++) {
@@ -222,7 +222,7 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
                      uint32_t my_psn, uint32_t dqpn, uint32_t dpsn, const uint8_t *dgid, uint16_t dlid,
                      int retry)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   struct ibv_qp_attr attr;
   char lgid[64], rgid[64];
   const char *step = "INIT->RTR";
@@ -489,7 +489,7 @@ static void gid_running_add(struct mcp_qp_job *j, int delta)
  * whole, waiting for its ports); without port recovery, none that was left out before. */
 static uint8_t rebuild_members_up(const struct mcp_qp_job *j)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &j->c->cfg;
   uint8_t all = mcp_link_members_all(j->ndevs), allowed, up = 0;
   int k;
 
@@ -843,7 +843,7 @@ uint32_t mcp_version_number(void)
 
 void mcp_comm_fill_endpoint(struct mcp_link *c)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   /* Member 0 in the endpoint's own fields, the others in more[] (wire version 3). */
   const struct mcp_link_dev *m = mcp_link_dev_of(c, 0);
   const struct mcp_net_dev *d = m->dc->info;

@@ -94,7 +94,7 @@ static void members_not_active(const struct mcp_link *c, char *out, size_t len)
 
 static void rec_fail(struct mcp_link *c, const char *what)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
   char down[256];
 
@@ -157,7 +157,7 @@ static int send_recover(struct mcp_link *c, uint32_t step)
 /* Starts round `round` (the peer's, when it asked first). */
 static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   uint64_t now = mono_ns();
 
   if (c->rec.phase == MCP_REC_NONE) {
@@ -623,7 +623,7 @@ void mcp_recover_check_events(struct mcp_link *c)
       return;
     }
   }
-  if (mcp_param_process()->recovery_timeout_s <= 0)
+  if (c->cfg.recovery_timeout_s <= 0)
     return; /* without recovery, completions with errors decide */
   for (k = 0; k < c->ndevs; k++) {
     struct mcp_link_dev *m = &c->devs[k];
@@ -633,7 +633,7 @@ void mcp_recover_check_events(struct mcp_link *c)
     gen = atomic_load(&m->dc->port_up_gen);
     if (gen != m->port_up_seen) {
       m->port_up_seen = gen;
-      if (!((c->up >> k) & 1) && mcp_param_process()->ib_port_recovery && c->rec.phase == MCP_REC_NONE) {
+      if (!((c->up >> k) & 1) && c->cfg.ib_port_recovery && c->rec.phase == MCP_REC_NONE) {
         snprintf(cause, sizeof(cause), "%s port %d is active again (port event); taking the member back",
                  m->dc->info->ibdev, m->dc->info->port);
         mcp_recover_start(c, cause);

@@ -84,7 +84,32 @@ int mcp_link_open_members(struct mcp_link *c, int dev)
   return 0;
 }
 
-/* The parts of a comm that do not depend on the peer. */
+void mcp_link_cfg_fill(struct mcp_link_cfg *lc, const struct mcp_config *cfg)
+{
+  lc->ib_timeout = cfg->ib_timeout;
+  lc->ib_retry_cnt = cfg->ib_retry_cnt;
+  lc->rnr_retry = cfg->rnr_retry;
+  lc->min_rnr_timer = cfg->min_rnr_timer;
+  lc->mtu = cfg->mtu;
+  lc->ib_sl = cfg->ib_sl;
+  lc->ib_tc = cfg->ib_tc;
+  lc->ib_fifo_tc = cfg->ib_fifo_tc;
+  lc->ib_pkey_index = cfg->ib_pkey_index;
+  lc->ib_mqp_retry_all = cfg->ib_mqp_retry_all;
+  lc->ib_mqp_retry_cnt = cfg->ib_mqp_retry_cnt;
+  lc->ib_mqp_retry_sleep_ms = cfg->ib_mqp_retry_sleep_ms;
+  lc->ib_port_failover = cfg->ib_port_failover;
+  lc->ib_port_recovery = cfg->ib_port_recovery;
+  lc->connect_timeout_s = cfg->connect_timeout_s;
+  lc->recovery_timeout_s = cfg->recovery_timeout_s;
+  lc->watchdog_s = cfg->watchdog_s;
+  lc->inline_bytes = cfg->inline_bytes;
+  lc->abort_on_error = cfg->abort_on_error;
+  lc->force_flush = cfg->force_flush;
+}
+
+/* The parts of a comm that do not depend on the peer. Its settings are copied here, once,
+ * from the configuration net's init loaded (struct mcp_link_cfg). */
 static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const struct mcp_link_ops *ops)
 {
   const struct mcp_config *cfg = mcp_param_process();
@@ -93,6 +118,7 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
 
   if (c == NULL)
     return NULL;
+  mcp_link_cfg_fill(&c->cfg, cfg);
   if (mcp_oob_acquire(cfg) != 0) {
     free(c);
     return NULL;
@@ -103,7 +129,7 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
   c->ops = ops;
   c->id = mcp_comm_next_id();
   mcp_link_set_epoch(c, 0);
-  mcp_link_status_open(c); /* what mcpnet-top sees; closed with the comm (comm_free) */
+  mcp_link_status_open(c, cfg); /* what mcpnet-top sees; closed with the comm (comm_free) */
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;
@@ -113,8 +139,8 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
     goto fail;
   m = &c->devs[0];
   /* The rank map's sl=/tc= for this device (member 0's) win over NCCL_IB_SL/NCCL_IB_TC. */
-  c->sl = choose_sl_tc(m->dc->info->sl >= 0 ? m->dc->info->sl : cfg->ib_sl, traffic_class, 15);
-  c->tc = choose_sl_tc(m->dc->info->tc >= 0 ? m->dc->info->tc : cfg->ib_tc, traffic_class, 255);
+  c->sl = choose_sl_tc(m->dc->info->sl >= 0 ? m->dc->info->sl : c->cfg.ib_sl, traffic_class, 15);
+  c->tc = choose_sl_tc(m->dc->info->tc >= 0 ? m->dc->info->tc : c->cfg.ib_tc, traffic_class, 255);
   return c;
 fail:
   mcp_comm_destroy(c);
@@ -576,7 +602,7 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
 /* The receive side's traffic class: NCCL_IB_FIFO_TC on RoCE when set, else the data's. */
 static int fifo_tc(const struct mcp_link *c, int data_tc)
 {
-  int fifo = mcp_param_process()->ib_fifo_tc;
+  int fifo = c->cfg.ib_fifo_tc;
 
   if (fifo < 0 || c->devs[0].dc->info->link_layer != IBV_LINK_LAYER_ETHERNET)
     return data_tc;
@@ -621,7 +647,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     goto fail;
   }
   c->ops->link_up(c);
-  c->deadline_ns = mcp_clock_ns() + (uint64_t)mcp_param_process()->connect_timeout_s * 1000000000ull;
+  c->deadline_ns = mcp_clock_ns() + (uint64_t)c->cfg.connect_timeout_s * 1000000000ull;
   if (qp_thread_start(c) != 0)
     goto fail;
   lc->accepting = c;
@@ -679,7 +705,7 @@ int mcp_conn_accept_yields(uint64_t waited_ms, int connect_timeout_s, unsigned p
 static int accept_yield(struct mcp_listen_comm *lc, struct mcp_link *c)
 {
   uint64_t waited_ms = mcp_clock_coarse_ms() - c->wait_since_ms;
-  int limit_s = mcp_param_process()->connect_timeout_s;
+  int limit_s = c->cfg.connect_timeout_s;
 
   if (!mcp_conn_accept_yields(waited_ms, limit_s, mcp_oob_listener_pending(lc->listener)))
     return 0;
@@ -750,7 +776,7 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
     mcp_comm_fail(c, MCP_ERR_REMOTE,
                   "accept from %s: the queue pairs were not connected within "
                   "MCPNET_CONNECT_TIMEOUT=%d s",
-                  c->peer_name, mcp_param_process()->connect_timeout_s);
+                  c->peer_name, c->cfg.connect_timeout_s);
   }
   lc->accepting = NULL;
   if (c->error != 0) {

@@ -955,7 +955,7 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
              strerror(-err));
     goto fail;
   }
-  if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &choice) != 0) {
+  if (mcp_sock_iface_find(cfg->socket_ifname, &cfg->socket_ifname_list, cfg->socket_af, &choice) != 0) {
     MCP_WARN("no interface for the out-of-band channel%s%s: %s",
              cfg->socket_ifname ? " matching NCCL_SOCKET_IFNAME=" : "",
              cfg->socket_ifname ? cfg->socket_ifname : "", choice.reason);

@@ -70,6 +70,10 @@ struct mcp_match_fault {
  */
 int mcp_match_list_parse(const char *text, size_t name_max, int with_ports, struct mcp_match_list *list,
                          struct mcp_match_fault *fault);
+/* NCCL_IB_HCA (name_max MCP_MATCH_NAME_MAX, with ports): 0, or -EINVAL with err naming
+ * the bad entry in the variable's words. The parameter loader calls it (mcp_param_table.c),
+ * so a bad list fails init at load; NCCL_SOCKET_IFNAME's is mcp_sock_ifspec_parse. */
+int mcp_hca_parse(const char *text, struct mcp_match_list *list, char *err, size_t errlen);
 /* 1 when token i names name (its port ignored): exact or prefix as the list says. */
 int mcp_match_token(const struct mcp_match_list *list, int i, const char *name);
 /* 1 when name:port passes the list (exclusion applied; port -1 = any; empty list: 1). */

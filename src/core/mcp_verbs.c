@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "core/param.h"
 #include "core/verbs.h"
 
 struct mcp_verbs mcp_ibv;
@@ -81,9 +80,8 @@ static void sysfs_root_take(void)
   snprintf(sysfs_root, sizeof(sysfs_root), "%s", root != NULL && root[0] == '/' ? root : "/sys");
 }
 
-int mcp_verbs_load(char *why, size_t whylen)
+int mcp_verbs_load(const char *want, char *why, size_t whylen)
 {
-  const char *want = mcp_param_process()->verbs_library;
   int rc = 0, custom = want != NULL && want[0] != '\0';
   size_t i;
 

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "core/match_list.h"
 #include "nccl/net_common.h"
 
 /* One identifier per parameter; also the row index in mcp_param_table(). */
@@ -178,6 +179,11 @@ struct mcp_config {
   int oob_port_lo, oob_port_hi;        /* 0, 0 when MCPNET_OOB_PORT_RANGE is unset */
   struct mcp_rankmap *rank_map_parsed; /* MCPNET_RANK_MAP typed (rankmap.h); NULL when
                                         * rank_map is; owned, freed by mcp_param_free */
+  /* The list variables typed (match_list.h), parsed once by the loader, so a bad list
+   * fails the load and discovery and the out-of-band channel use these, never the text
+   * (kept above for messages). Empty (n == 0, passes every name) when unset. */
+  struct mcp_match_list ib_hca_list;        /* NCCL_IB_HCA (mcp_hca_parse) */
+  struct mcp_match_list socket_ifname_list; /* NCCL_SOCKET_IFNAME (mcp_sock_ifspec_parse) */
 
   struct mcp_param_origin origin[MCP_PARAM_COUNT];
   struct mcp_param_strings *strings_; /* owned storage; private */
@@ -240,8 +246,10 @@ struct mcp_param_env {
 int mcp_param_load(struct mcp_config *cfg, const struct mcp_param_env *env, unsigned flags, char *err,
                    size_t errlen);
 void mcp_param_free(struct mcp_config *cfg);
-/* The process's configuration (mcp_param_process.c): net's init loads it, every layer
- * reads it, the fabric's teardown frees it. */
+/* The process's configuration (mcp_param_process.c): net's init loads it, the fabric's
+ * teardown frees it. Only the places that copy it into the settings of a level read it
+ * (net's init; conn's comm_new: struct mcp_link_cfg; discovery: struct mcp_fabric_cfg):
+ * test/check-config-path.sh keeps it so. */
 struct mcp_config *mcp_param_process(void);
 
 /* One INFO line (subsystem NCCL_ENV) per parameter: NAME=value (source). Call once. */

@@ -76,7 +76,9 @@ struct mcp_sock_iface_choice {
   char reason[MCP_SOCK_MSGLEN];
 };
 
-/* The pure chooser. ifname is NCCL_SOCKET_IFNAME (NULL or "" = automatic); family is
+/* The pure chooser. ifname is NCCL_SOCKET_IFNAME as set, for the messages (NULL or "" =
+ * automatic), spec the list the configuration parsed from it (mcp_sock_ifspec_parse;
+ * NULL with ifname set is refused with -EINVAL); family is
  * AF_INET, AF_INET6 or AF_UNSPEC (then an interface's IPv4 address is preferred over its
  * IPv6 one). Interfaces that are down, have no carrier, or have no address of the family
  * are skipped; IPv6 link-local addresses never count. With ifname set, the first
@@ -84,10 +86,12 @@ struct mcp_sock_iface_choice {
  * docker*, virbr* and loopback, then docker*, then loopback as the last resort.
  * Returns 0 with choice->reason saying why this one, or -ENODEV (or -EINVAL for a bad
  * spec) with choice->reason listing what was seen and why each was unusable. */
-int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname, int family,
+int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname,
+                          const struct mcp_match_list *spec, int family,
                           struct mcp_sock_iface_choice *choice);
-/* The same over this host's getifaddrs. */
-int mcp_sock_iface_find(const char *ifname, int family, struct mcp_sock_iface_choice *choice);
+/* The same over this host's getifaddrs; WARNs once per process of spaces spec trimmed. */
+int mcp_sock_iface_find(const char *ifname, const struct mcp_match_list *spec, int family,
+                        struct mcp_sock_iface_choice *choice);
 
 /* ---- Listening -------------------------------------------------------------------- */
 

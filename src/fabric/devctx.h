@@ -29,6 +29,7 @@ struct mcp_devctx {
   struct mcp_list mrs; /* the registration cache (struct mcp_mr), newest first */
   size_t mr_bytes;     /* registered bytes, for memlock diagnostics */
   int mr_count;
+  unsigned data_access;  /* NCCL's buffers' access: the fabric's (struct mcp_fabric_cfg) */
   atomic_int ro_refused; /* its driver refused relaxed ordering once: never asked again */
   /* Async events, read without a thread by whichever comm checks first (every 100 ms
    * while it waits): generation counters the comms compare with what they last saw. */

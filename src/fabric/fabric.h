@@ -68,7 +68,20 @@ struct mcp_fabric_excluded {
 
 #define MCP_MAX_EXCLUDED 64
 
+/*
+ * The settings of the fabric, copied once from the configuration net's init loaded
+ * (mcp_param_process(), src/net/mcp_net_init.c) when discovery fills the fabric
+ * (mcp_fabric_discover_rank), and read from here by fabric and the layers above, never
+ * from the configuration itself. A device context takes data_access when it opens. A
+ * new fabric-wide setting: a field here and its line in mcp_fabric_cfg_fill.
+ */
+struct mcp_fabric_cfg {
+  unsigned data_access; /* NCCL_IB_PCI_RELAXED_ORDERING: NCCL's buffers' MR access (mcp_mr_data_access) */
+  int merge_nics;       /* NCCL_IB_MERGE_NICS: 0 refuses NCCL's makeVDevice of several devices (net) */
+};
+
 struct mcp_fabric {
+  struct mcp_fabric_cfg cfg;
   int ndev;
   struct mcp_net_dev dev[MCP_MAX_NET_DEVS];
   int nexcl;
@@ -79,6 +92,10 @@ struct mcp_fabric {
 };
 
 struct mcp_config;
+
+/* The fabric's settings out of a loaded configuration (after mcp_verbs_load: relaxed
+ * ordering depends on the verbs the library has); discovery calls it. */
+void mcp_fabric_cfg_fill(struct mcp_fabric_cfg *fc, const struct mcp_config *cfg);
 
 /*
  * Fills fab with the ports this process may use: every usable one, or exactly those

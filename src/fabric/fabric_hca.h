@@ -1,8 +1,9 @@
 /*
  * fabric_hca.h - NCCL_IB_HCA lists with NCCL's meaning: comma-separated
  * "name[:port]" tokens, prefix matches unless the list starts with '=' (exact), an
- * exclude list when it starts with '^' ("^=" excludes exact names). The grammar and
- * matching are core's (match_list.h); this adds the variable's messages.
+ * exclude list when it starts with '^' ("^=" excludes exact names). The grammar,
+ * matching and the variable's parse messages are core's (match_list.h: mcp_hca_parse,
+ * which the parameter loader calls); this adds what discovery reports of a list.
  */
 #ifndef MCPNET_FABRIC_HCA_H
 #define MCPNET_FABRIC_HCA_H
@@ -11,8 +12,6 @@
 
 #include "core/match_list.h"
 
-/* Parse NCCL_IB_HCA; -1 with err naming the bad entry. */
-int mcp_hca_parse(const char *text, struct mcp_match_list *list, char *err, size_t errlen);
 /*
  * How many of the ndev names in devs token i matches; those names go to out, separated
  * by ", " (cut short if out is too small). Discovery uses it to WARN about a prefix

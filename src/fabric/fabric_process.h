@@ -14,7 +14,7 @@
 
 /* Runs setup under the process lock unless the fabric is ready already; on success
  * (setup returned 0, or nothing to do) and with ctx set, counts one more context.
- * setup fills the fabric and the configuration (mcp_param_process()) and frees the
+ * setup fills the fabric and the process's configuration (core/param.h) and frees the
  * configuration itself when it fails. Returns setup's result or 0. */
 int mcp_fabric_process_open(int ctx, int (*setup)(struct mcp_fabric *fab));
 /* A context's finalize: the fabric goes when it was the last holder. */

@@ -20,9 +20,10 @@ struct mcp_select {
   int strict;
 };
 
-/* Parses NCCL_IB_HCA; -1 with err on a bad list. entry may be NULL. */
-int mcp_select_init(struct mcp_select *s, const char *hca_text, const struct mcp_rankmap_entry *entry,
-                    int strict, char *err, size_t errlen);
+/* NCCL_IB_HCA as written (for messages) and as the configuration parsed it (NULL: the
+ * empty list); entry may be NULL. */
+void mcp_select_init(struct mcp_select *s, const char *hca_text, const struct mcp_match_list *hca,
+                     const struct mcp_rankmap_entry *entry, int strict);
 /* Whether discovery should look at a device at all, and at one of its ports. */
 int mcp_select_allows_dev(const struct mcp_select *s, const char *ibdev);
 int mcp_select_allows_port(const struct mcp_select *s, const char *ibdev, int port);

@@ -63,6 +63,7 @@ struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev)
     goto out;
   dc->dev = dev;
   dc->info = info;
+  dc->data_access = fab->cfg.data_access;
   mcp_list_init(&dc->mrs);
   dc->ctx = open_by_name(info->ibdev);
   if (dc->ctx == NULL) {

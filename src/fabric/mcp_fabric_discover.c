@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fabric/devctx.h"
 #include "fabric/fabric.h"
 #include "fabric/fabric_gid.h"
 #include "fabric/fabric_hca.h"
@@ -194,7 +195,8 @@ static int oob_subnet(const struct mcp_config *cfg, struct mcp_gid_range *range)
   struct ifaddrs *ifs, *ifa;
   int found = -1;
 
-  if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &ch) != 0 || getifaddrs(&ifs) != 0)
+  if (mcp_sock_iface_find(cfg->socket_ifname, &cfg->socket_ifname_list, cfg->socket_af, &ch) != 0 ||
+      getifaddrs(&ifs) != 0)
     return -1;
   for (ifa = ifs; ifa != NULL && found < 0; ifa = ifa->ifa_next) {
     const uint8_t *a, *m;
@@ -620,6 +622,12 @@ static int discover_verdict(struct mcp_fabric *fab, const struct mcp_config *cfg
   return 0;
 }
 
+void mcp_fabric_cfg_fill(struct mcp_fabric_cfg *fc, const struct mcp_config *cfg)
+{
+  fc->data_access = mcp_mr_data_access(cfg);
+  fc->merge_nics = cfg->ib_merge_nics;
+}
+
 int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cfg, int local_rank,
                              const char *local_rank_source)
 {
@@ -631,18 +639,17 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
   struct discover_run run = {.fab = fab, .cfg = cfg};
   struct ibv_device **list;
   struct mcp_select sel;
-  char err[MCP_REASON_MAX], problems[2048];
+  char problems[2048];
   int i, n = 0, nnames, nproblems, rc;
 
   memset(fab, 0, sizeof(*fab));
+  mcp_fabric_cfg_fill(&fab->cfg, cfg);
   fab->local_rank = local_rank;
   fab->local_rank_source = local_rank_source;
   if (find_pin(fab, cfg, map, &run.pin) != 0)
     return -1;
-  if (mcp_select_init(&sel, cfg->ib_hca, run.pin, cfg->strict, err, sizeof(err)) != 0) {
-    MCP_WARN("%s", err);
-    return -1;
-  }
+  /* NCCL_IB_HCA was parsed by the loader, which refused a bad list. */
+  mcp_select_init(&sel, cfg->ib_hca, &cfg->ib_hca_list, run.pin, cfg->strict);
   mcp_match_list_warn_trimmed("NCCL_IB_HCA", &sel.hca, &hca_spaces_warned);
   run.sel = &sel;
   gid_policy_from_config(&run.pol, cfg, run.pin);

@@ -51,7 +51,7 @@ unsigned mcp_mr_data_access(const struct mcp_config *cfg)
  * asked without it. */
 static unsigned device_access(struct mcp_devctx *dc)
 {
-  unsigned access = mcp_mr_data_access(mcp_param_process());
+  unsigned access = dc->data_access;
 
   return atomic_load(&dc->ro_refused) ? access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING : access;
 }

@@ -170,7 +170,7 @@ static int setup_locked(struct mcp_fabric *fab)
     return MCP_ERR_USAGE;
   }
   mcp_param_log(cfg);
-  if (mcp_verbs_load(why, sizeof(why)) != 0) {
+  if (mcp_verbs_load(cfg->verbs_library, why, sizeof(why)) != 0) {
     MCP_WARN("%s. NCCL falls back to its own transports unless NCCL_NET=MCP", why);
     mcp_param_free(cfg);
     return MCP_ERR_SYSTEM;
@@ -308,7 +308,7 @@ ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs, int max)
   }
   /* NCCL's IB transport answers so, at INFO: NCCL's topology code then keeps the devices
    * unfused. One device is no fusion and is made as before. */
-  if (n > 1 && !mcp_param_process()->ib_merge_nics) {
+  if (n > 1 && !fab->cfg.merge_nics) {
     MCP_INFO(NCCL_INIT | NCCL_NET, "makeVDevice of %d devices: not fused, NCCL_IB_MERGE_NICS=0", n);
     return ncclInvalidUsage;
   }

@@ -131,7 +131,7 @@ static void members_moved(struct mcp_link *l)
 static void link_up(struct mcp_link *l)
 {
   struct mcp_comm *c = mcp_comm_of(l);
-  int inline_bytes = mcp_param_process()->inline_bytes;
+  int inline_bytes = c->link.cfg.inline_bytes;
 
   int k;
 

@@ -75,7 +75,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
       /* Only flush reads are left, local work the peer's close does not touch. The
        * link to the peer is not needed again, so nothing on it starts a recovery; the
        * flush QP's own retry, bounded by MCPNET_RECOVERY_TIMEOUT, covers its port. */
-      mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
+      mcp_xfer_watchdog(c, now, c->link.cfg.watchdog_s);
       return 0;
     }
     mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
@@ -91,7 +91,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     mcp_recover_check_events(&c->link);
   if (c->link.error != 0)
     return -1;
-  mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
+  mcp_xfer_watchdog(c, now, c->link.cfg.watchdog_s);
   mcp_xfer_status_check(c, now);
   mcp_xfer_prof_tick(c, now);
   return 0;
@@ -249,16 +249,15 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
     return;
   }
   cause = mcp_xfer_wc_diagnose(c, m, wc->status, diag, sizeof(diag));
-  if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
+  if (c->link.cfg.abort_on_error) /* the failure below aborts: say it first */
     MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
   mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
                 "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->link.peer_name, mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err,
                 wc->qp_num, mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), c->seq, m->dc->info->name,
-                m->dc->info->port, m->dc->info->gid.index, m->dc->info->gid.text,
-                mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt,
-                mcp_cnt_cause_name(cause));
+                m->dc->info->port, m->dc->info->gid.index, m->dc->info->gid.text, c->link.cfg.ib_timeout,
+                c->link.cfg.ib_retry_cnt, mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
 }
 
@@ -266,7 +265,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
 {
   if (c->link.error != 0 || c->link.rec.phase == MCP_REC_VERDICT)
     return;
-  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
+  if (mcp_recover_status_recoverable(wc->status) && c->link.cfg.recovery_timeout_s > 0 &&
       !mcp_oob_stream_gone(c->link.stream)) {
     const struct mcp_link_dev *m = mcp_link_dev_of_qpn(&c->link, wc->qp_num);
     char why[256];
@@ -312,7 +311,7 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
       c->flush_lost_ns = 0; /* the new flush QP works */
     return;
   }
-  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0) {
+  if (mcp_recover_status_recoverable(wc->status) && c->link.cfg.recovery_timeout_s > 0) {
     mcp_xfer_flush_lost(c, mcp_clock_coarse_ns());
     return;
   }

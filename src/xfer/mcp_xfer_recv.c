@@ -313,7 +313,7 @@ static int flush_setup_member(struct mcp_comm *c, int k, int quiet)
   }
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_INIT;
-  attr.pkey_index = (uint16_t)mcp_param_process()->ib_pkey_index;
+  attr.pkey_index = (uint16_t)c->link.cfg.ib_pkey_index;
   attr.port_num = (uint8_t)m->dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
   if (mcp_ibv.modify_qp(*qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) !=
@@ -417,7 +417,7 @@ void mcp_xfer_flush_lost(struct mcp_comm *c, uint64_t now_ns)
 
 int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
 {
-  int timeout_s = mcp_param_process()->recovery_timeout_s, i, left = 0;
+  int timeout_s = c->link.cfg.recovery_timeout_s, i, left = 0;
 
   if (now_ns < c->flush_next_try_ns)
     return 0;
@@ -464,7 +464,7 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
       gpu |= mcp_mh_type(mh) == NCCL_PTR_CUDA;
     }
   }
-  if (last < 0 || (!gpu && !mcp_param_process()->force_flush))
+  if (last < 0 || (!gpu && !c->link.cfg.force_flush))
     return 0;
   if (!flush_ready(c) && c->flush_lost_ns == 0 && flush_setup(c, 0) != 0) {
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: the loopback flush QP could not be set up",

@@ -272,6 +272,7 @@ static void run(int both, int roce)
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = 30;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   loglen = 0;
   if (roce) {
     CHECK(gid_index_of(p->send) != 3 && gid_index_of(p->recv) != 3);
@@ -385,6 +386,7 @@ static void run_fused(int stays_down)
     goto out;
   cfg->recovery_timeout_s = stays_down ? 2 : 30;
   cfg->ib_port_failover = 0;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   loglen = 0;
 
   post_recvs(p, rmh, &f, 200, 60);
@@ -617,6 +619,7 @@ static void test_recover_gid_event_off_proxy_thread(void)
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = 30;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   loglen = 0;
   lookups_on(p, gid_index_of(p->recv)); /* the event did not move our GID */
   CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r), ncclSuccess);

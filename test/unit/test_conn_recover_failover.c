@@ -291,6 +291,7 @@ static void run(int nsend, int nrecv, const struct loss *first, int nfirst, int 
   cfg->recovery_timeout_s = 30;
   cfg->ib_port_failover = 1;
   cfg->ib_port_recovery = port_recovery;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   loglen = 0;
 
   /* The loss: the flight completes on the other members. */
@@ -428,6 +429,7 @@ static void test_member_count_mismatch(void)
     goto out;
   cfg->recovery_timeout_s = 30;
   cfg->ib_port_failover = cfg->ib_port_recovery = 1;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_RECOVER;
   m.u.recover.round = 1;

@@ -171,7 +171,7 @@ static void test_rail_plane_refused(void)
     CHECK_EQ_INT(f.kind, bad[i].kind);
     CHECK_EQ_STR(f.field, bad[i].field);
     err[0] = '\0';
-    CHECK_EQ_INT(mcp_hca_parse(bad[i].text, &l, err, sizeof(err)), -1);
+    CHECK_EQ_INT(mcp_hca_parse(bad[i].text, &l, err, sizeof(err)), -EINVAL);
     if (strstr(err, bad[i].msg) == NULL)
       fprintf(stderr, "'%s': \"%s\" lacks \"%s\"\n", bad[i].text, err, bad[i].msg);
     CHECK(strstr(err, bad[i].msg) != NULL);

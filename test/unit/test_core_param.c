@@ -1174,6 +1174,49 @@ static void test_rank_map_parsed_once(void)
   mcp_param_free(&f.cfg);
 }
 
+/* The list variables are parsed once, by the loader, into the typed lists discovery and
+ * the out-of-band channel use; a malformed list fails the load, naming the bad entry,
+ * and leaves the list empty. */
+static void test_lists_parsed_once(void)
+{
+  struct fake f;
+
+  fake_init(&f);
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK_EQ_INT(f.cfg.ib_hca_list.n, 0);
+  CHECK_EQ_INT(f.cfg.socket_ifname_list.n, 0);
+  mcp_param_free(&f.cfg);
+
+  fake_init(&f);
+  fake_set(&f, "NCCL_IB_HCA", "^=mlx5_0:1,mlx5_1::3");
+  fake_set(&f, "NCCL_SOCKET_IFNAME", "=eth0,ib:5");
+  CHECK_EQ_INT(fake_load(&f, 0), 0);
+  CHECK_EQ_INT(f.cfg.ib_hca_list.n, 2);
+  CHECK(f.cfg.ib_hca_list.exclude && f.cfg.ib_hca_list.exact);
+  CHECK_EQ_STR(f.cfg.ib_hca_list.e[1].name, "mlx5_1");
+  CHECK_EQ_INT(f.cfg.ib_hca_list.e[0].port, 1);
+  CHECK_EQ_INT(f.cfg.ib_hca_list.e[1].rail, 3);
+  CHECK_EQ_INT(f.cfg.socket_ifname_list.n, 2);
+  CHECK_EQ_STR(f.cfg.socket_ifname_list.e[1].name, "ib"); /* ":5" dropped, as NCCL does */
+  mcp_param_free(&f.cfg);
+
+  fake_init(&f);
+  fake_set(&f, "NCCL_IB_HCA", "mlx5_0:0");
+  fake_set(&f, "NCCL_SOCKET_IFNAME", "thisnameiswaytoolong");
+  CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
+  CHECK(f.cfg.ib_hca == NULL && f.cfg.ib_hca_list.n == 0);
+  CHECK(f.cfg.origin[MCP_PARAM_IB_HCA].rejected);
+  CHECK(strstr(f.warns,
+               "NCCL_IB_HCA=mlx5_0:0 (environment) is not a device list: NCCL_IB_HCA entry "
+               "'mlx5_0:0': port '0' is not 1..255") != NULL);
+  CHECK(f.cfg.socket_ifname == NULL && f.cfg.socket_ifname_list.n == 0);
+  CHECK(strstr(f.warns,
+               "NCCL_SOCKET_IFNAME=thisnameiswaytoolong (environment) is not an interface list: "
+               "NCCL_SOCKET_IFNAME entry \"thisnameiswaytoolong\" is longer than any interface "
+               "name") != NULL);
+  mcp_param_free(&f.cfg);
+}
+
 int main(void)
 {
   if (mkdtemp(tmpdir) == NULL) {
@@ -1204,6 +1247,7 @@ int main(void)
   RUN_TEST(test_log);
   RUN_TEST(test_reentrant);
   RUN_TEST(test_rank_map_parsed_once);
+  RUN_TEST(test_lists_parsed_once);
   remove_tmpdir();
   return TEST_EXIT();
 }

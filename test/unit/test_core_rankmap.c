@@ -14,6 +14,19 @@
 
 static struct mcp_rankmap map;
 
+/* NCCL_IB_HCA as the loader parses it, then the selection over it, as discovery makes it. */
+static int select_init(struct mcp_select *s, const char *hca, const struct mcp_rankmap_entry *entry,
+                       int strict)
+{
+  struct mcp_match_list list;
+  char err[256];
+
+  if (mcp_hca_parse(hca, &list, err, sizeof(err)) != 0)
+    return -1;
+  mcp_select_init(s, hca, &list, entry, strict);
+  return 0;
+}
+
 static void parse_ok(const char *text)
 {
   char err[256] = "";
@@ -124,7 +137,6 @@ static void test_refusals(void)
 static void test_rail_plane(void)
 {
   struct mcp_select s;
-  char err[256];
   int rail, plane;
 
   parse_ok("0-1=mlx5_0:1,rail=0;2-3=mlx5_1:1,rail=1,plane=2;4=mlx5_2");
@@ -135,21 +147,21 @@ static void test_rail_plane(void)
   CHECK_EQ_INT(map.e[2].rail, -1);
   CHECK_EQ_INT(map.e[2].plane, -1);
   /* The entry's rail wins over NCCL_IB_HCA's; its missing plane comes from there. */
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:1:5:6,mlx5_2::9", &map.e[0], 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_0:1:5:6,mlx5_2::9", &map.e[0], 1), 0);
   mcp_select_rail_plane(&s, "mlx5_0", 1, &rail, &plane);
   CHECK_EQ_INT(rail, 0);
   CHECK_EQ_INT(plane, 6);
   /* An entry without either: NCCL_IB_HCA's token for the port, or none. */
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:1:5:6,mlx5_2::9", &map.e[2], 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_0:1:5:6,mlx5_2::9", &map.e[2], 1), 0);
   mcp_select_rail_plane(&s, "mlx5_2", 1, &rail, &plane);
   CHECK_EQ_INT(rail, 9);
   CHECK_EQ_INT(plane, -1);
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:2:5:6", &map.e[2], 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_0:2:5:6", &map.e[2], 1), 0);
   mcp_select_rail_plane(&s, "mlx5_0", 1, &rail, &plane); /* the token is port 2's */
   CHECK_EQ_INT(rail, -1);
   CHECK_EQ_INT(plane, -1);
   /* No rank map: NCCL_IB_HCA alone, the first token that names the port. */
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_0:1:2:0,mlx5_0::3:1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_0:1:2:0,mlx5_0::3:1", NULL, 1), 0);
   mcp_select_rail_plane(&s, "mlx5_0", 1, &rail, &plane);
   CHECK_EQ_INT(rail, 2);
   CHECK_EQ_INT(plane, 0);
@@ -251,10 +263,10 @@ static void test_pinned_selection(void)
 {
   struct mcp_fabric *fab = calloc(1, sizeof(*fab));
   struct mcp_select s;
-  char err[256], problems[1024];
+  char problems[1024];
 
   parse_ok("0=mlx5_2:1+mlx5_0:1");
-  CHECK_EQ_INT(mcp_select_init(&s, "^mlx5_2", &map.e[0], 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "^mlx5_2", &map.e[0], 1), 0);
   /* Exact names only, NCCL_IB_HCA ignored for the pinned rank. */
   CHECK_EQ_INT(mcp_select_allows_dev(&s, "mlx5_2"), 1);
   CHECK_EQ_INT(mcp_select_allows_dev(&s, "mlx5_0"), 1);
@@ -280,7 +292,7 @@ static void test_pinned_selection(void)
         NULL);
   /* A name that does not exist at all. */
   parse_ok("0=mlx5_9");
-  CHECK_EQ_INT(mcp_select_init(&s, NULL, &map.e[0], 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, NULL, &map.e[0], 1), 0);
   memset(fab, 0, sizeof(*fab));
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 1);
   CHECK(strstr(problems, "mlx5_9 (pinned by MCPNET_RANK_MAP entry '0=mlx5_9'): no such device") != NULL);
@@ -291,11 +303,11 @@ static void test_hca_list_selection(void)
 {
   struct mcp_fabric *fab = calloc(1, sizeof(*fab));
   struct mcp_select s;
-  char err[256], problems[1024], report[1024];
+  char problems[1024], report[1024];
 
   /* A prefix that catches mlx5_1 and mlx5_10 takes both, as NCCL does: even strict mode
    * does not fail init for it (discovery WARNs; see test_ambiguous_prefix). */
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_requested(&s, "mlx5_10", 1), 1);
   CHECK_EQ_INT(mcp_select_requested(&s, "mlx5_0", 1), 0);
   add_dev(fab, "mlx5_1", 1);
@@ -304,9 +316,9 @@ static void test_hca_list_selection(void)
   problems[0] = '\0';
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 0);
   CHECK_EQ_STR(problems, "");
-  CHECK_EQ_INT(mcp_select_init(&s, "=mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "=mlx5_1,mlx5_2:1", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 0);
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 0, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_1,mlx5_2:1", NULL, 0), 0);
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 0);
   /* Strict still holds for a device the token names exactly: mlx5_1 unusable fails init
    * even though the prefix also caught a usable mlx5_10. */
@@ -314,14 +326,14 @@ static void test_hca_list_selection(void)
   add_dev(fab, "mlx5_10", 1);
   add_dev(fab, "mlx5_2", 1);
   mcp_fabric_exclude(fab, "mlx5_1", 1, 1, "port state is DOWN, not ACTIVE");
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 1);
   CHECK(strstr(problems, "mlx5_1 (listed in NCCL_IB_HCA): port state is DOWN") != NULL);
   /* A listed device whose uverbs node did not open, and one that does not exist. */
   memset(fab, 0, sizeof(*fab));
   add_dev(fab, "mlx5_1", 1);
   mcp_fabric_exclude(fab, "mlx5_2", 0, 1, "cannot open its uverbs node (Permission denied)");
-  CHECK_EQ_INT(mcp_select_init(&s, "=mlx5_1,mlx5_2,mlx5_7", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "=mlx5_1,mlx5_2,mlx5_7", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 2);
   CHECK(strstr(problems, "mlx5_2 (listed in NCCL_IB_HCA): cannot open its uverbs node") != NULL);
   CHECK(strstr(problems, "'mlx5_7' matches no device") != NULL);
@@ -329,7 +341,7 @@ static void test_hca_list_selection(void)
   CHECK(strstr(report, "mlx5_1 port 1: used") != NULL);
   CHECK(strstr(report, "mlx5_2: cannot open its uverbs node") != NULL);
   /* An exclude list requests nothing. */
-  CHECK_EQ_INT(mcp_select_init(&s, "^mlx5_0", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "^mlx5_0", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_requested(&s, "mlx5_1", 1), 0);
   CHECK_EQ_INT(mcp_select_allows_port(&s, "mlx5_0", 1), 0);
   CHECK_EQ_INT(mcp_select_check(&s, fab, visible, 4, problems, sizeof(problems)), 0);
@@ -341,24 +353,24 @@ static void test_hca_list_selection(void)
 static void test_ambiguous_prefix(void)
 {
   struct mcp_select s;
-  char err[256], msg[1024];
+  char msg[1024];
 
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_1,mlx5_2:1", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 1);
   CHECK(strstr(msg, "NCCL_IB_HCA=mlx5_1,mlx5_2:1: 'mlx5_1' matches several devices (mlx5_1, mlx5_10)") !=
         NULL);
   CHECK(strstr(msg, "uses all of them") != NULL);
   CHECK(strstr(msg, "mlx5_2'") == NULL);
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5", NULL, 0, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5", NULL, 0), 0);
   CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 1);
   CHECK(strstr(msg, "(mlx5_0, mlx5_1, mlx5_10, mlx5_2)") != NULL);
-  CHECK_EQ_INT(mcp_select_init(&s, "=mlx5_1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "=mlx5_1", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 0);
   CHECK_EQ_STR(msg, "");
-  CHECK_EQ_INT(mcp_select_init(&s, "^mlx5_1", NULL, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "^mlx5_1", NULL, 1), 0);
   CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 0);
   parse_ok("0=mlx5_1");
-  CHECK_EQ_INT(mcp_select_init(&s, "mlx5_1", &map.e[0], 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(select_init(&s, "mlx5_1", &map.e[0], 1), 0);
   CHECK_EQ_INT(mcp_select_ambiguous(&s, visible, 4, msg, sizeof(msg)), 0);
 }
 

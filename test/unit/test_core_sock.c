@@ -165,12 +165,33 @@ static struct mcp_sock_ifaddr ifa(const char *name, unsigned flags, const char *
   return e;
 }
 
+/* NCCL_SOCKET_IFNAME as the loader parses it (mcp_sock_ifspec_parse, which refuses a bad
+ * list, -EINVAL with the reason in ch), then the chooser over it. */
+static int choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname, int family,
+                  struct mcp_sock_iface_choice *ch)
+{
+  struct mcp_match_list spec;
+
+  if (ifname != NULL && mcp_sock_ifspec_parse(ifname, &spec, ch->reason, sizeof(ch->reason)) != 0)
+    return -EINVAL;
+  return mcp_sock_iface_choose(list, n, ifname, ifname != NULL ? &spec : NULL, family, ch);
+}
+
+static int find_iface(const char *ifname, int family, struct mcp_sock_iface_choice *ch)
+{
+  struct mcp_match_list spec;
+
+  if (ifname != NULL && mcp_sock_ifspec_parse(ifname, &spec, ch->reason, sizeof(ch->reason)) != 0)
+    return -EINVAL;
+  return mcp_sock_iface_find(ifname, ifname != NULL ? &spec : NULL, family, ch);
+}
+
 static void expect_choice(const struct mcp_sock_ifaddr *list, int n, const char *ifname, int family,
                           const char *want_name, const char *want_addr)
 {
   struct mcp_sock_iface_choice ch;
   char host[MCP_SOCKADDR_STRLEN];
-  int rc = mcp_sock_iface_choose(list, n, ifname, family, &ch);
+  int rc = choose(list, n, ifname, family, &ch);
 
   if (want_name == NULL) {
     if (rc != -ENODEV) {
@@ -224,12 +245,12 @@ static void test_iface_auto_tiers(void)
   expect_choice(lo_only, 3, NULL, AF_INET, "lo", "127.0.0.1");
   expect_choice(nothing, 2, NULL, AF_INET, NULL, NULL);
 
-  CHECK_EQ_INT(mcp_sock_iface_choose(no_ib, 5, NULL, AF_INET, &ch), 0);
+  CHECK_EQ_INT(choose(no_ib, 5, NULL, AF_INET, &ch), 0);
   CHECK(strstr(ch.reason, "automatic") != NULL);
   CHECK(strstr(ch.reason, "no usable ib*") != NULL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(lo_only, 3, NULL, AF_INET, &ch), 0);
+  CHECK_EQ_INT(choose(lo_only, 3, NULL, AF_INET, &ch), 0);
   CHECK(strstr(ch.reason, "only peers on this host") != NULL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(nothing, 2, NULL, AF_INET, &ch), -ENODEV);
+  CHECK_EQ_INT(choose(nothing, 2, NULL, AF_INET, &ch), -ENODEV);
   CHECK(strstr(ch.reason, "virbr0 (never chosen automatically)") != NULL);
   CHECK(strstr(ch.reason, "eth0 (down)") != NULL);
 }
@@ -272,19 +293,19 @@ static void test_iface_filters(void)
   expect_choice(l, n, "=eth0", AF_UNSPEC, "eth0", "192.0.2.2");
   expect_choice(l, n, "=lo", AF_INET6, "lo", "::1");
 
-  CHECK_EQ_INT(mcp_sock_iface_choose(l, n, "ib", AF_INET6, &ch), -ENODEV);
+  CHECK_EQ_INT(choose(l, n, "ib", AF_INET6, &ch), -ENODEV);
   CHECK(strstr(ch.reason, "NCCL_SOCKET_IFNAME=ib") != NULL);
   CHECK(strstr(ch.reason, "ib0 (only a link-local IPv6 address)") != NULL);
   CHECK(strstr(ch.reason, "eth0 (not selected)") != NULL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(l, n, "eth1", AF_INET, &ch), -ENODEV);
+  CHECK_EQ_INT(choose(l, n, "eth1", AF_INET, &ch), -ENODEV);
   CHECK(strstr(ch.reason, "eth1 (no carrier)") != NULL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(l, n, "=eth0", AF_INET, &ch), 0);
+  CHECK_EQ_INT(choose(l, n, "=eth0", AF_INET, &ch), 0);
   CHECK(strstr(ch.reason, "NCCL_SOCKET_IFNAME==eth0") != NULL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(l, n, "eth", AF_INET, &ch), 0);
+  CHECK_EQ_INT(choose(l, n, "eth", AF_INET, &ch), 0);
   CHECK(strstr(ch.reason, "(2 matches)") != NULL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(l, n, "thisnameiswaytoolong", AF_INET, &ch), -EINVAL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(l, n, NULL, 12345, &ch), -EINVAL);
-  CHECK_EQ_INT(mcp_sock_iface_choose(NULL, 0, NULL, AF_INET, &ch), -ENODEV);
+  CHECK_EQ_INT(choose(l, n, "thisnameiswaytoolong", AF_INET, &ch), -EINVAL);
+  CHECK_EQ_INT(choose(l, n, NULL, 12345, &ch), -EINVAL);
+  CHECK_EQ_INT(choose(NULL, 0, NULL, AF_INET, &ch), -ENODEV);
   CHECK(strstr(ch.reason, "no interfaces at all") != NULL);
 
   /* With IPv6 first in the list, either-family still takes the IPv4 address. */
@@ -300,7 +321,7 @@ static void test_iface_filters(void)
     snprintf(name, sizeof(name), "veth%d", i);
     many[i] = ifa(name, 0, "10.9.0.1");
   }
-  CHECK_EQ_INT(mcp_sock_iface_choose(many, 200, NULL, AF_INET, &ch), -ENODEV);
+  CHECK_EQ_INT(choose(many, 200, NULL, AF_INET, &ch), -ENODEV);
   CHECK_EQ_INT(strlen(ch.reason), sizeof(ch.reason) - 1);
   CHECK(strcmp(ch.reason + strlen(ch.reason) - 3, "...") == 0);
   CHECK(strstr(ch.reason, "veth0 (down)") != NULL);
@@ -312,12 +333,12 @@ static void test_iface_find_host(void)
   char host[MCP_SOCKADDR_STRLEN];
 
   /* Every host has lo; what else exists varies, so only exact "lo" is asserted. */
-  CHECK_EQ_INT(mcp_sock_iface_find("=lo", AF_INET, &ch), 0);
+  CHECK_EQ_INT(find_iface("=lo", AF_INET, &ch), 0);
   CHECK_EQ_STR(ch.name, "lo");
   CHECK_EQ_STR(mcp_sockaddr_format_host(&ch.addr, host, sizeof(host)), "127.0.0.1");
-  CHECK_EQ_INT(mcp_sock_iface_find(NULL, AF_INET, &ch), 0);
+  CHECK_EQ_INT(find_iface(NULL, AF_INET, &ch), 0);
   printf("  this host, automatic: %s\n", ch.reason);
-  CHECK_EQ_INT(mcp_sock_iface_find("=no_such_if0", AF_INET, &ch), -ENODEV);
+  CHECK_EQ_INT(find_iface("=no_such_if0", AF_INET, &ch), -ENODEV);
   CHECK(strstr(ch.reason, "lo (not selected)") != NULL);
 }
 

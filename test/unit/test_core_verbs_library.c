@@ -46,7 +46,7 @@ static int load_with(const char *value, char *why, size_t len)
   mcp_param_free(mcp_param_process());
   CHECK_EQ_INT(mcp_param_load(mcp_param_process(), NULL, 0, err, sizeof(err)), 0);
   why[0] = '\0';
-  return mcp_verbs_load(why, len);
+  return mcp_verbs_load(mcp_param_process()->verbs_library, why, len);
 }
 
 static void test_unset_is_libibverbs(void)

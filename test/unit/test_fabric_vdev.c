@@ -380,6 +380,7 @@ static int setup_n;
 static int fake_setup(struct mcp_fabric *f)
 {
   fab_names(f, setup_n, setup_names);
+  mcp_fabric_cfg_fill(&f->cfg, mcp_param_process()); /* as discovery does */
   f->dev[0].ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA;
   f->dev[1].ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
   f->dev[1].speed_mbps = 25000;

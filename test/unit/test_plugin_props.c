@@ -26,6 +26,7 @@
 static int fake_setup(struct mcp_fabric *f)
 {
   memset(f, 0, sizeof(*f));
+  mcp_fabric_cfg_fill(&f->cfg, mcp_param_process()); /* as discovery does */
   for (int i = 0; i < NPORTS; i++) {
     struct mcp_net_dev *d = &f->dev[f->ndev++];
 

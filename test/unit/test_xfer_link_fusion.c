@@ -264,6 +264,7 @@ static void test_flush_every_member(void)
   int size = 4096, done = 0, k;
 
   cfg->force_flush = 1;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   CHECK(one_message(p, 0, 4096, 1));
   /* The first flush sets up every member's loopback QP. */
   CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, &size, &mh, &f), ncclSuccess);

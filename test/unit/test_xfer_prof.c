@@ -350,6 +350,7 @@ static void test_events_stop_on_failure_and_close(void)
   parents[0] = &parent;
   mh = rmh;
   (mcp_param_process())->recovery_timeout_s = 0;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   CHECK_EQ_INT(mcp_net_irecv_ph(p->recv, 1, &data, &size, &tag, &mh, parents, &rreq), ncclSuccess);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);

@@ -145,7 +145,7 @@ int main(int argc, char **argv)
     free(rows);
     return 1;
   }
-  if (mcp_verbs_load(err0, sizeof(err0)) != 0)
+  if (mcp_verbs_load(NULL, err0, sizeof(err0)) != 0)
     printf("verbs error %s\n", err0);
   probe_namespace();
   printf("devices %d\n", n);
