@@ -13,7 +13,7 @@ struct mcp_gid_range {
   int bits;
 };
 
-/* CIDR "a.b.c.d/n" or "v6/n" (or a bare address = /32 or /128); -1 when malformed. */
+/* CIDR "a.b.c.d/n" or "v6/n" (or a bare address = /32 or /128); -EINVAL when malformed. */
 int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range);
 
 #endif

@@ -79,8 +79,8 @@ int mcp_match_token(const struct mcp_match_list *list, int i, const char *name);
 /* 1 when name:port passes the list (exclusion applied; port -1 = any; empty list: 1). */
 int mcp_match_allows(const struct mcp_match_list *list, const char *name, int port);
 /* The token name:port matches, as NCCL's IB transport takes a device's rail and plane from
- * it: the first include token that names it (port -1 = any); -1 for none, and for every
- * name of an exclude list. */
+ * it: the first include token that names it (port -1 = any); -ENOENT for none, and for
+ * every name of an exclude list. */
 int mcp_match_which(const struct mcp_match_list *list, const char *name, int port);
 /*
  * WARN, once per *once flag (one per variable), that tokens of var had spaces that

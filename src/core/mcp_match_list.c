@@ -33,7 +33,7 @@ static int match_field(const char *p, size_t len, long lo, long hi, int *out)
   if (len == 0)
     return 0;
   if (len >= sizeof(num))
-    return -1;
+    return -EINVAL;
   memcpy(num, p, len);
   num[len] = '\0';
   if (strcmp(num, "-1") == 0)
@@ -41,7 +41,7 @@ static int match_field(const char *p, size_t len, long lo, long hi, int *out)
   errno = 0;
   v = strtol(num, &stop, 10);
   if (errno != 0 || *stop != '\0' || num[0] == '+' || num[0] == '-' || v < lo || v > hi)
-    return -1;
+    return -EINVAL;
   *out = (int)v;
   return 0;
 }
@@ -67,13 +67,13 @@ static int match_fields(struct mcp_match_list *list, const char *fields, size_t 
 
     if (k == sizeof(spec) / sizeof(spec[0])) {
       f->kind = MCP_MATCH_EXTRA;
-      return -1;
+      return -EINVAL;
     }
     if (match_field(p, flen, spec[k].lo, spec[k].hi, out[k]) != 0) {
       f->kind = spec[k].bad;
       if (flen < sizeof(f->field)) /* a longer one is only "bad" */
         snprintf(f->field, sizeof(f->field), "%.*s", (int)flen, p);
-      return -1;
+      return -EINVAL;
     }
     if (colon == NULL)
       return 0;
@@ -193,11 +193,11 @@ int mcp_match_allows(const struct mcp_match_list *list, const char *name, int po
 int mcp_match_which(const struct mcp_match_list *list, const char *name, int port)
 {
   if (list->exclude)
-    return -1;
+    return -ENOENT;
   for (int i = 0; i < list->n; i++)
     if (mcp_match_token(list, i, name) && (port < 0 || list->e[i].port < 0 || list->e[i].port == port))
       return i;
-  return -1;
+  return -ENOENT;
 }
 
 void mcp_match_list_warn_trimmed(const char *var, const struct mcp_match_list *list, int *once)

@@ -29,8 +29,8 @@ static int digit_value(char c, unsigned base)
   else if (c >= 'A' && c <= 'F')
     v = c - 'A' + 10;
   else
-    return -1;
-  return (unsigned)v < base ? v : -1;
+    return -EINVAL;
+  return (unsigned)v < base ? v : -EINVAL;
 }
 
 int mcp_param_parse_int(const char *text, long long *out)

@@ -99,7 +99,7 @@ static void stem_of(const char *lib, char *stem, size_t len)
     stem[n - 3] = '\0';
 }
 
-/* 1: NCCL opens mcpnet for this element; 0: another plugin; -1: a slip of mcp (reported). */
+/* 1: NCCL opens mcpnet for this element; 0: another plugin; -EINVAL: a slip of mcp (reported). */
 static int judge_element(const struct mcp_param_env *env, const char *value, const char *elem)
 {
   char lib[512], stem[512], msg[1400];
@@ -114,7 +114,7 @@ static int judge_element(const struct mcp_param_env *env, const char *value, con
                "mcpnet; NCCL_NET_PLUGIN=mcp finds the plugin on the library path",
                value, elem);
       say(env, MCP_FIND_PLUGIN, true, "NCCL_NET_PLUGIN", value, MCP_PLUGIN_NAME, msg);
-      return -1;
+      return -EINVAL;
     }
     return 1;
   }
@@ -126,7 +126,7 @@ static int judge_element(const struct mcp_param_env *env, const char *value, con
            "transports; did you mean mcp?",
            value, lib, MCP_PLUGIN_LIB);
   say(env, MCP_FIND_PLUGIN, true, "NCCL_NET_PLUGIN", value, MCP_PLUGIN_NAME, msg);
-  return -1;
+  return -EINVAL;
 }
 
 static int check_plugin(const struct mcp_param_env *env)

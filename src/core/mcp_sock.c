@@ -567,7 +567,7 @@ int mcp_sock_connect_take_fd(struct mcp_sock_connect *c)
   int fd;
 
   if (c->state != MCP_SOCK_CONNECT_DONE)
-    return -1;
+    return -ENOTCONN;
   fd = c->fd;
   c->fd = -1;
   return fd;

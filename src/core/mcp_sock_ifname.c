@@ -140,11 +140,11 @@ static void sock_appendf(char *buf, size_t len, const char *fmt, ...)
   va_end(ap);
 }
 
-/* Automatic tiers; lower is better, -1 is never chosen automatically. */
+/* Automatic tiers; lower is better, -ENOENT is never chosen automatically. */
 static int sock_auto_tier(const char *name, unsigned int flags)
 {
   if (strncmp(name, "virbr", 5) == 0)
-    return -1;
+    return -ENOENT;
   if (sock_is_loopback(name, flags))
     return 3;
   if (strncmp(name, "docker", 6) == 0)

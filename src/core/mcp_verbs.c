@@ -99,7 +99,7 @@ int mcp_verbs_load(const char *want, char *why, size_t whylen)
                "libibverbs.so.1 cannot be loaded (%s): install rdma-core's libibverbs1 and "
                "the provider of your NIC (ibverbs-providers)",
                dlerror());
-    rc = -1;
+    rc = -ENOENT;
     goto out;
   }
   for (i = 0; i < sizeof(verbs_syms) / sizeof(verbs_syms[0]); i++) {
@@ -114,7 +114,7 @@ int mcp_verbs_load(const char *want, char *why, size_t whylen)
       dlclose(verbs_lib);
       verbs_lib = NULL;
       memset(&mcp_ibv, 0, sizeof(mcp_ibv));
-      rc = -1;
+      rc = -ENOSYS;
       goto out;
     }
   }

@@ -53,7 +53,7 @@ const struct mcp_rankmap_entry *mcp_rankmap_find(const struct mcp_rankmap *map, 
 /*
  * This process's local rank: MCPNET_LOCAL_RANK when >= 0, else the first set of
  * LOCAL_RANK, SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID,
- * PMI_LOCAL_RANK. *source names the variable (a static string). -1 when none is set;
+ * PMI_LOCAL_RANK. *source names the variable (a static string). -ENOENT when none is set;
  * -EINVAL (with err) when the first set one is not a rank.
  */
 int mcp_local_rank(int configured, const char *(*get)(void *arg, const char *name), void *arg,

@@ -178,7 +178,8 @@ enum mcp_sock_connect_state mcp_sock_connect_start(struct mcp_sock_connect *c, c
 /* Advances the connect without waiting (poll with a zero timeout). Returns the state;
  * once DONE or FAILED, further calls return the same. */
 enum mcp_sock_connect_state mcp_sock_connect_progress(struct mcp_sock_connect *c);
-/* Hands the connected fd (nonblocking, close-on-exec, TCP_NODELAY) to the caller. */
+/* Hands the connected fd (nonblocking, close-on-exec, TCP_NODELAY) to the caller; -ENOTCONN
+ * unless DONE (or once taken). */
 int mcp_sock_connect_take_fd(struct mcp_sock_connect *c);
 /* Closes whatever the connect still owns; safe to call in any state, and twice. */
 void mcp_sock_connect_cancel(struct mcp_sock_connect *c);

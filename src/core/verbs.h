@@ -54,8 +54,8 @@ extern struct mcp_verbs mcp_ibv;
 #define MCP_VERBS_DEFAULT_LIBRARY "libibverbs.so.1"
 
 /* Loads libibverbs once (or library, MCPNET_VERBS_LIBRARY's value as the caller's
- * configuration holds it, when not NULL or ""); 0 on success, else -1 with the reason
- * in why. Thread-safe. */
+ * configuration holds it, when not NULL or ""); 0 on success, else -ENOENT (not loadable)
+ * or -ENOSYS (a symbol missing) with the reason in why. Thread-safe. */
 int mcp_verbs_load(const char *library, char *why, size_t whylen);
 /* Drops the library when nothing uses it any more (process teardown). */
 void mcp_verbs_unload(void);

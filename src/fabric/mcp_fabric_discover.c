@@ -694,8 +694,9 @@ int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
       memset(fab, 0, sizeof(*fab));
       return -1;
     }
-    rank = -1;
   }
+  if (rank < 0)
+    rank = -1; /* none known: discover_rank's "no local rank" */
   return mcp_fabric_discover_rank(fab, cfg, rank, source);
 }
 

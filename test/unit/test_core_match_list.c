@@ -136,10 +136,10 @@ static void test_rail_plane(void)
   CHECK_EQ_INT(mcp_match_which(&l, "mlx5_0", 2), 0);
   CHECK_EQ_INT(mcp_match_which(&l, "mlx5_0", 1), 1);
   CHECK_EQ_INT(mcp_match_which(&l, "mlx5_1", 1), 2);
-  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_2", 1), -1);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_2", 1), -ENOENT);
   l = parse("^mlx5_0:1:2", 1); /* an exclude list names no rails */
-  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_1", 1), -1);
-  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_0", 1), -1);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_1", 1), -ENOENT);
+  CHECK_EQ_INT(mcp_match_which(&l, "mlx5_0", 1), -ENOENT);
   /* Interface names drop the fields, rails included. */
   l = parse("eth0:1:2:3", 0);
   CHECK_EQ_INT(l.e[0].rail, -1);

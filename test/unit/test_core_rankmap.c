@@ -6,6 +6,7 @@
  * none), and strict mode reports every requested device that did not become usable, with
  * the reason discovery recorded.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "mcp_test.h"
@@ -232,7 +233,7 @@ static void test_local_rank(void)
   const char *src = "x";
   char err[128] = "";
 
-  CHECK_EQ_INT(mcp_local_rank(-1, fake_get, &none, &src, err, sizeof(err)), -1);
+  CHECK_EQ_INT(mcp_local_rank(-1, fake_get, &none, &src, err, sizeof(err)), -ENOENT);
   CHECK(src == NULL);
   CHECK_EQ_INT(mcp_local_rank(6, fake_get, &slurm, &src, err, sizeof(err)), 6);
   CHECK_EQ_STR(src, "MCPNET_LOCAL_RANK");

@@ -144,8 +144,8 @@ static void test_family_and_range(void)
   /* Link-local addresses are never chosen automatically, even inside the range. */
   CHECK_EQ_INT(mcp_gid_range_parse("fe80::/10", &pol.range), 0);
   EXPECT_ERROR(&t, &pol, "link-local");
-  CHECK_EQ_INT(mcp_gid_range_parse("10.2.0.0/33", &pol.range), -1);
-  CHECK_EQ_INT(mcp_gid_range_parse("not-an-address/8", &pol.range), -1);
+  CHECK_EQ_INT(mcp_gid_range_parse("10.2.0.0/33", &pol.range), -EINVAL);
+  CHECK_EQ_INT(mcp_gid_range_parse("not-an-address/8", &pol.range), -EINVAL);
 }
 
 /* Pinning by address (MCPNET_RANK_MAP gid=IP): the entry carrying it, v2 preferred. */
