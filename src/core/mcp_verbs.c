@@ -10,6 +10,7 @@
  * through its optional mcpnet_verbs_sysfs_root(), so one setting is all it takes.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <pthread.h>
