@@ -99,10 +99,11 @@ void mcp_fabric_cfg_fill(struct mcp_fabric_cfg *fc, const struct mcp_config *cfg
 
 /*
  * Fills fab with the ports this process may use: every usable one, or exactly those
- * the rank map gives this process's local rank. 0 on success; -1 when none is usable
+ * the rank map gives this process's local rank. 0 on success; -ENODEV when none is usable
  * or, in strict mode, when a requested device is missing or unusable, after one WARN
  * naming every device that was found and why each was excluded. fab->excl holds the
- * exclusions either way (the doctor prints them).
+ * exclusions either way (the doctor prints them). -EINVAL for a local rank that cannot be
+ * read.
  */
 int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg);
 /* The same for a given local rank (-1: none); the doctor asks for each rank in turn. */

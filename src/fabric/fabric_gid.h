@@ -41,7 +41,7 @@ int mcp_gid_in_range(const uint8_t raw[16], const struct mcp_gid_range *range);
 /*
  * Pick the port's GID by the policy. 0: chosen. 1: chosen, with a sentence in err worth a
  * WARN (an explicit index whose RoCE version is not NCCL_IB_ROCE_VERSION_NUM's: used as
- * given, as NCCL does). -1: nothing usable, the reason in err.
+ * given, as NCCL does). -ENOENT: nothing usable, the reason in err.
  */
 int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
                    struct mcp_gid_choice *choice, char *err, size_t errlen);

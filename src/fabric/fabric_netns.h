@@ -46,7 +46,7 @@ int mcp_netns_port_netdev(const char *ibdev, int port, char *name, size_t len);
  * namespace's sysfs does not show is not added. Returns how many were added.
  */
 int mcp_netns_view_add(struct mcp_netns_view *view, const char *root, const char *netdev);
-/* The view's slot for a netdev name, or -1. */
+/* The view's slot for a netdev name, or -ENOENT. */
 int mcp_netns_view_find(const struct mcp_netns_view *view, const char *netdev);
 
 /*

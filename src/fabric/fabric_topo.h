@@ -22,7 +22,7 @@
 
 /*
  * The PCI bus id of a path's last component ("0000:3b:00.1" -> 0x3b001, the key NCCL
- * sorts its devices by), or -1 when the last component is not a PCI address.
+ * sorts its devices by), or -EINVAL when the last component is not a PCI address.
  */
 int64_t mcp_fabric_pci_busid(const char *path);
 

@@ -119,15 +119,15 @@ static void sysfs_driver(const char *ibdev, char *out, size_t len)
 }
 
 /* A real DMA-BUF to register: a page of a sealed memfd exported by /dev/udmabuf.
- * Returns the dma-buf fd, or -1 when this host has no udmabuf. */
+ * Returns the dma-buf fd, or -ENODEV when this host has no udmabuf (-errno when it fails). */
 static int udmabuf_page(void)
 {
   struct udmabuf_create create;
-  int dev, mfd, buf = -1;
+  int dev, mfd, buf = -EIO;
 
   dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
   if (dev < 0)
-    return -1;
+    return -ENODEV;
   mfd = memfd_create("mcpnet-dmabuf-probe", MFD_ALLOW_SEALING | MFD_CLOEXEC);
   if (mfd >= 0 && ftruncate(mfd, 4096) == 0 && fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0) {
     memset(&create, 0, sizeof(create));
@@ -135,6 +135,8 @@ static int udmabuf_page(void)
     create.flags = UDMABUF_FLAGS_CLOEXEC;
     create.size = 4096;
     buf = ioctl(dev, UDMABUF_CREATE, &create);
+    if (buf < 0)
+      buf = -errno;
   }
   if (mfd >= 0)
     close(mfd);
@@ -151,7 +153,7 @@ static int probe_dmabuf(struct ibv_pd *pd, const char *ibdev)
   struct ibv_mr *mr;
 
   errno = 0;
-  mr = mcp_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, fd, IBV_ACCESS_LOCAL_WRITE);
+  mr = mcp_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, fd >= 0 ? fd : -1, IBV_ACCESS_LOCAL_WRITE);
   if (mr != NULL)
     mcp_ibv.dereg_mr(mr);
   ok = fd >= 0
@@ -193,11 +195,11 @@ static int oob_subnet(const struct mcp_config *cfg, struct mcp_gid_range *range)
 {
   struct mcp_sock_iface_choice ch;
   struct ifaddrs *ifs, *ifa;
-  int found = -1;
+  int found = -ENOENT;
 
   if (mcp_sock_iface_find(cfg->socket_ifname, &cfg->socket_ifname_list, cfg->socket_af, &ch) != 0 ||
       getifaddrs(&ifs) != 0)
-    return -1;
+    return -ENOENT;
   for (ifa = ifs; ifa != NULL && found < 0; ifa = ifa->ifa_next) {
     const uint8_t *a, *m;
     int alen, i, bits = 0;
@@ -365,7 +367,7 @@ static int choose_pkey(const struct discover_run *run, const struct discover_dev
     if (idx >= n || (tab[idx] & MCP_PKEY_BASE_MASK) == 0) {
       snprintf(why, len, "NCCL_IB_PKEY=%d: the port's P_Key table has no key at that index (table: %s)", idx,
                shown);
-      return -1;
+      return -ENOENT;
     }
     d->pkey_index = idx;
     d->pkey = tab[idx];
@@ -378,7 +380,7 @@ static int choose_pkey(const struct discover_run *run, const struct discover_dev
              "%s 0x%04x: partition 0x%04x is not in the port's P_Key table (table: %s); "
              "ask the fabric administrator to add this port to the partition",
              from, (unsigned)value, (unsigned)value & MCP_PKEY_BASE_MASK, shown);
-    return -1;
+    return -ENOENT;
   }
   d->pkey_index = idx;
   d->pkey = tab[idx];
@@ -562,7 +564,7 @@ static void discover_device(struct discover_run *run, struct ibv_device *dev)
 
 static const char fallback[] = "NCCL falls back to its own transports unless NCCL_NET=MCP is set";
 
-/* The rank map's entry for this rank, or NULL; -1 when init must fail. */
+/* The rank map's entry for this rank, or NULL; -ENODEV when init must fail. */
 static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const struct mcp_rankmap *map,
                     const struct mcp_rankmap_entry **pin)
 {
@@ -589,7 +591,7 @@ static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const 
              fab->local_rank, fab->local_rank_source);
   if (cfg->strict) {
     MCP_WARN("%s. MCPNET_STRICT=1: init fails; %s", err, fallback);
-    return -1;
+    return -ENODEV;
   }
   MCP_WARN("%s; MCPNET_STRICT=0: using every usable device", err);
   return 0;
@@ -609,11 +611,11 @@ static int discover_verdict(struct mcp_fabric *fab, const struct mcp_config *cfg
   if (nproblems > 0 && cfg->strict) {
     MCP_WARN("init fails (MCPNET_STRICT=1): %s. Devices found: %s. %s", problems, report, fallback);
     mcp_fabric_release(fab);
-    return -1;
+    return -ENODEV;
   }
   if (fab->ndev == 0) {
     MCP_WARN("no usable RDMA port among %d device(s): %s. %s", n, report, fallback);
-    return -1;
+    return -ENODEV;
   }
   if (nproblems > 0)
     MCP_WARN("requested devices skipped (MCPNET_STRICT=0): %s", problems);
@@ -646,8 +648,9 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
   mcp_fabric_cfg_fill(&fab->cfg, cfg);
   fab->local_rank = local_rank;
   fab->local_rank_source = local_rank_source;
-  if (find_pin(fab, cfg, map, &run.pin) != 0)
-    return -1;
+  rc = find_pin(fab, cfg, map, &run.pin);
+  if (rc != 0)
+    return rc;
   /* NCCL_IB_HCA was parsed by the loader, which refused a bad list. */
   mcp_select_init(&sel, cfg->ib_hca, &cfg->ib_hca_list, run.pin, cfg->strict);
   mcp_match_list_warn_trimmed("NCCL_IB_HCA", &sel.hca, &hca_spaces_warned);
@@ -660,7 +663,7 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
              list == NULL ? strerror(errno) : "0 devices", fallback);
     if (list != NULL)
       mcp_ibv.free_device_list(list);
-    return -1;
+    return -ENODEV;
   }
   nnames = n < MCP_MAX_EXCLUDED ? n : MCP_MAX_EXCLUDED;
   for (i = 0; i < nnames; i++)
@@ -692,7 +695,7 @@ int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
     if (cfg->rank_map != NULL) {
       MCP_WARN("%s: MCPNET_RANK_MAP needs this process's local rank; set MCPNET_LOCAL_RANK", err);
       memset(fab, 0, sizeof(*fab));
-      return -1;
+      return -EINVAL;
     }
   }
   if (rank < 0)

@@ -127,7 +127,7 @@ static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp
     if (bad != NULL) {
       snprintf(err, errlen, "GID index %d cannot be used: %s (set by %s). The port's GIDs: %s", pol->index,
                bad, src, brief);
-      return -1;
+      return -ENOENT;
     }
     snprintf(why, sizeof(why), "set by %s", src);
     choice_fill(choice, &tab[i], why);
@@ -150,7 +150,7 @@ static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp
            "GID index %d is empty or not described to this namespace (set by %s). The port's "
            "GIDs: %s",
            pol->index, src, brief);
-  return -1;
+  return -ENOENT;
 }
 
 int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
@@ -191,7 +191,7 @@ int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_
              pol->has_range ? " or outside " : "",
              pol->has_range ? (pol->range_source ? pol->range_source : "NCCL_IB_ADDR_RANGE") : "",
              pol->has_address ? " or not the requested address (MCPNET_RANK_MAP gid=)" : "", brief);
-    return -1;
+    return -ENOENT;
   }
   if (pol->has_address)
     snprintf(why, sizeof(why), "pinned by address (MCPNET_RANK_MAP gid=), %s",

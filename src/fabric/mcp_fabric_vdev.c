@@ -35,18 +35,18 @@ static int find_name(const struct mcp_fabric *f, const char *name)
   for (int i = 0; i < f->ndev; i++)
     if (strcmp(f->dev[i].name, name) == 0)
       return i;
-  return -1;
+  return -ENOENT;
 }
 
-/* The '+'-item of the rank map entry that names port d, or -1. */
+/* The '+'-item of the rank map entry that names port d, or -ENOENT. */
 static int pin_group(const struct mcp_rankmap_entry *pin, const struct mcp_net_dev *d)
 {
   if (pin == NULL)
-    return -1;
+    return -ENOENT;
   for (int k = 0; k < pin->ndev; k++)
     if (strcmp(pin->dev[k].name, d->ibdev) == 0 && (pin->dev[k].port < 0 || pin->dev[k].port == d->port))
       return pin->dev[k].group;
-  return -1;
+  return -ENOENT;
 }
 
 static void name_from_members(struct mcp_vdev *v)
