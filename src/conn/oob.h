@@ -73,7 +73,7 @@ struct mcp_oob_listener {
 };
 
 /* Takes a reference on the process-wide channel, creating the listening socket on first
- * use. 0, or -1 with a WARN that names the interface and port range (or the kernel's
+ * use. 0, or a negative errno with a WARN that names the interface and port range (or the kernel's
  * random generator, when it cannot give the process nonce yet). */
 int mcp_oob_acquire(const struct mcp_config *cfg);
 void mcp_oob_release(void);
@@ -106,10 +106,11 @@ int mcp_oob_request_reject(struct mcp_oob_request *req, uint32_t code, const cha
 struct mcp_oob_stream *mcp_oob_stream_open_to(const union mcp_sockaddr *addr, uint64_t nonce,
                                               const struct mcp_oob_cred *cred);
 struct mcp_oob_stream *mcp_oob_stream_open_for(struct mcp_oob_request *req);
-/* 1 when the peer's connection is up (HELLO exchanged), 0 while connecting, -1 dead. */
+/* 1 when the peer's connection is up (HELLO exchanged), 0 while connecting, -ENOTCONN dead. */
 int mcp_oob_stream_ready(struct mcp_oob_stream *s);
 /* Queues a frame; the header's stream id is remote_id (0 for CONN_REQ, whose listen id
- * and MAC the channel fills in from the stream's cred). 0 or -1. */
+ * and MAC the channel fills in from the stream's cred). 0 or a negative errno (-ENOTCONN: the
+ * stream or its connection is dead, or not yet trusted for a request; -ENOBUFS: the queue is full). */
 int mcp_oob_stream_send(struct mcp_oob_stream *s, const struct mcp_wire_msg *m);
 /* 1 with *m when a frame for this stream arrived, 0 when none. */
 int mcp_oob_stream_recv(struct mcp_oob_stream *s, struct mcp_wire_msg *m);
@@ -147,7 +148,7 @@ static inline int mcp_oob_stream_gone(const struct mcp_oob_stream *s)
 struct mcp_oob_stream *mcp_oob_test_stream_new(void);
 void mcp_oob_test_stream_end(struct mcp_oob_stream *s, int dead, int closed_by_peer, const char *reason);
 /* Tests and fuzzers: fd (a connected socket, e.g. one end of a socketpair) joins the
- * channel as if the listener had accepted it from `from` (0, or -1 when the channel is
+ * channel as if the listener had accepted it from `from` (0, or -ENOTCONN when the channel is
  * not acquired). Counts the channel's connections: all of them, and incoming ones that
  * have not proved themselves yet. */
 int mcp_oob_test_adopt(int fd, const union mcp_sockaddr *from);

@@ -277,7 +277,7 @@ const char *mcp_wire_type_name(unsigned type);
 int mcp_wire_header_decode(const uint8_t *buf, size_t len, struct mcp_wire_header *hdr, char *err,
                            size_t errlen);
 /* The mcp_sock_frame_len_fn for mcp_sock_rbuf: 0 until 16 bytes are there, then 1 with
- * the whole frame's length, or -1 for a header that cannot be valid. */
+ * the whole frame's length, or -EBADMSG for a header that cannot be valid. */
 int mcp_wire_frame_len(const uint8_t *buf, size_t have, size_t *len, char *err, size_t errlen);
 
 /* Encodes one frame into buf (MCP_WIRE_MSG_MAX bytes always suffice); *len = bytes used. */

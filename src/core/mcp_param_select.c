@@ -10,6 +10,7 @@
  * works too; 2.27 takes a comma list and "none"; NCCL_NET is compared ignoring case.
  * mcpnet-params --check runs this before a job; the plugin does not.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>

@@ -566,7 +566,7 @@ int mcp_sock_connect_take_fd(struct mcp_sock_connect *c)
 {
   int fd;
 
-  if (c->state != MCP_SOCK_CONNECT_DONE)
+  if (c->state != MCP_SOCK_CONNECT_DONE || c->fd < 0)
     return -ENOTCONN;
   fd = c->fd;
   c->fd = -1;

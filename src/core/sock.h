@@ -204,8 +204,8 @@ long mcp_sock_sendq_flush(struct mcp_sock_sendq *q, int fd);
 size_t mcp_sock_sendq_pending(const struct mcp_sock_sendq *q);
 
 /* Tells the receive buffer how long the frame starting at buf is. Returns 1 with *len
- * when the header is complete and valid, 0 when more bytes are needed to know, or -1
- * with msg filled when the bytes cannot start a valid frame. */
+ * when the header is complete and valid, 0 when more bytes are needed to know, or a
+ * negative errno (-EBADMSG) with msg filled when the bytes cannot start a valid frame. */
 typedef int (*mcp_sock_frame_len_fn)(const uint8_t *buf, size_t have, size_t *len, char *msg, size_t msglen);
 
 /* Accumulates stream bytes until whole frames are available. No memory is held while

@@ -555,7 +555,8 @@ static void test_corrupted_header(void)
   b[0] ^= 0x01;
   expect_reject(b, len, -EBADMSG, "not an mcpnet frame (magic 0x4d43504f");
   /* A stray client: the first bytes alone already fail, before a whole header. */
-  CHECK_EQ_INT(mcp_wire_frame_len((const uint8_t *)"GET / HTTP/1.1\r\n", 3, &flen, err, sizeof(err)), -1);
+  CHECK_EQ_INT(mcp_wire_frame_len((const uint8_t *)"GET / HTTP/1.1\r\n", 3, &flen, err, sizeof(err)),
+               -EBADMSG);
   CHECK(strstr(err, "not an mcpnet frame") != NULL);
 
   memcpy(b, good, len);
@@ -578,7 +579,7 @@ static void test_corrupted_header(void)
   memcpy(b, good, len);
   put_u32(b + 8, MCP_WIRE_MAX_PAYLOAD + 1);
   expect_reject(b, len, -EBADMSG, "more than the limit");
-  CHECK_EQ_INT(mcp_wire_frame_len(b, len, &flen, err, sizeof(err)), -1);
+  CHECK_EQ_INT(mcp_wire_frame_len(b, len, &flen, err, sizeof(err)), -EBADMSG);
   put_u32(b + 8, 0xffffffffu);
   expect_reject(b, len, -EBADMSG, "more than the limit");
   put_u32(b + 8, (uint32_t)(len - MCP_WIRE_HDR_SIZE - 1));
