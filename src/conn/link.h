@@ -9,6 +9,7 @@
 #ifndef MCPNET_LINK_H
 #define MCPNET_LINK_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -331,7 +332,8 @@ int mcp_conn_accept_yields(uint64_t waited_ms, int connect_timeout_s, unsigned p
 int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth);
 int mcp_qp_create_qps(struct mcp_link *c);
 /* RTR/RTS of every QP toward c->remote on a short-lived thread (may block on address
- * resolution); poll returns 0 while running, 1 when at RTS, -1 on failure. */
+ * resolution); poll returns 0 while running, 1 when at RTS, -EIO on failure (start: a
+ * negative errno when no thread could start). */
 int mcp_qp_connect_start(struct mcp_link *c);
 int mcp_qp_connect_poll(struct mcp_link *c);
 /* Recovery: the same walk, after the thread looked each member's GID up again by address
@@ -340,7 +342,7 @@ int mcp_qp_connect_poll(struct mcp_link *c);
  * negative: not found), and returns MCP_QP_NO_GID when one was missing (then nothing was
  * walked). */
 int mcp_qp_connect_start_gid(struct mcp_link *c);
-#define MCP_QP_NO_GID (-2)
+#define MCP_QP_NO_GID (-ENOENT) /* its failure is -EIO, as poll's */
 int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index);
 /* Every lookup of our GID (the walk's above, or one started here) is published on its
  * device, so that the device's comms share them: a GID change event, or a GID that has
@@ -349,15 +351,15 @@ int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index);
  * this call. gid_poll: 1 with *index (negative: not in the port's table) once that lookup or
  * a later one finished, on any comm of the device; 0 while waiting, having started one
  * on c's setup thread when none runs and the device's last began 100 ms ago or more;
- * -1 when that thread could not start (the next poll tries again). */
+ * a negative errno when that thread could not start (the next poll tries again). */
 unsigned mcp_qp_gid_need(struct mcp_link *c, int k);
 int mcp_qp_gid_poll(struct mcp_link *c, int k, unsigned need, int *index);
 /* Recovery's rebuild on a setup thread (mcp_conn_qp.c): the comm's QPs leave qp[] (all
  * NULL until take) and the thread destroys them, then creates new ones at INIT. The
  * destroy can wait for the driver to drain work a downed port holds, and NCCL's thread
  * must not. poll: 0 running, 1 done (drain the CQ of the old QPs' completions, then
- * take the new QPs), -1 failed (nothing to take; the WARN of the step that failed was
- * logged). start returns -1 (the QPs stay the comm's) when no thread could start. */
+ * take the new QPs), -EIO failed (nothing to take; the WARN of the step that failed was
+ * logged). start returns a negative errno (the QPs stay the comm's) when no thread could start. */
 int mcp_qp_rebuild_start(struct mcp_link *c);
 int mcp_qp_rebuild_poll(struct mcp_link *c);
 void mcp_qp_rebuild_take(struct mcp_link *c);
@@ -394,7 +396,7 @@ void mcp_link_masks(int ndevs, int rdevs, uint8_t up, uint8_t rup, uint8_t *live
 void mcp_link_set_remote_ndevs(struct mcp_link *l, int rdevs);
 /* Opens the device contexts of the physical devices behind dev (one, or a fused set) as
  * the link's members; refuses a set whose link layers differ, with a WARN that names
- * both devices (the comm does not exist yet). 0 or -1. */
+ * both devices (the comm does not exist yet). 0 or -ENODEV. */
 int mcp_link_open_members(struct mcp_link *c, int dev);
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count);
 /* NCCL's close: tells the peer, lets go of a running walk and drops the owner's
@@ -423,7 +425,7 @@ void mcp_link_status_failed(struct mcp_link *c);
  * survived by re-creating the QPs; start begins a round (callers check that
  * MCPNET_RECOVERY_TIMEOUT > 0 and that the peer's connection is alive); progress drives
  * it from every call on the comm and returns 0 while it runs, 1 once the comm works
- * again, -1 when it failed; poll_stream handles the peer's RECOVER frames outside a call
+ * again, a negative errno (the comm's error) when it failed; poll_stream handles the peer's RECOVER frames outside a call
  * that is already recovering. */
 int mcp_recover_status_recoverable(int wc_status);
 void mcp_recover_start(struct mcp_link *c, const char *cause);

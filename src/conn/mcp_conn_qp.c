@@ -87,8 +87,10 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 
     m->cq = mcp_ibv.create_cq(m->dc->ctx, mine * (sq_depth + rq_depth) + spare, c, NULL, 0);
     if (m->cq == NULL) {
-      MCP_WARN("%s: ibv_create_cq failed: %s", m->dc->info->name, strerror(errno));
-      return -1;
+      int rc = -errno;
+
+      MCP_WARN("%s: ibv_create_cq failed: %s", m->dc->info->name, strerror(-rc));
+      return rc;
     }
     m->sgid_index = m->dc->info->gid.index;
     m->port_up_seen = atomic_load(&m->dc->port_up_gen);
@@ -106,7 +108,7 @@ static int create_qps(struct mcp_link *c, const uint8_t *dev, struct ibv_qp **qp
                       int *max_inline)
 {
   int inline_try[3] = {256, 64, 0};
-  int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
+  int i, t, rc, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
 
   if (c->inline_want > 0) {
     inline_try[0] = c->inline_want;
@@ -133,9 +135,10 @@ static int create_qps(struct mcp_link *c, const uint8_t *dev, struct ibv_qp **qp
         break;
     }
     if (qp[i] == NULL) {
+      rc = -errno;
       MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)", m->dc->info->name,
-               strerror(errno), sq_depth, rq_depth);
-      return -1;
+               strerror(-rc), sq_depth, rq_depth);
+      return rc;
     }
     *max_inline = (int)init.cap.max_inline_data;
     psn[i] = random_psn();
@@ -144,11 +147,13 @@ static int create_qps(struct mcp_link *c, const uint8_t *dev, struct ibv_qp **qp
     attr.pkey_index = (uint16_t)m->dc->info->pkey_index;
     attr.port_num = (uint8_t)m->dc->info->port;
     attr.qp_access_flags = QP_ACCESS;
-    if (mcp_ibv.modify_qp(qp[i], &attr,
-                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    rc =
+      mcp_ibv.modify_qp(qp[i], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) {
+      rc = rc > 0 ? -rc : -errno; /* libibverbs returns the errno; some providers set it too */
       MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)", m->dc->info->name,
-               m->dc->info->port, qp[i]->qp_num, strerror(errno), m->dc->info->pkey, m->dc->info->pkey_index);
-      return -1;
+               m->dc->info->port, qp[i]->qp_num, strerror(-rc), m->dc->info->pkey, m->dc->info->pkey_index);
+      return rc;
     }
   }
   return 0;
@@ -196,7 +201,7 @@ static int modify_qp(const struct mcp_link *c, struct ibv_qp *qp, struct ibv_qp_
     e = rc > 0 ? rc : errno; /* libibverbs returns the errno; some providers set it too */
     if (attempt > max || (e != ETIMEDOUT && !cfg->ib_mqp_retry_all)) {
       errno = e;
-      return -1;
+      return -e;
     }
     {
       unsigned ms = (unsigned)cfg->ib_mqp_retry_sleep_ms * (unsigned)attempt;
@@ -226,6 +231,7 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
   struct ibv_qp_attr attr;
   char lgid[64], rgid[64];
   const char *step = "INIT->RTR";
+  int rc;
 
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_RTR;
@@ -235,10 +241,11 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
   attr.max_dest_rd_atomic = 1;
   attr.min_rnr_timer = (uint8_t)cfg->min_rnr_timer;
   fill_av(c, d, sgid_index, &attr.ah_attr, dgid, dlid);
-  if (modify_qp(c, qp, &attr,
-                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                retry, step) != 0)
+  rc = modify_qp(c, qp, &attr,
+                 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                 retry, step);
+  if (rc != 0)
     goto fail;
   step = "RTR->RTS";
   memset(&attr, 0, sizeof(attr));
@@ -248,10 +255,11 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
   attr.rnr_retry = (uint8_t)cfg->rnr_retry;
   attr.sq_psn = my_psn;
   attr.max_rd_atomic = 1;
-  if (modify_qp(c, qp, &attr,
-                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                  IBV_QP_MAX_QP_RD_ATOMIC,
-                retry, step) != 0)
+  rc = modify_qp(c, qp, &attr,
+                 IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                   IBV_QP_MAX_QP_RD_ATOMIC,
+                 retry, step);
+  if (rc != 0)
     goto fail;
   return 0;
 fail:
@@ -264,7 +272,7 @@ fail:
            errno == ETIMEDOUT ? "The peer's address did not resolve: is it reachable from this port's netdev?"
              : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
                                : "");
-  return -1;
+  return rc;
 }
 
 int mcp_qp_to_rts_member(struct mcp_link *c, int k, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
@@ -594,7 +602,7 @@ static int job_launch(struct mcp_link *c, struct mcp_qp_job *j)
     gid_running_add(j, -1);
     atomic_fetch_sub(&c->refs, 1);
     free(j);
-    return -1;
+    return -rc; /* pthread's errno */
   }
   c->qp_job = j;
   return 0;
@@ -636,7 +644,7 @@ static int job_start(struct mcp_link *c, int walk, int lookup)
   int i;
 
   if (j == NULL)
-    return -1;
+    return -ENOMEM;
   j->nqps = walk ? c->nqps : 0;
   j->lookup = lookup;
   j->gid_members = c->live;
@@ -683,7 +691,7 @@ int mcp_qp_gid_poll(struct mcp_link *c, int k, unsigned need, int *index)
 {
   struct mcp_devctx *dc = c->devs[k].dc;
   uint64_t now = mcp_clock_ns();
-  int start = 0;
+  int start = 0, rc;
 
   if (dc->info->link_layer != IBV_LINK_LAYER_ETHERNET) {
     *index = c->devs[k].sgid_index; /* InfiniBand: GID 0, routed by LID; nothing to look up */
@@ -704,18 +712,18 @@ int mcp_qp_gid_poll(struct mcp_link *c, int k, unsigned need, int *index)
     start = 1;
   }
   pthread_mutex_unlock(&dc->gid_lock);
-  if (start && job_start(c, 0, 1) != 0)
-    return -1;
+  if (start && (rc = job_start(c, 0, 1)) != 0)
+    return rc;
   return 0;
 }
 
 int mcp_qp_rebuild_start(struct mcp_link *c)
 {
   struct mcp_qp_job *j = job_new(c);
-  int i;
+  int i, rc;
 
   if (j == NULL)
-    return -1;
+    return -ENOMEM;
   j->rebuild = 1;
   j->nqps = c->nqps;
   job_members(c, j);
@@ -723,8 +731,8 @@ int mcp_qp_rebuild_start(struct mcp_link *c)
   j->remote_up = c->remote_up;
   for (i = 0; i < c->nqps; i++)
     j->old_qp[i] = c->qp[i];
-  if (job_launch(c, j) != 0)
-    return -1; /* the old QPs stay the comm's */
+  if ((rc = job_launch(c, j)) != 0)
+    return rc; /* the old QPs stay the comm's */
   for (i = 0; i < c->nqps; i++)
     c->qp[i] = NULL;
   return 0;
@@ -736,7 +744,7 @@ int mcp_qp_rebuild_poll(struct mcp_link *c)
   int st;
 
   if (j == NULL || !j->rebuild)
-    return -1;
+    return -EINVAL;
   st = atomic_load(&j->state);
   if (st == MCP_QP_THREAD_RUNNING)
     return 0;
@@ -744,7 +752,7 @@ int mcp_qp_rebuild_poll(struct mcp_link *c)
     return 1;
   c->qp_job = NULL;
   job_unref(j); /* destroys what it created */
-  return -1;
+  return -EIO;
 }
 
 void mcp_qp_rebuild_take(struct mcp_link *c)
@@ -771,7 +779,7 @@ int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index)
   int k, st;
 
   if (j == NULL)
-    return -1;
+    return -EINVAL;
   st = atomic_load(&j->state);
   if (st == MCP_QP_THREAD_RUNNING)
     return 0;
@@ -779,14 +787,14 @@ int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index)
     gid_index[k] = j->sgid_index[k];
   c->qp_job = NULL;
   job_unref(j);
-  return st == MCP_QP_THREAD_OK ? 1 : st == MCP_QP_THREAD_NO_GID ? MCP_QP_NO_GID : -1;
+  return st == MCP_QP_THREAD_OK ? 1 : st == MCP_QP_THREAD_NO_GID ? MCP_QP_NO_GID : -EIO;
 }
 
 int mcp_qp_connect_poll(struct mcp_link *c)
 {
   int st = mcp_qp_connect_poll_gid(c, NULL);
 
-  return st < 0 ? -1 : st;
+  return st < 0 ? -EIO : st;
 }
 
 int mcp_qp_connect_abandon(struct mcp_link *c)
@@ -814,7 +822,7 @@ int mcp_qp_connect_abandon(struct mcp_link *c)
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count)
 {
   struct ibv_recv_wr wr[MCP_CQ_BATCH], *bad;
-  int i, done = 0;
+  int i, rc, done = 0;
 
   while (done < count) {
     int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
@@ -824,8 +832,9 @@ int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count)
       wr[i].num_sge = 0;
       wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
     }
-    if (ibv_post_recv(c->qp[qp], wr, &bad) != 0)
-      return -1;
+    rc = ibv_post_recv(c->qp[qp], wr, &bad);
+    if (rc != 0)
+      return rc > 0 ? -rc : -EIO; /* verbs returns the errno */
     done += k;
   }
   c->recv_posted[qp] += count;

@@ -111,7 +111,7 @@ static void rec_fail(struct mcp_link *c, const char *what)
  * ones completed, move to a new epoch, and take the new QPs. */
 static int adopt_qps(struct mcp_link *c)
 {
-  int i;
+  int i, rc;
 
   /* The destroyed QPs add nothing more to the CQ. What they completed successfully
    * still counts: a receive whose data landed was acknowledged, so its sender may have
@@ -120,7 +120,7 @@ static int adopt_qps(struct mcp_link *c)
   while (c->error == 0 && c->ops->poll(c) > 0)
     ;
   if (c->error != 0)
-    return -1;
+    return c->error;
   mcp_link_set_epoch(c, (uint8_t)(c->epoch + 1));
   for (i = 0; i < c->nqps; i++) {
     c->recv_posted[i] = 0;
@@ -129,8 +129,8 @@ static int adopt_qps(struct mcp_link *c)
   mcp_qp_rebuild_take(c);
   if (c->kind == MCP_COMM_RECV) {
     for (i = 0; i < c->nqps; i++)
-      if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
-        return -1;
+      if ((rc = mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH)) != 0)
+        return rc;
   }
   c->ops->qps_replaced(c);
   return 0;
@@ -211,12 +211,12 @@ static int rebuilt(struct mcp_link *c)
     return 0;
   if (st < 0 || adopt_qps(c) != 0) {
     rec_fail(c, "the QPs could not be re-created");
-    return -1;
+    return c->error;
   }
   c->rec.phase = MCP_REC_WAIT_PEER;
   if (send_recover(c, MCP_WIRE_RECOVER_QPS) != 0) {
     rec_fail(c, "the RECOVER frame could not be queued on the out-of-band connection");
-    return -1;
+    return c->error;
   }
   return 0;
 }
@@ -286,7 +286,7 @@ static int connect_round(struct mcp_link *c)
 
   if (ep->nqps != c->nqps) {
     rec_fail(c, "the peer re-created a different number of QPs");
-    return -1;
+    return c->error;
   }
   /* Both ends placed their QPs by what they knew was up at the other (mcp_link_masks);
    * if either knew too little (both ports' news crossed), both see it here and place
@@ -294,7 +294,7 @@ static int connect_round(struct mcp_link *c)
   mcp_link_masks(c->ndevs, c->remote_ndevs, c->up, c->rec.peer.up, &live, &rlive);
   if (live != c->live || rlive != c->rec.peer.live) {
     begin_round(c, c->rec.round + 1, "the members carrying the connection change");
-    return c->error != 0 ? -1 : 0;
+    return c->error;
   }
   c->remote_up = c->rec.peer.up;
   c->remote_live = c->rec.peer.live;
@@ -310,7 +310,7 @@ static int connect_round(struct mcp_link *c)
     c->remote.qps[i] = ep->qps[i];
   if (mcp_qp_connect_start_gid(c) != 0) {
     rec_fail(c, "cannot start a thread for the QP setup");
-    return -1;
+    return c->error;
   }
   c->rec.phase = MCP_REC_CONNECTING;
   return 0;
@@ -340,7 +340,7 @@ static int gid_answered(struct mcp_link *c, int *index)
 }
 
 /* The setup thread's verdict: 0 not yet (or our GID is not back: WAIT_PEER waits for
- * the device's lookups to find it), 1 at RTS with the GID indices it found, -1 the walk
+ * the device's lookups to find it), 1 at RTS with the GID indices it found, < 0 the walk
  * failed. */
 static int connected(struct mcp_link *c)
 {
@@ -442,7 +442,7 @@ static int finish_round(struct mcp_link *c)
   c->ops->members_moved(c);
   rc = c->ops->replay(c, c->rec.peer.done);
   if (rc != 0)
-    return -1;
+    return rc;
   c->rec.phase = MCP_REC_NONE;
   c->rec.count++;
   mcp_link_status_recovered(c);
@@ -479,7 +479,7 @@ static int verdict(struct mcp_link *c)
     return 0;
   c->rec.phase = MCP_REC_NONE;
   c->ops->fail_wc(c, &c->rec.verdict_wc, gone);
-  return -1;
+  return c->error != 0 ? c->error : MCP_ERR_REMOTE;
 }
 
 int mcp_recover_progress(struct mcp_link *c)
@@ -488,14 +488,14 @@ int mcp_recover_progress(struct mcp_link *c)
   int st, k;
 
   if (c->error != 0)
-    return -1;
+    return c->error;
   if (c->rec.phase == MCP_REC_NONE)
     return 1;
   if (c->rec.phase == MCP_REC_VERDICT)
     return verdict(c);
   if (mcp_oob_stream_dead(c->stream)) {
     rec_fail(c, mcp_oob_stream_dead_reason(c->stream));
-    return -1;
+    return c->error;
   }
   now = mono_ns();
   if (now >= c->rec.next_try_ns) {
@@ -507,16 +507,16 @@ int mcp_recover_progress(struct mcp_link *c)
       mcp_devctx_poll_events(c->devs[k].dc);
     mcp_recover_poll_stream(c);
     if (c->error != 0)
-      return -1;
+      return c->error;
   }
   switch (c->rec.phase) {
   case MCP_REC_REBUILD:
     if (rebuilt(c) != 0)
-      return -1;
+      return c->error;
     break;
   case MCP_REC_WAIT_PEER:
     if (c->rec.peer.round == c->rec.round && gid_back(c) && connect_round(c) != 0)
-      return -1;
+      return c->error;
     break;
   case MCP_REC_CONNECTING:
     st = connected(c);
@@ -528,7 +528,7 @@ int mcp_recover_progress(struct mcp_link *c)
     if (st > 0) {
       if (send_recover(c, MCP_WIRE_RECOVER_READY) != 0) {
         rec_fail(c, "the RECOVER frame could not be queued");
-        return -1;
+        return c->error;
       }
       c->rec.phase = MCP_REC_WAIT_READY;
     }
@@ -540,7 +540,7 @@ int mcp_recover_progress(struct mcp_link *c)
   default: break;
   }
   if (c->error != 0)
-    return -1;
+    return c->error;
   if (c->rec.phase != MCP_REC_NONE && now >= c->rec.deadline_ns) {
     rec_fail(c,
              c->rec.phase == MCP_REC_REBUILD && c->rec.peer.round != c->rec.round
@@ -556,7 +556,7 @@ int mcp_recover_progress(struct mcp_link *c)
                ? "this host's GID did not come back on its port"
                : c->rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
                                                     : "the peer's QPs never became ready");
-    return -1;
+    return c->error;
   }
   return c->rec.phase == MCP_REC_NONE ? 1 : 0;
 }

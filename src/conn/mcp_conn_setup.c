@@ -70,13 +70,13 @@ int mcp_link_open_members(struct mcp_link *c, int dev)
    * cannot cross from InfiniBand to Ethernet), saying why, before any context is opened. */
   n = mcp_fabric_dev_members(fab, dev, members);
   if (n < 1 || n > MCP_LINK_MAX_DEVS)
-    return -1;
+    return -ENODEV;
   for (k = 0; k < n; k++) {
     struct mcp_link_dev *m = &c->devs[k];
 
     m->dc = mcp_devctx_get(fab, members[k]);
     if (m->dc == NULL)
-      return -1;
+      return -ENODEV;
     c->ndevs = k + 1;                                     /* what comm_free puts back */
     m->port_err_seen = atomic_load(&m->dc->port_err_gen); /* events before this comm are not its */
     m->gid_seen = atomic_load(&m->dc->gid_gen);
@@ -151,20 +151,24 @@ fail:
  * its traffic needs), then the QPs. */
 static int comm_resources(struct mcp_link *c, int nqps)
 {
-  if (c->ops->alloc(c) != 0)
-    return -1;
+  int rc = c->ops->alloc(c);
+
+  if (rc != 0)
+    return rc;
   return mcp_qp_create_all(c, nqps, c->sq_depth, c->rq_depth);
 }
 
 static int qp_thread_start(struct mcp_link *c)
 {
-  if (mcp_qp_connect_start(c) != 0)
-    return -1;
+  int rc = mcp_qp_connect_start(c);
+
+  if (rc != 0)
+    return rc;
   c->state = ST_WAIT_QP;
   return 0;
 }
 
-/* 0 while the QPs are still being connected, 1 when they are at RTS, -1 failed. */
+/* 0 while the QPs are still being connected, 1 when they are at RTS, < 0 failed. */
 static int qp_thread_poll(struct mcp_link *c) { return mcp_qp_connect_poll(c); }
 
 /* Tells the other end why the connection is abandoned, so it fails now, not at its
@@ -222,14 +226,14 @@ static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, cha
              "link type on both ends (NCCL_IB_HCA or MCPNET_RANK_MAP)",
              l->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", l->dev_name,
              r->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if (r->fp.gid_type != l->fp.gid_type) {
     snprintf(why, len,
              "GID types differ: RoCE v%d on %s here, RoCE v%d on %s at %s. Set "
              "NCCL_IB_ROCE_VERSION_NUM (or the GID index) the same on every node",
              l->fp.gid_type, l->dev_name, r->fp.gid_type, r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if (!mcp_pkey_can_talk(l->fp.pkey & MCP_PKEY_FULL_MEMBER, r->fp.pkey & MCP_PKEY_FULL_MEMBER)) {
     snprintf(why, len,
@@ -237,19 +241,19 @@ static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, cha
              "0x%04x on %s at %s), and limited members cannot talk to each other. Make one end a full "
              "member of the partition",
              l->fp.pkey & MCP_PKEY_BASE_MASK, l->fp.pkey, l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if ((l->fp.pkey & MCP_PKEY_BASE_MASK) != (r->fp.pkey & MCP_PKEY_BASE_MASK)) {
     snprintf(why, len,
              "P_Keys differ: 0x%04x on %s here, 0x%04x on %s at %s: the two ends are in different "
              "partitions. Set the same MCPNET_TENANT_PKEY (or rank map pkey=) on every node",
              l->fp.pkey, l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if (r->ring_slots != MCP_SLOTS) {
     snprintf(why, len, "protocol mismatch: %u slots at %s, %d here (different mcpnet versions)",
              r->ring_slots, c->peer_name, MCP_SLOTS);
-    return -1;
+    return -EPROTO;
   }
   warn_fingerprint(c, l, r);
   c->mtu = r->active_mtu < l->active_mtu ? r->active_mtu : l->active_mtu;
@@ -406,7 +410,7 @@ static int connect_send_request(struct mcp_link *c)
   m.u.conn_req.ep = c->local;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot send the request", c->peer_name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->state = ST_WAIT_ACK;
   return 0;
@@ -419,12 +423,12 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
 
   if (m->type == MCP_WIRE_CONN_REJECT) {
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   if (m->type != MCP_WIRE_CONN_ACK) {
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->peer_name,
                   mcp_wire_type_name(m->type));
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   c->remote = m->u.conn_ack;
   /* The ring was laid out for the members the handle named: an answer with another
@@ -435,24 +439,24 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
                   "connect to %s: the listener's handle named %d member device(s), its answer %d: its "
                   "devices changed between listen and accept; connect again",
                   c->peer_name, c->remote_ndevs, c->remote.ndevs > 1 ? c->remote.ndevs : 1);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
     mcp_comm_fail(c, MCP_ERR_USAGE, "connect to %s: %s", c->peer_name, why);
-    return -1;
+    return MCP_ERR_USAGE;
   }
   if (c->remote.nqps != c->nqps) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, "QP count mismatch");
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the peer answered with %d QPs for our %d", c->peer_name,
                   c->remote.nqps, c->nqps);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   if (qp_thread_start(c) != 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not start its QP setup");
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   return 0;
 }
@@ -469,14 +473,14 @@ static int connect_finish(struct mcp_link *c)
     send_reject(c, MCP_WIRE_REJECT_RESOURCES,
                 "the connecting side could not bring its QPs to RTS (see its log)");
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: queue pairs could not be connected", c->peer_name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->ops->link_up(c);
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_READY;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: cannot send READY", c->peer_name);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   c->state = ST_DONE;
   mcp_link_status_ready(c);
@@ -520,30 +524,30 @@ static void wait_notice(struct mcp_link *c, const char *what)
                                   : "has not got there yet");
 }
 
-/* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
+/* One step; 1 when connected, 0 when not yet, < 0 failed (c->error, c->errmsg say why). */
 static int connect_step(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
-  int ready;
+  int ready, rc;
 
   if (c->state == ST_WAIT_OOB) {
     ready = mcp_oob_stream_ready(c->stream);
     if (ready < 0) {
       mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name,
                     mcp_oob_stream_dead_reason(c->stream));
-      return -1;
+      return MCP_ERR_REMOTE;
     }
-    if (ready > 0 && connect_send_request(c) != 0)
-      return -1;
+    if (ready > 0 && (rc = connect_send_request(c)) != 0)
+      return rc;
   }
   if (c->state == ST_WAIT_ACK) {
     if (mcp_oob_stream_recv(c->stream, &m)) {
-      if (connect_on_answer(c, &m) != 0)
-        return -1;
+      if ((rc = connect_on_answer(c, &m)) != 0)
+        return rc;
     } else if (mcp_oob_stream_dead(c->stream)) {
       mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name,
                     mcp_oob_stream_dead_reason(c->stream));
-      return -1;
+      return MCP_ERR_REMOTE;
     } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
        * leave us waiting: its comm's CLOSE is the last word. */
@@ -551,7 +555,7 @@ static int connect_step(struct mcp_link *c)
                     "connect to %s: the accepting side abandoned this connection "
                     "(CLOSE before its answer; see its log)",
                     c->peer_name);
-      return -1;
+      return MCP_ERR_REMOTE;
     }
   }
   if (c->state == ST_WAIT_QP) {
@@ -620,7 +624,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES,
                            "the accepting side could not create a comm (see its log)");
     mcp_oob_request_free(req);
-    return -1;
+    return *rc;
   }
   c->remote = req->req.ep;
   r = &c->remote;
@@ -659,7 +663,7 @@ fail:
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not set up its QPs (see its log)");
   }
   mcp_comm_destroy(c);
-  return -1;
+  return *rc;
 }
 
 /* The QPs are at RTS: post the receive WRs and answer with our endpoint. */

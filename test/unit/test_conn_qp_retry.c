@@ -62,14 +62,14 @@ static void test_retries(void)
 
   /* More timeouts than retries: 1 + 3 tries, then the walk fails. */
   fake_fail_next_rtr(9, ETIMEDOUT);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 4);
   CHECK_EQ_INT(nwaits, 3);
   CHECK_EQ_INT(waits[2], 300);
 
   /* Another error is final, unless NCCL_IB_MQP_RETRY_ALL. */
   fake_fail_next_rtr(1, EINVAL);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 1);
   CHECK_EQ_INT(nwaits, 0);
   cfg->ib_mqp_retry_all = 1;
@@ -85,7 +85,7 @@ static void test_retries(void)
   cfg->ib_mqp_retry_cnt = 0;
   fake_pair_configure(p); /* the pair exists: its comms take the change */
   fake_fail_next_rtr(1, ETIMEDOUT);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 1);
   CHECK_EQ_INT(nwaits, 0);
   cfg->ib_mqp_retry_cnt = 3;
@@ -94,7 +94,7 @@ static void test_retries(void)
   /* A recovery round's walk is not retried in place: recovery starts a new round. */
   p->send->link.rec.round = 1;
   fake_fail_next_rtr(1, ETIMEDOUT);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 1);
   CHECK_EQ_INT(nwaits, 0);
   p->send->link.rec.round = 0;

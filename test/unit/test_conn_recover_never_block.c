@@ -23,6 +23,7 @@
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "core/clock.h"
+#include "core/err.h"
 #include "xfer/comm.h"
 #include "core/param.h"
 #include "core/verbs.h"
@@ -219,7 +220,7 @@ static void test_deadline_and_close(void)
   CHECK_EQ_INT(fake_comm_error(c), 0);
 
   fake_now += 6000000000ull; /* past the deadline */
-  CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), MCP_ERR_REMOTE);
   ev_failed = now_event();
   CHECK(fake_comm_error(c) != 0);
   CHECK(strstr(fake_comm_errmsg(c), "did not reach RTS") != NULL);
@@ -264,7 +265,7 @@ static void test_new_round_does_not_wait(void)
   /* The out-of-band connection is marked dead so that the fake needs no peer: the next
    * call then fails the comm, after the round began. */
   mcp_oob_test_stream_end(stream, 1, 0, "a fake dead peer");
-  CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), MCP_ERR_REMOTE);
   CHECK(strstr(fake_comm_errmsg(c), "a fake dead peer") != NULL);
 
   ev_closed = close_then_release(c);
@@ -313,7 +314,7 @@ static void test_rebuild_destroy_blocks(void)
   CHECK_EQ_INT(fake_comm_error(c), 0);
 
   fake_now += 6000000000ull; /* past the deadline */
-  CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
+  CHECK_EQ_INT(mcp_recover_progress(&c->link), MCP_ERR_REMOTE);
   ev_failed = now_event();
   CHECK(strstr(fake_comm_errmsg(c), "the old QPs were still being destroyed") != NULL);
   CHECK(strstr(fake_comm_errmsg(c), "MCPNET_RECOVERY_TIMEOUT=6") != NULL);
@@ -355,12 +356,12 @@ static void test_verdict(int peer_closes)
   CHECK_EQ_INT(fake_comm_error(c), 0);
   if (peer_closes) {
     mcp_oob_test_stream_end(stream, 0, 1, NULL);
-    CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
+    CHECK_EQ_INT(mcp_recover_progress(&c->link), MCP_ERR_REMOTE);
     CHECK(strstr(fake_comm_errmsg(c),
                  "the peer closed this connection; its adapter refused the work in flight") != NULL);
   } else {
     fake_now += 150000000ull; /* 250 ms: a real fault, with the completion's diagnosis */
-    CHECK_EQ_INT(mcp_recover_progress(&c->link), -1);
+    CHECK_EQ_INT(mcp_recover_progress(&c->link), MCP_ERR_REMOTE);
     CHECK(strstr(fake_comm_errmsg(c), "work completion error fake") != NULL);
   }
   CHECK_EQ_INT(fake_comm_rec_phase(c), MCP_REC_NONE);

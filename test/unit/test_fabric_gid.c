@@ -87,7 +87,7 @@ static int choose(const struct table *t, const struct mcp_gid_policy *pol, struc
     struct mcp_gid_choice _c;                                       \
     char _e[256];                                                   \
     int _rc = choose((t), (pol), &_c, _e, sizeof(_e));              \
-    CHECK_EQ_INT(_rc, -ENOENT);                                       \
+    CHECK_EQ_INT(_rc, -ENOENT);                                     \
     if (strstr(_e, (needle)) == NULL)                               \
       fprintf(stderr, "error \"%s\" lacks \"%s\"\n", _e, (needle)); \
     CHECK(strstr(_e, (needle)) != NULL);                            \
