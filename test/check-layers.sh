@@ -16,7 +16,7 @@
 #
 # It also checks the headers (a file or header includes only headers of its folder and
 # below) and the error convention: below net, no ncclResult_t in code (a scan of
-# src/core .. src/xfer).
+# src/core .. src/xfer), and nowhere in src/ a bare `return -1` (a negative errno says why).
 #
 # Usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]
 #   BUILD_DIR: the CMake build folder (its CMakeFiles/mcpnet_core.dir/src/<folder>/*.o);
@@ -163,4 +163,11 @@ if [ -n "$spoken" ]; then
   echo "check-layers: return 0 or a negative errno (src/core/err.h); net maps it (mcp_net_result)"
   exit 1
 fi
-echo "check-layers: ${#objs[@]} objects in $layers order, no upward use; ncclResult_t only in net"
+# -1 is -EPERM to a caller that reads it as an errno: a failure returns the errno that
+# says what failed (-EINVAL, -ENOMEM, -EIO, -ENOENT for "none", ...).
+minus_one=$(cd "$root" && grep -nE 'return[[:space:]]*\(?[[:space:]]*-1[[:space:]]*\)?[[:space:]]*;' src/*/*.c src/*/*.h || true)
+if [ -n "$minus_one" ]; then
+  echo "$minus_one" | sed 's/$/  <- return -1: return a negative errno (src\/core\/err.h)/'
+  exit 1
+fi
+echo "check-layers: ${#objs[@]} objects in $layers order, no upward use; ncclResult_t only in net, no return -1"

@@ -187,7 +187,7 @@ void mcp_qp_test_set_retry_sleep(void (*fn)(unsigned ms)) { retry_sleep_fn = fn;
  * after ETIMEDOUT (the peer's neighbour not resolved yet), or any error with
  * NCCL_IB_MQP_RETRY_ALL, up to NCCL_IB_MQP_RETRY_CNT times, the k-th after k x
  * NCCL_IB_MQP_RETRY_SLEEP_MSEC. Only a setup thread's walk sets retry: it may sleep, NCCL's
- * thread may not. -1 with errno set on failure. */
+ * thread may not. -errno (errno set too) on failure. */
 static int modify_qp(const struct mcp_link *c, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
                      int retry, const char *step)
 {

@@ -347,7 +347,7 @@ static int pkey_table(const struct discover_dev *dd, int port, uint16_t *tab, in
 }
 
 /* The P_Key index QPs on this port use: the tenant's key resolved by value, or
- * NCCL_IB_PKEY's index checked against the table. -1 with why on failure. */
+ * NCCL_IB_PKEY's index checked against the table. -ENOENT with why on failure. */
 static int choose_pkey(const struct discover_run *run, const struct discover_dev *dd, int port,
                        struct mcp_net_dev *d, char *why, size_t len)
 {

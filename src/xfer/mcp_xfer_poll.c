@@ -44,9 +44,10 @@ static int waits_on_peer(const struct mcp_comm *c)
 int mcp_xfer_check_alive(struct mcp_comm *c)
 {
   uint64_t now = mcp_clock_coarse_ns();
+  int rc;
 
   if (c->link.rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
-    return mcp_recover_progress(&c->link) < 0 ? -1 : 0;
+    return (rc = mcp_recover_progress(&c->link)) < 0 ? rc : 0;
   if (now < c->next_alive_check_ns)
     return 0;
   c->next_alive_check_ns = now + ALIVE_CHECK_NS;
@@ -60,7 +61,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     while ((n = mcp_xfer_poll(c)) > 0)
       got += n;
     if (c->link.error != 0)
-      return -1;
+      return c->link.error;
     if (got > 0)
       return 0;
   }
@@ -68,7 +69,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s",
                   c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name,
                   mcp_oob_stream_dead_reason(c->link.stream));
-    return -1;
+    return c->link.error;
   }
   if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
     if (!waits_on_peer(c)) {
@@ -82,7 +83,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
                   "%s %s: the peer closed its end of this connection with work "
                   "still pending here",
                   c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name);
-    return -1;
+    return c->link.error;
   }
   /* A peer that lost the RDMA path asks for a recovery on the stream; the device's
    * async events may ask for one too (a port that went down, a QP error, a GID moved). */
@@ -90,7 +91,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
   if (c->link.error == 0)
     mcp_recover_check_events(&c->link);
   if (c->link.error != 0)
-    return -1;
+    return c->link.error;
   mcp_xfer_watchdog(c, now, c->link.cfg.watchdog_s);
   mcp_xfer_status_check(c, now);
   mcp_xfer_prof_tick(c, now);
@@ -163,7 +164,7 @@ static __attribute__((noinline)) void complete_recv(struct mcp_comm *c, struct m
 }
 
 /* Consumed receive WRs go back once per MCP_CQ_BATCH immediates of a QP (not while a
- * recovery drains: the QP is gone). -1: the comm failed. */
+ * recovery drains: the QP is gone). < 0: the comm failed. */
 static __attribute__((noinline)) int repost_recvs(struct mcp_comm *c, int qp)
 {
   if (c->link.qp[qp] == NULL)
@@ -171,7 +172,7 @@ static __attribute__((noinline)) int repost_recvs(struct mcp_comm *c, int qp)
   if (mcp_qp_post_recvs(&c->link, qp, c->link.recv_consumed[qp]) != 0) {
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed",
                   mcp_link_dev_of(&c->link, qp)->dc->info->name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->link.recv_consumed[qp] = 0;
   return 0;
@@ -368,7 +369,7 @@ static inline __attribute__((always_inline)) int poll_dev(struct mcp_comm *c, st
   n = ibv_poll_cq(m->cq, MCP_CQ_BATCH, wc);
   if (n < 0) {
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", m->dc->info->name, n);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->wd_progress += (uint64_t)n;
   for (i = 0; i < n; i++) {
@@ -392,7 +393,7 @@ static inline __attribute__((always_inline)) int poll_dev(struct mcp_comm *c, st
   return n;
 }
 
-/* A batch from every member's CQ; the completions found in all, or -1. */
+/* A batch from every member's CQ; the completions found in all, or a negative errno. */
 static inline __attribute__((always_inline)) int poll_all(struct mcp_comm *c)
 {
   int k, n, total;
@@ -402,7 +403,7 @@ static inline __attribute__((always_inline)) int poll_all(struct mcp_comm *c)
   for (k = 0, total = 0; k < c->link.ndevs; k++) {
     n = poll_dev(c, &c->link.devs[k]);
     if (n < 0)
-      return -1;
+      return n;
     total += n;
   }
   return total;

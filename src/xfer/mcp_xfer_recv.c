@@ -131,7 +131,7 @@ int mcp_xfer_recv_replay(struct mcp_comm *c)
                     "%s: posting the clear-to-send for seq %u to %s after recovery "
                     "failed: %s",
                     qp0_dev(c)->dc->info->name, s, c->link.peer_name, strerror(rc));
-      return -1;
+      return MCP_ERR_SYSTEM;
     }
   }
   return 0;
@@ -290,13 +290,14 @@ static int flush_setup_member(struct mcp_comm *c, int k, int quiet)
   struct ibv_mr **mr = flush_mr_ref(c, k);
   struct ibv_qp_init_attr init;
   struct ibv_qp_attr attr;
+  int rc;
 
   if (*qp != NULL)
     return 0;
   if (*mr == NULL)
     *mr = mcp_mr_internal(m->dc, c->flush_buf, sizeof(uint64_t), IBV_ACCESS_LOCAL_WRITE);
   if (*mr == NULL)
-    return -1;
+    return -ENOMEM;
   memset(&init, 0, sizeof(init));
   init.send_cq = m->cq;
   init.recv_cq = m->cq;
@@ -307,37 +308,40 @@ static int flush_setup_member(struct mcp_comm *c, int k, int quiet)
   init.cap.max_recv_sge = 1;
   *qp = mcp_ibv.create_qp(m->dc->pd, &init);
   if (*qp == NULL) {
+    rc = -errno;
     if (!quiet)
-      MCP_WARN("%s: cannot create the flush QP: %s", m->dc->info->name, strerror(errno));
-    return -1;
+      MCP_WARN("%s: cannot create the flush QP: %s", m->dc->info->name, strerror(-rc));
+    return rc;
   }
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_INIT;
   attr.pkey_index = (uint16_t)c->link.cfg.ib_pkey_index;
   attr.port_num = (uint8_t)m->dc->info->port;
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
-  if (mcp_ibv.modify_qp(*qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) !=
-        0 ||
-      mcp_qp_to_rts_member(&c->link, k, *qp, 0, (*qp)->qp_num, 0, m->dc->info->gid.raw, m->dc->info->lid) !=
-        0) {
+  rc = mcp_ibv.modify_qp(*qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  if (rc != 0)
+    rc = rc > 0 ? -rc : -errno; /* verbs returns the errno; some providers set it */
+  else
+    rc = mcp_qp_to_rts_member(&c->link, k, *qp, 0, (*qp)->qp_num, 0, m->dc->info->gid.raw, m->dc->info->lid);
+  if (rc != 0) {
     mcp_ibv.destroy_qp(*qp);
     *qp = NULL;
-    return -1;
+    return rc;
   }
   return 0;
 }
 
 static int flush_setup(struct mcp_comm *c, int quiet)
 {
-  int k;
+  int k, rc;
 
   if (c->flush_buf == NULL)
     c->flush_buf = calloc(1, sizeof(uint64_t));
   if (c->flush_buf == NULL)
-    return -1;
+    return -ENOMEM;
   for (k = 0; k < c->link.ndevs; k++)
-    if (mcp_link_is_live(&c->link, k) && flush_setup_member(c, k, quiet) != 0)
-      return -1;
+    if (mcp_link_is_live(&c->link, k) && (rc = flush_setup_member(c, k, quiet)) != 0)
+      return rc;
   return 0;
 }
 
@@ -427,7 +431,7 @@ int mcp_xfer_flush_retry(struct mcp_comm *c, uint64_t now_ns)
                   "%s port %d: the loopback flush read failed and could not be made "
                   "again within MCPNET_RECOVERY_TIMEOUT=%d s (is the port still down?)",
                   qp0_dev(c)->dc->info->name, qp0_dev(c)->dc->info->port, timeout_s);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   if (!flush_ready(c) && flush_setup(c, 1) != 0)
     return 0; /* the port is still down: the next test tries again */

@@ -35,7 +35,7 @@ static __attribute__((noinline, cold)) int post_failed(struct mcp_comm *c, int q
   mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
                 mcp_link_dev_of(&c->link, qp)->dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name,
                 strerror(rc));
-  return rc;
+  return rc > 0 ? -rc : MCP_ERR_SYSTEM; /* verbs returns the errno */
 }
 
 static inline int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
@@ -186,7 +186,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
                        const struct mcp_cts_elem *e)
 {
   size_t chunk, off = 0;
-  int k, j, base;
+  int k, j, base, rc;
 
   if (c->link.nqps == 1)
     return send_one(c, r, data, size, mh, e, 0);
@@ -205,8 +205,8 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
     wr.wr_id = mcp_link_wr(&c->link, MCP_WR_SEND, r->index);
-    if (post(c, qp, &wr) != 0)
-      return -1;
+    if ((rc = post(c, qp, &wr)) != 0)
+      return rc;
     off += len;
   }
   return 0;
@@ -458,7 +458,7 @@ static int receiver_has(const uint32_t *done, uint32_t seq)
  * record when all parts are matched). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
 {
-  int i, j, replayed = 0, completed = 0;
+  int i, j, rc, replayed = 0, completed = 0;
 
   for (i = 0; i < c->nreqs; i++) {
     struct mcp_request *r = &c->reqs[i];
@@ -478,10 +478,10 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
       continue;
     }
     if (r->n == 1) {
-      if (lands(c, &cs->e[0], (size_t)r->size, r->mh)
-            ? post_land(c, r, slot) != 0
-            : send_single(c, r, r->data, (size_t)r->size, r->mh, &cs->e[0]) != 0)
-        return -1;
+      if ((rc = lands(c, &cs->e[0], (size_t)r->size, r->mh)
+             ? post_land(c, r, slot)
+             : send_single(c, r, r->data, (size_t)r->size, r->mh, &cs->e[0])) != 0)
+        return rc;
       replayed++;
       continue;
     }
@@ -491,11 +491,11 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
       continue; /* a group is replayed once, from its first matched element */
     for (j = 0; j < ss->n; j++)
       if (ss->used[j] && ss->reqs[j] != NULL &&
-          send_group_part(c, ss->reqs[j], ss->reqs[j]->data, (size_t)ss->reqs[j]->size, ss->reqs[j]->mh,
-                          &cs->e[ss->reqs[j]->elem]) != 0)
-        return -1;
-    if (ss->matched == ss->n && send_group_final(c, ss, slot) != 0)
-      return -1;
+          (rc = send_group_part(c, ss->reqs[j], ss->reqs[j]->data, (size_t)ss->reqs[j]->size, ss->reqs[j]->mh,
+                                &cs->e[ss->reqs[j]->elem])) != 0)
+        return rc;
+    if (ss->matched == ss->n && (rc = send_group_final(c, ss, slot)) != 0)
+      return rc;
     replayed++;
   }
   MCP_INFO(NCCL_NET,
