@@ -459,6 +459,42 @@ int mcp_xfer_test(void *request, int *done, int *sizes);
 int mcp_xfer_poll(struct mcp_comm *c);
 int mcp_xfer_check_alive(struct mcp_comm *c);
 
+/*
+ * The gate each data-path call passes first. A comm that failed answers with its error.
+ * One that recovers is driven a step by the call and takes no new request from isend or
+ * irecv: 0, "not yet", or its error once the recovery failed. iflush posts through a
+ * recovery (its read waits for the new flush QP, r->repost): only a failure stops it.
+ * test goes on when the recovery ended in this very call (MCP_GATE_REOPENED: the poll is
+ * then its slow path's). MCP_GATE_OPEN is the hot path's answer: two loads and two
+ * branches, no call, no allocation, no logging.
+ */
+enum mcp_xfer_gate_kind {
+  MCP_GATE_POST,  /* isend, irecv */
+  MCP_GATE_FLUSH, /* iflush */
+  MCP_GATE_TEST,  /* test */
+};
+#define MCP_GATE_OPEN 1
+#define MCP_GATE_REOPENED 2
+
+static inline __attribute__((always_inline)) int mcp_xfer_gate(struct mcp_comm *c,
+                                                               enum mcp_xfer_gate_kind kind)
+{
+  if (__builtin_expect(c->link.error != 0, 0))
+    return c->link.error;
+  if (kind == MCP_GATE_FLUSH || __builtin_expect(c->link.rec.phase == MCP_REC_NONE, 1))
+    return MCP_GATE_OPEN;
+  if (mcp_recover_progress(&c->link) < 0)
+    return c->link.error;
+  return kind == MCP_GATE_TEST && c->link.rec.phase == MCP_REC_NONE ? MCP_GATE_REOPENED : 0;
+}
+
+/* "Not yet" from isend or irecv (no clear-to-send, no free request or slot): the caller
+ * waits, so the 100 ms liveness check runs. 0, or the comm's error once it failed. */
+static inline int mcp_xfer_not_yet(struct mcp_comm *c)
+{
+  return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+}
+
 /* Health (mcp_xfer_health.c). wc_diagnose writes the port state of member m (the failed
  * QP's), what moved since and the likely cause of a failed completion; watchdog runs from
  * the 100 ms liveness check and returns 1 when it reported a stall. */

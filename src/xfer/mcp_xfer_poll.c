@@ -436,16 +436,10 @@ static __attribute__((noinline)) int test_waiting(struct mcp_comm *c, struct mcp
   return 0;
 }
 
-/* The request is not done yet and the comm is not plainly working (a recovery, an
- * error): recovery, poll, flush retry and liveness, in that order. */
+/* The request is not done yet and a recovery ended in this call (mcp_xfer_gate): poll,
+ * flush retry and liveness, in that order. */
 static __attribute__((noinline)) int test_progress(struct mcp_comm *c, struct mcp_request *r)
 {
-  if (c->link.rec.phase != MCP_REC_NONE) {
-    if (mcp_recover_progress(&c->link) < 0)
-      return c->link.error;
-    if (c->link.rec.phase != MCP_REC_NONE)
-      return 0; /* not done yet; the replay is still to come */
-  }
   if (c->link.error == 0)
     poll_all(c);
   return test_waiting(c, r);
@@ -491,19 +485,21 @@ static inline __attribute__((always_inline)) int land_arrived(struct mcp_comm *c
   return 1;
 }
 
-/* The request is not done: a working comm polls (what test_progress does when there is
- * no recovery and no error), anything else goes through test_progress. Inline in
- * test_not_done: a send's test that polls makes one call into the plugin's code, not
- * two. */
+/* The request is not done: past the gate (a failed comm's error; a recovery still
+ * under way: not done yet, the replay is still to come) a working comm polls, one whose
+ * recovery just ended goes through test_progress. Inline in test_not_done: a send's test
+ * that polls makes one call into the plugin's code, not two. */
 static inline __attribute__((always_inline)) int test_poll(struct mcp_comm *c, struct mcp_request *r)
 {
-  if (__builtin_expect(c->link.rec.phase == MCP_REC_NONE && c->link.error == 0, 1)) {
+  int rc = mcp_xfer_gate(c, MCP_GATE_TEST);
+
+  if (__builtin_expect(rc == MCP_GATE_OPEN, 1)) {
     poll_all(c);
     if (!r->done && r->land) /* it may have landed meanwhile */
       land_arrived(c, r);
     return r->done ? 0 : test_waiting(c, r);
   }
-  return test_progress(c, r);
+  return rc == MCP_GATE_REOPENED ? test_progress(c, r) : rc;
 }
 
 /* A done request: its sizes to NCCL, and back to the pool. */

@@ -181,10 +181,8 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   int slot, i, rc;
 
   *request = NULL;
-  if (c->link.error != 0)
-    return c->link.error;
-  if (c->link.rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(&c->link) >= 0 ? 0 : c->link.error;
+  if ((rc = mcp_xfer_gate(c, MCP_GATE_POST)) != MCP_GATE_OPEN)
+    return rc;
   if (n < 1 || n > MCP_MAX_RECVS) {
     MCP_WARN("irecv with %d buffers: 1..%d are supported", n, MCP_MAX_RECVS);
     return MCP_ERR_ARG;
@@ -193,7 +191,7 @@ int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags
   slot = (int)(seq % MCP_SLOTS);
   /* The slot is busy until its data has arrived. */
   if (c->rslots[slot].req != NULL || c->inflight == MCP_RECV_INFLIGHT || (r = mcp_req_get(c)) == NULL)
-    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+    return mcp_xfer_not_yet(c);
   e = c->staging[slot].e;
   if (n == 1) {
     /* A single receive (every small message): its one element, set field by field. */
@@ -459,8 +457,8 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   int i, last = -1, gpu = 0, rc;
 
   *request = NULL;
-  if (c->link.error != 0)
-    return c->link.error;
+  if ((rc = mcp_xfer_gate(c, MCP_GATE_FLUSH)) != MCP_GATE_OPEN)
+    return rc;
   for (i = 0; i < n; i++) {
     const void *mh = mhandles[i];
     if (sizes[i] > 0 && mh != NULL) {

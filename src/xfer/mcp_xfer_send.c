@@ -303,7 +303,7 @@ static __attribute__((noinline)) int isend_refused(struct mcp_comm *c, int tag, 
 {
   c->tag_refused = tag;
   c->tag_refused_seq = seq;
-  return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+  return mcp_xfer_not_yet(c);
 }
 
 /* A request for element elem of message seq's n receives; NULL when every one is out. */
@@ -335,12 +335,10 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   int n, i, rc;
 
   *request = NULL;
-  if (c->link.error != 0)
-    return c->link.error;
-  if (c->link.rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(&c->link) >= 0 ? 0 : c->link.error;
+  if ((rc = mcp_xfer_gate(c, MCP_GATE_POST)) != MCP_GATE_OPEN)
+    return rc;
   if (load_seq(&e[0]) != seq)
-    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+    return mcp_xfer_not_yet(c);
   n = e[0].n;
   if (n == 1) {
     /* A fused receiver's element indexes its rkey table. */
@@ -358,7 +356,7 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
      * way; nothing above changed state that a later call would not set up the same way. */
     r = send_req(c, seq, size, 1, 0, data, mhandle);
     if (r == NULL)
-      return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+      return mcp_xfer_not_yet(c);
     /* Host memory to host memory and small: a landing. Else on one QP the one-write
      * path straight from here (no call); on more, striping decides. */
     if (lands(c, &e[0], size, mhandle))
@@ -400,7 +398,7 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     return isend_no_handle(c, size);
   r = send_req(c, seq, size, n, i, data, mhandle);
   if (r == NULL)
-    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+    return mcp_xfer_not_yet(c);
   if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
     return c->link.error;
   ss->used[i] = 1;
