@@ -403,7 +403,8 @@ static inline int mcp_wr_note_on(struct mcp_wr_note *w, const struct mcp_link *l
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done);
 int mcp_xfer_recv_replay(struct mcp_comm *c);
 void mcp_xfer_recv_done_table(const struct mcp_comm *c, uint32_t *done);
-/* The flush QP failed a read (its port went down): every read in flight on it is lost.
+/* The flush QP failed a read (its port went down): every read in flight on it is lost
+ * (mcp_xfer_flush.c, driven from test).
  * flush_lost drops the QP and marks them; flush_retry, from test, makes a new QP and
  * posts them again, at most every 100 ms, and fails the comm once
  * MCPNET_RECOVERY_TIMEOUT has passed since the loss. */
@@ -449,7 +450,7 @@ static inline void mcp_req_put(struct mcp_request *r)
   c->free_list[c->free_top++] = r->index;
 }
 
-/* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_poll.c): the work behind
+/* Data path (mcp_xfer_send.c, mcp_xfer_recv.c, mcp_xfer_flush.c, mcp_xfer_poll.c): the work behind
  * net's isend, irecv, iflush and test. */
 int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhandle, void **request);
 int mcp_xfer_irecv(void *recv_comm, int n, void **data, size_t *sizes, int *tags, void **mhandles,
