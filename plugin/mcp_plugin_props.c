@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "mcp_plugin.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 
 /* Fields every version since v8 carries. NCCL never writes through name/pciPath, so
  * handing it the core's const strings is safe (the struct lacks const for history). */

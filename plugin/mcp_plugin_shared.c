@@ -7,7 +7,7 @@
  * table files stay declarations of what their version differs in.
  */
 #include "mcp_plugin.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 
 /* recv_dev_comm is left alone: NCCL's GDR probe passes NULL for it, and for a HOST
  * plugin NCCL expects the handle it points to to stay NULL. */

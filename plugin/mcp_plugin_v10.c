@@ -7,7 +7,7 @@
  * shared adapters and the core directly.
  */
 #include "mcp_plugin.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 
 /* The profiler callback receives an event per work request NCCL's proxy posts with a
  * parent handle (mcp_xfer_prof.c). */

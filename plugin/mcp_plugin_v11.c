@@ -8,7 +8,7 @@
  * so those slots are NULL, which NCCL checks before calling.
  */
 #include "mcp_plugin.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 
 static ncclResult_t mcp_plugin_v11_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v11_t *config,
                                         ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn)

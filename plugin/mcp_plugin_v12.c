@@ -8,7 +8,7 @@
  * same shared adapters.
  */
 #include "mcp_plugin.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 
 static ncclResult_t mcp_plugin_v12_init(void **ctx, uint64_t comm_id, ncclNetCommConfig_v12_t *config,
                                         ncclDebugLogger_t log_fn, ncclProfilerCallback_t prof_fn)

@@ -6,8 +6,8 @@
  * a caller bug) and otherwise share v9's wiring.
  */
 #include "mcp_plugin.h"
-#include "mcpnet/log.h"
-#include "mcpnet/net.h"
+#include "core/log.h"
+#include "net/net.h"
 
 static ncclResult_t mcp_plugin_v8_isend(void *send_comm, void *data, int size, int tag, void *mhandle,
                                         void **request)

@@ -7,7 +7,7 @@
  * table (for NCCL-version defaults and the init log).
  */
 #include "mcp_plugin.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 
 static ncclResult_t mcp_plugin_v9_init(ncclDebugLogger_t log_fn) { return mcp_plugin_legacy_init(9, log_fn); }
 

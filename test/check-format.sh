@@ -16,7 +16,7 @@ done
 [ -n "$cf" ] || { echo "check-format: clang-format 14 is missing (scripts/install-deps installs it)"; exit 1; }
 # Our sources, tests and lab programs; include/nccl/ is included: it is our own
 # declaration of NCCL's ABI, written in the same style, not a vendored copy.
-dirs=(src include plugin tools bench test/unit test/lab/progs test/fuzz test/uverbs)
+dirs=(src include plugin tools test/unit test/lab/progs test/fuzz test/uverbs)
 mapfile -t files < <(find "${dirs[@]}" -type f \( -name '*.c' -o -name '*.h' \) | sort)
 [ ${#files[@]} -gt 0 ] || { echo "check-format: no C files under ${dirs[*]}"; exit 1; }
 # One run over all files; each violation is reported as FILE:LINE:COL: error: ...

@@ -16,7 +16,7 @@
 #
 # It also checks the headers (a file or header includes only headers of its folder and
 # below) and the error convention: below net, no ncclResult_t in code (a scan of
-# src/core .. src/xfer).
+# src/core .. src/xfer), and nowhere in src/ a bare `return -1` (a negative errno says why).
 #
 # Usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]
 #   BUILD_DIR: the CMake build folder (its CMakeFiles/mcpnet_core.dir/src/<folder>/*.o);
@@ -31,7 +31,7 @@ build=${1:?usage: check-layers.sh BUILD_DIR [SOURCE_ROOT]}
 root=${2:-$(dirname "$here")}
 objdir=$build/CMakeFiles/mcpnet_core.dir/src
 layers="core fabric conn xfer net"
-# Known upward uses being removed elsewhere: "file symbol" and "file mcpnet/header.h",
+# Known upward uses being removed elsewhere: "file symbol" and "file folder/header.h",
 # one a line. Each must still occur (a stale entry fails the check too), so the lists
 # only shrink. Empty: the stack holds.
 allowed=""
@@ -104,50 +104,49 @@ nm -o "${objs[@]}" | awk -v objdir="$objdir/" '
       exit 1
     }
   }'
-# Headers: each belongs to a folder, and a file (or a header) includes only those of its
-# folder and below. A new header needs a place here.
+# Headers: a header lives beside its code (src/<folder>/) and is included by its folder's
+# name ("fabric/fabric_gid.h"), so the folder is the layer: a file (or a header) includes
+# only headers of its folder and below. include/ holds only nccl/, our declarations of
+# NCCL's ABI, which every layer may use.
 # (No subshell per line: the check runs in the unit suite beside busy lab guests.)
 declare -A lrank
 i=0
 for l in $layers; do lrank[$l]=$i; i=$((i + 1)); done
-header_folder() { # sets hf
-  case "$1" in
-  log.h | param.h | sock.h | verbs.h | err.h | limits.h | clock.h | list.h | text.h | match_list.h | gid_range.h | rankmap.h | random.h | siphash.h | status.h)
-    hf=core ;;
-  fabric.h | fabric_*.h | devctx.h) hf=fabric ;;
-  link.h | oob.h | wire.h) hf=conn ;;
-  comm.h) hf=xfer ;;
-  net.h) hf=net ;;
-  *) hf=unknown ;;
-  esac
-}
 inc_bad=""
 inc_seen=""
+for h in "$root"/include/*; do
+  [ "$(basename "$h")" = nccl ] || inc_bad+="include/$(basename "$h") is not public: headers live beside their code in src/<folder>/"$'\n'
+done
 while IFS= read -r line; do
   file=${line%%:*}
-  hdr=${line##*mcpnet/}; hdr=${hdr%\"}
-  case "$file" in
-  src/*) folder=${file#src/}; folder=${folder%%/*} ;;
-  *) header_folder "${file##*/}"; folder=$hf ;;
-  esac
-  header_folder "$hdr"
-  if [ "$hf" = unknown ]; then
-    inc_bad+="$file includes mcpnet/$hdr, which has no folder in $0"$'\n'
+  hdr=${line#*#include \"}; hdr=${hdr%\"}
+  folder=${file#src/}; folder=${folder%%/*}
+  hf=${hdr%%/*}
+  if [ ! -f "$root/src/$hdr" ]; then
+    inc_bad+="$file includes $hdr, which is not a header under src/"$'\n'
   elif [ "${lrank[$hf]}" -gt "${lrank[$folder]}" ]; then
-    if [[ $'\n'"$allowed_includes"$'\n' == *$'\n'"$file mcpnet/$hdr"$'\n'* ]]; then
-      inc_seen+="$file mcpnet/$hdr"$'\n'
+    if [[ $'\n'"$allowed_includes"$'\n' == *$'\n'"$file $hdr"$'\n'* ]]; then
+      inc_seen+="$file $hdr"$'\n'
     else
-      inc_bad+="$file includes mcpnet/$hdr ($hf, above $folder)"$'\n'
+      inc_bad+="$file includes $hdr ($hf, above $folder)"$'\n'
     fi
   fi
-done < <(cd "$root" && grep -o '#include "mcpnet/[a-z_]*\.h"' src/*/*.c include/mcpnet/*.h)
+done < <(cd "$root" && grep -oE '#include "(core|fabric|conn|xfer|net)/[a-z_0-9]+\.h"' src/*/*.c src/*/*.h)
 while IFS= read -r a; do
   [ -z "$a" ] || grep -qxF "$a" <<<"$inc_seen" ||
     inc_bad+="check-layers: the allowed upward include \"$a\" no longer occurs: remove it from the list"$'\n'
 done <<<"$allowed_includes"
+# A header of another folder is named with its folder: a bare "x.h" is the file's own
+# (or one the build generates).
+while IFS= read -r line; do
+  file=${line%%:*}
+  hdr=${line#*#include \"}; hdr=${hdr%\"}
+  [ -f "$root/$(dirname "$file")/$hdr" ] || ! compgen -G "$root/src/*/$hdr" >/dev/null ||
+    inc_bad+="$file includes \"$hdr\" without its folder"$'\n'
+done < <(cd "$root" && grep -oE '#include "[a-z_0-9]+\.h"' src/*/*.c src/*/*.h)
 if [ -n "$inc_bad" ]; then
   printf '%s' "$inc_bad"
-  echo "check-layers: a header of an upper layer is included below it"
+  echo "check-layers: a header of an upper layer is included below it, or a header is out of place"
   exit 1
 fi
 
@@ -161,7 +160,14 @@ spoken=$(cd "$root" && for f in src/core/*.c src/fabric/*.c src/conn/*.c src/xfe
 done)
 if [ -n "$spoken" ]; then
   echo "$spoken"
-  echo "check-layers: return 0 or a negative errno (mcpnet/err.h); net maps it (mcp_net_result)"
+  echo "check-layers: return 0 or a negative errno (src/core/err.h); net maps it (mcp_net_result)"
   exit 1
 fi
-echo "check-layers: ${#objs[@]} objects in $layers order, no upward use; ncclResult_t only in net"
+# -1 is -EPERM to a caller that reads it as an errno: a failure returns the errno that
+# says what failed (-EINVAL, -ENOMEM, -EIO, -ENOENT for "none", ...).
+minus_one=$(cd "$root" && grep -nE 'return[[:space:]]*\(?[[:space:]]*-1[[:space:]]*\)?[[:space:]]*;' src/*/*.c src/*/*.h || true)
+if [ -n "$minus_one" ]; then
+  echo "$minus_one" | sed 's/$/  <- return -1: return a negative errno (src\/core\/err.h)/'
+  exit 1
+fi
+echo "check-layers: ${#objs[@]} objects in $layers order, no upward use; ncclResult_t only in net, no return -1"

@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "mcp_json.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
+#include "core/log.h"
+#include "core/param.h"
 
 static void usage(FILE *out)
 {

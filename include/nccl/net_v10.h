@@ -5,7 +5,7 @@
  * v9's properties and adds the profiler callback to init, per-connect configuration
  * (the traffic class) and profiler handles on isend/irecv. Layouts are ABI facts from
  * NCCL's public source (ext-net/example/nccl/net_v10.h in NCCL's repository), written
- * by hand and pinned below (and by test/unit/test_abi_layout.c).
+ * by hand and pinned below (and by test/unit/test_plugin_plugin_abi.c).
  */
 #ifndef MCPNET_NCCL_NET_V10_H
 #define MCPNET_NCCL_NET_V10_H

@@ -7,7 +7,7 @@
  * added maxMultiRequestSize to the properties and the optional setNetAttr hint. The
  * layouts are ABI facts from NCCL's public source (ext-net/example/nccl/net_v11.h in
  * NCCL 2.28's repository), written by hand rather than vendored, with every size and
- * offset pinned by static asserts (and test/unit/test_abi_layout.c).
+ * offset pinned by static asserts (and test/unit/test_plugin_plugin_abi.c).
  */
 #ifndef MCPNET_NCCL_NET_V11_H
 #define MCPNET_NCCL_NET_V11_H

@@ -9,7 +9,7 @@
  * search to one rail, and NCCL_NET_MERGE_POLICY=RAIL fuses NICs of one rail only. The
  * layouts are ABI facts read from NCCL's public source (src/include/plugin/net/net_v12.h
  * at v2.30.7-1), written by hand rather than vendored, with every size and offset pinned
- * below (and in test/unit/test_abi_layout.c).
+ * below (and in test/unit/test_plugin_plugin_abi.c).
  */
 #ifndef MCPNET_NCCL_NET_V12_H
 #define MCPNET_NCCL_NET_V12_H

@@ -4,7 +4,7 @@
  * mcpnet exports a v8 table so that NCCL releases before v9 can load it. The layouts
  * below are ABI facts read from NCCL's public source (ext-net/example/nccl/net_v8.h in
  * NCCL's repository), written by hand rather than vendored; the static asserts at the
- * end pin every size and offset (and test/unit/test_abi_layout.c checks them again), so
+ * end pin every size and offset (and test/unit/test_plugin_plugin_abi.c checks them again), so
  * a typo fails the build instead of corrupting NCCL's view of a struct.
  * The device handle is the same in every version from v7 to v11, so newer headers
  * reuse the one declared here.

@@ -5,7 +5,7 @@
  * virtual-device list (NIC fusion), forceFlush and the per-transfer byte limits to the
  * properties, and size_t transfer sizes. The layouts are ABI facts from NCCL's public
  * source (ext-net/example/nccl/net_v9.h in NCCL's repository), written by hand and
- * pinned by static asserts (and test/unit/test_abi_layout.c);
+ * pinned by static asserts (and test/unit/test_plugin_plugin_abi.c);
  * v10 reuses the properties and vprops declared here because their layout is the same.
  */
 #ifndef MCPNET_NCCL_NET_V9_H

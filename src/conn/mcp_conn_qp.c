@@ -19,12 +19,12 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/link.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "conn/link.h"
+#include "fabric/fabric_gid.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
@@ -40,7 +40,7 @@ void mcp_comm_fail(struct mcp_link *c, int code, const char *fmt, ...)
   c->error = code;
   mcp_link_status_failed(c);
   MCP_WARN("%s", c->errmsg);
-  if (mcp_param_process()->abort_on_error) {
+  if (c->cfg.abort_on_error) {
     MCP_WARN("MCPNET_ABORT_ON_ERROR=1: aborting for a core dump");
     abort();
   }
@@ -87,8 +87,10 @@ int mcp_qp_create_all(struct mcp_link *c, int nqps, int sq_depth, int rq_depth)
 
     m->cq = mcp_ibv.create_cq(m->dc->ctx, mine * (sq_depth + rq_depth) + spare, c, NULL, 0);
     if (m->cq == NULL) {
-      MCP_WARN("%s: ibv_create_cq failed: %s", m->dc->info->name, strerror(errno));
-      return -1;
+      int rc = -errno;
+
+      MCP_WARN("%s: ibv_create_cq failed: %s", m->dc->info->name, strerror(-rc));
+      return rc;
     }
     m->sgid_index = m->dc->info->gid.index;
     m->port_up_seen = atomic_load(&m->dc->port_up_gen);
@@ -106,7 +108,7 @@ static int create_qps(struct mcp_link *c, const uint8_t *dev, struct ibv_qp **qp
                       int *max_inline)
 {
   int inline_try[3] = {256, 64, 0};
-  int i, t, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
+  int i, t, rc, sq_depth = c->sq_depth, rq_depth = c->rq_depth, nqps = c->nqps;
 
   if (c->inline_want > 0) {
     inline_try[0] = c->inline_want;
@@ -133,9 +135,10 @@ static int create_qps(struct mcp_link *c, const uint8_t *dev, struct ibv_qp **qp
         break;
     }
     if (qp[i] == NULL) {
+      rc = -errno;
       MCP_WARN("%s: ibv_create_qp failed: %s (send queue %d, receive queue %d)", m->dc->info->name,
-               strerror(errno), sq_depth, rq_depth);
-      return -1;
+               strerror(-rc), sq_depth, rq_depth);
+      return rc;
     }
     *max_inline = (int)init.cap.max_inline_data;
     psn[i] = random_psn();
@@ -144,11 +147,13 @@ static int create_qps(struct mcp_link *c, const uint8_t *dev, struct ibv_qp **qp
     attr.pkey_index = (uint16_t)m->dc->info->pkey_index;
     attr.port_num = (uint8_t)m->dc->info->port;
     attr.qp_access_flags = QP_ACCESS;
-    if (mcp_ibv.modify_qp(qp[i], &attr,
-                          IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    rc =
+      mcp_ibv.modify_qp(qp[i], &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc != 0) {
+      rc = rc > 0 ? -rc : -errno; /* libibverbs returns the errno; some providers set it too */
       MCP_WARN("%s port %d: QP %#x RESET->INIT failed: %s (P_Key 0x%04x at index %d)", m->dc->info->name,
-               m->dc->info->port, qp[i]->qp_num, strerror(errno), m->dc->info->pkey, m->dc->info->pkey_index);
-      return -1;
+               m->dc->info->port, qp[i]->qp_num, strerror(-rc), m->dc->info->pkey, m->dc->info->pkey_index);
+      return rc;
     }
   }
   return 0;
@@ -182,11 +187,11 @@ void mcp_qp_test_set_retry_sleep(void (*fn)(unsigned ms)) { retry_sleep_fn = fn;
  * after ETIMEDOUT (the peer's neighbour not resolved yet), or any error with
  * NCCL_IB_MQP_RETRY_ALL, up to NCCL_IB_MQP_RETRY_CNT times, the k-th after k x
  * NCCL_IB_MQP_RETRY_SLEEP_MSEC. Only a setup thread's walk sets retry: it may sleep, NCCL's
- * thread may not. -1 with errno set on failure. */
+ * thread may not. -errno (errno set too) on failure. */
 static int modify_qp(const struct mcp_link *c, struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask,
                      int retry, const char *step)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   int max = retry ? cfg->ib_mqp_retry_cnt : 0, rc, e;
 
   for (int attempt = 1;; attempt++) {
@@ -196,7 +201,7 @@ static int modify_qp(const struct mcp_link *c, struct ibv_qp *qp, struct ibv_qp_
     e = rc > 0 ? rc : errno; /* libibverbs returns the errno; some providers set it too */
     if (attempt > max || (e != ETIMEDOUT && !cfg->ib_mqp_retry_all)) {
       errno = e;
-      return -1;
+      return -e;
     }
     {
       unsigned ms = (unsigned)cfg->ib_mqp_retry_sleep_ms * (unsigned)attempt;
@@ -222,10 +227,11 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
                      uint32_t my_psn, uint32_t dqpn, uint32_t dpsn, const uint8_t *dgid, uint16_t dlid,
                      int retry)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   struct ibv_qp_attr attr;
   char lgid[64], rgid[64];
   const char *step = "INIT->RTR";
+  int rc;
 
   memset(&attr, 0, sizeof(attr));
   attr.qp_state = IBV_QPS_RTR;
@@ -235,10 +241,11 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
   attr.max_dest_rd_atomic = 1;
   attr.min_rnr_timer = (uint8_t)cfg->min_rnr_timer;
   fill_av(c, d, sgid_index, &attr.ah_attr, dgid, dlid);
-  if (modify_qp(c, qp, &attr,
-                IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                retry, step) != 0)
+  rc = modify_qp(c, qp, &attr,
+                 IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                 retry, step);
+  if (rc != 0)
     goto fail;
   step = "RTR->RTS";
   memset(&attr, 0, sizeof(attr));
@@ -248,10 +255,11 @@ static int qp_to_rts(const struct mcp_link *c, const struct mcp_net_dev *d, int 
   attr.rnr_retry = (uint8_t)cfg->rnr_retry;
   attr.sq_psn = my_psn;
   attr.max_rd_atomic = 1;
-  if (modify_qp(c, qp, &attr,
-                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
-                  IBV_QP_MAX_QP_RD_ATOMIC,
-                retry, step) != 0)
+  rc = modify_qp(c, qp, &attr,
+                 IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                   IBV_QP_MAX_QP_RD_ATOMIC,
+                 retry, step);
+  if (rc != 0)
     goto fail;
   return 0;
 fail:
@@ -264,7 +272,7 @@ fail:
            errno == ETIMEDOUT ? "The peer's address did not resolve: is it reachable from this port's netdev?"
              : errno == EINVAL ? "Check NCCL_IB_GID_INDEX and the P_Key index."
                                : "");
-  return -1;
+  return rc;
 }
 
 int mcp_qp_to_rts_member(struct mcp_link *c, int k, struct ibv_qp *qp, uint32_t my_psn, uint32_t dqpn,
@@ -437,8 +445,9 @@ static void counters_base(struct mcp_link *c)
  * that one, or end before a later one is due: the job waits for it rather than read the
  * table too, and reads it itself only when none is under way. So when every comm of a
  * port starts a round at once (a link flap), one lookup, two at most, answers them all.
- * Each lookup is numbered when it begins and published on the device when it ends,
- * unless one that began later was published first. */
+ * Each lookup (fabric's mcp_fabric_gid_refind; negative: not there) is numbered when it
+ * begins and published on the device when it ends, unless one that began later was
+ * published first. Only job_main calls this: NCCL's thread reads the answers. */
 static int gid_lookup_shared(struct mcp_devctx *dc, int index_in_use, unsigned need)
 {
   unsigned number;
@@ -453,7 +462,7 @@ static int gid_lookup_shared(struct mcp_devctx *dc, int index_in_use, unsigned n
     number = ++dc->gid_started;
     dc->gid_looking++;
     pthread_mutex_unlock(&dc->gid_lock);
-    index = mcp_recover_gid_find(dc->info, dc->ctx, index_in_use);
+    index = mcp_fabric_gid_refind(dc->info, dc->ctx, mcp_verbs_sysfs_root(), index_in_use);
     pthread_mutex_lock(&dc->gid_lock);
     if ((int)(number - dc->gid_done) > 0) {
       dc->gid_done = number;
@@ -488,7 +497,7 @@ static void gid_running_add(struct mcp_qp_job *j, int delta)
  * whole, waiting for its ports); without port recovery, none that was left out before. */
 static uint8_t rebuild_members_up(const struct mcp_qp_job *j)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &j->c->cfg;
   uint8_t all = mcp_link_members_all(j->ndevs), allowed, up = 0;
   int k;
 
@@ -593,7 +602,7 @@ static int job_launch(struct mcp_link *c, struct mcp_qp_job *j)
     gid_running_add(j, -1);
     atomic_fetch_sub(&c->refs, 1);
     free(j);
-    return -1;
+    return -rc; /* pthread's errno */
   }
   c->qp_job = j;
   return 0;
@@ -635,7 +644,7 @@ static int job_start(struct mcp_link *c, int walk, int lookup)
   int i;
 
   if (j == NULL)
-    return -1;
+    return -ENOMEM;
   j->nqps = walk ? c->nqps : 0;
   j->lookup = lookup;
   j->gid_members = c->live;
@@ -682,7 +691,7 @@ int mcp_qp_gid_poll(struct mcp_link *c, int k, unsigned need, int *index)
 {
   struct mcp_devctx *dc = c->devs[k].dc;
   uint64_t now = mcp_clock_ns();
-  int start = 0;
+  int start = 0, rc;
 
   if (dc->info->link_layer != IBV_LINK_LAYER_ETHERNET) {
     *index = c->devs[k].sgid_index; /* InfiniBand: GID 0, routed by LID; nothing to look up */
@@ -703,18 +712,18 @@ int mcp_qp_gid_poll(struct mcp_link *c, int k, unsigned need, int *index)
     start = 1;
   }
   pthread_mutex_unlock(&dc->gid_lock);
-  if (start && job_start(c, 0, 1) != 0)
-    return -1;
+  if (start && (rc = job_start(c, 0, 1)) != 0)
+    return rc;
   return 0;
 }
 
 int mcp_qp_rebuild_start(struct mcp_link *c)
 {
   struct mcp_qp_job *j = job_new(c);
-  int i;
+  int i, rc;
 
   if (j == NULL)
-    return -1;
+    return -ENOMEM;
   j->rebuild = 1;
   j->nqps = c->nqps;
   job_members(c, j);
@@ -722,8 +731,8 @@ int mcp_qp_rebuild_start(struct mcp_link *c)
   j->remote_up = c->remote_up;
   for (i = 0; i < c->nqps; i++)
     j->old_qp[i] = c->qp[i];
-  if (job_launch(c, j) != 0)
-    return -1; /* the old QPs stay the comm's */
+  if ((rc = job_launch(c, j)) != 0)
+    return rc; /* the old QPs stay the comm's */
   for (i = 0; i < c->nqps; i++)
     c->qp[i] = NULL;
   return 0;
@@ -735,7 +744,7 @@ int mcp_qp_rebuild_poll(struct mcp_link *c)
   int st;
 
   if (j == NULL || !j->rebuild)
-    return -1;
+    return -EINVAL;
   st = atomic_load(&j->state);
   if (st == MCP_QP_THREAD_RUNNING)
     return 0;
@@ -743,7 +752,7 @@ int mcp_qp_rebuild_poll(struct mcp_link *c)
     return 1;
   c->qp_job = NULL;
   job_unref(j); /* destroys what it created */
-  return -1;
+  return -EIO;
 }
 
 void mcp_qp_rebuild_take(struct mcp_link *c)
@@ -770,7 +779,7 @@ int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index)
   int k, st;
 
   if (j == NULL)
-    return -1;
+    return -EINVAL;
   st = atomic_load(&j->state);
   if (st == MCP_QP_THREAD_RUNNING)
     return 0;
@@ -778,14 +787,14 @@ int mcp_qp_connect_poll_gid(struct mcp_link *c, int *gid_index)
     gid_index[k] = j->sgid_index[k];
   c->qp_job = NULL;
   job_unref(j);
-  return st == MCP_QP_THREAD_OK ? 1 : st == MCP_QP_THREAD_NO_GID ? MCP_QP_NO_GID : -1;
+  return st == MCP_QP_THREAD_OK ? 1 : st == MCP_QP_THREAD_NO_GID ? MCP_QP_NO_GID : -EIO;
 }
 
 int mcp_qp_connect_poll(struct mcp_link *c)
 {
   int st = mcp_qp_connect_poll_gid(c, NULL);
 
-  return st < 0 ? -1 : st;
+  return st < 0 ? -EIO : st;
 }
 
 int mcp_qp_connect_abandon(struct mcp_link *c)
@@ -813,7 +822,7 @@ int mcp_qp_connect_abandon(struct mcp_link *c)
 int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count)
 {
   struct ibv_recv_wr wr[MCP_CQ_BATCH], *bad;
-  int i, done = 0;
+  int i, rc, done = 0;
 
   while (done < count) {
     int k = count - done < MCP_CQ_BATCH ? count - done : MCP_CQ_BATCH;
@@ -823,8 +832,9 @@ int mcp_qp_post_recvs(struct mcp_link *c, int qp, int count)
       wr[i].num_sge = 0;
       wr[i].next = i + 1 < k ? &wr[i + 1] : NULL;
     }
-    if (ibv_post_recv(c->qp[qp], wr, &bad) != 0)
-      return -1;
+    rc = ibv_post_recv(c->qp[qp], wr, &bad);
+    if (rc != 0)
+      return rc > 0 ? -rc : -EIO; /* verbs returns the errno */
     done += k;
   }
   c->recv_posted[qp] += count;
@@ -842,7 +852,7 @@ uint32_t mcp_version_number(void)
 
 void mcp_comm_fill_endpoint(struct mcp_link *c)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   /* Member 0 in the endpoint's own fields, the others in more[] (wire version 3). */
   const struct mcp_link_dev *m = mcp_link_dev_of(c, 0);
   const struct mcp_net_dev *d = m->dc->info;

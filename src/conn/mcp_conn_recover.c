@@ -34,15 +34,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/err.h"
-#include "mcpnet/devctx.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "fabric/devctx.h"
+#include "fabric/fabric_sysfs.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define RETRY_NS 100000000ull /* frames and events are read every tenth of it */
 
@@ -95,7 +94,7 @@ static void members_not_active(const struct mcp_link *c, char *out, size_t len)
 
 static void rec_fail(struct mcp_link *c, const char *what)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   double spent = (double)(mono_ns() - c->rec.start_ns) / 1e9;
   char down[256];
 
@@ -108,48 +107,11 @@ static void rec_fail(struct mcp_link *c, const char *what)
                 down);
 }
 
-/* Our GID's index in the current table of d's port, found by address among the entries
- * that are ours by the rule discovery used (mcp_netns_port_rows): after a link flap the
- * kernel may have put it back at another index, and in a pod another namespace's entry
- * may hold the same address on the same port. -1 while it is not (yet) there. The
- * queries (netlink sockets with a receive timeout, sysfs, a table on the heap) run on
- * a setup thread (mcp_conn_qp.c job_main), never on NCCL's. */
-static mcp_recover_gid_lookup_fn gid_lookup_hook;
-
-void mcp_recover_test_set_gid_lookup(mcp_recover_gid_lookup_fn fn) { gid_lookup_hook = fn; }
-
-int mcp_recover_gid_find(const struct mcp_net_dev *d, struct ibv_context *ctx, int index_in_use)
-{
-  struct mcp_sysfs_dev sys;
-  const struct mcp_sysfs_port *p;
-  struct mcp_gid_entry *rows;
-  struct mcp_netns_port info;
-  char err[256];
-  int i, n, index = -1;
-
-  if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
-    return index_in_use; /* InfiniBand: GID 0, routed by LID */
-  if (gid_lookup_hook != NULL)
-    return gid_lookup_hook(d, index_in_use);
-  memset(&sys, 0, sizeof(sys));
-  if (mcp_sysfs_dev_read(mcp_verbs_sysfs_root(), d->ibdev, &sys, err, sizeof(err)) == 0 &&
-      (p = mcp_sysfs_port_find(&sys, d->port)) != NULL && p->ngid > 0 &&
-      (rows = calloc((size_t)p->ngid, sizeof(*rows))) != NULL) {
-    n = mcp_netns_port_rows(ctx, mcp_verbs_sysfs_root(), d->ibdev, p, rows, p->ngid, &info);
-    for (i = 0; i < n && index < 0; i++)
-      if (rows[i].netdev_in_ns && memcmp(rows[i].raw, d->gid.raw, 16) == 0 && rows[i].type == d->gid.type)
-        index = rows[i].index;
-    free(rows);
-  }
-  mcp_sysfs_dev_free(&sys);
-  return index;
-}
-
 /* The rebuild thread has destroyed the old QPs and built new ones: count what the old
  * ones completed, move to a new epoch, and take the new QPs. */
 static int adopt_qps(struct mcp_link *c)
 {
-  int i;
+  int i, rc;
 
   /* The destroyed QPs add nothing more to the CQ. What they completed successfully
    * still counts: a receive whose data landed was acknowledged, so its sender may have
@@ -158,7 +120,7 @@ static int adopt_qps(struct mcp_link *c)
   while (c->error == 0 && c->ops->poll(c) > 0)
     ;
   if (c->error != 0)
-    return -1;
+    return c->error;
   mcp_link_set_epoch(c, (uint8_t)(c->epoch + 1));
   for (i = 0; i < c->nqps; i++) {
     c->recv_posted[i] = 0;
@@ -167,8 +129,8 @@ static int adopt_qps(struct mcp_link *c)
   mcp_qp_rebuild_take(c);
   if (c->kind == MCP_COMM_RECV) {
     for (i = 0; i < c->nqps; i++)
-      if (mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH) != 0)
-        return -1;
+      if ((rc = mcp_qp_post_recvs(c, i, MCP_RQ_DEPTH)) != 0)
+        return rc;
   }
   c->ops->qps_replaced(c);
   return 0;
@@ -195,7 +157,7 @@ static int send_recover(struct mcp_link *c, uint32_t step)
 /* Starts round `round` (the peer's, when it asked first). */
 static void begin_round(struct mcp_link *c, uint32_t round, const char *cause)
 {
-  const struct mcp_config *cfg = mcp_param_process();
+  const struct mcp_link_cfg *cfg = &c->cfg;
   uint64_t now = mono_ns();
 
   if (c->rec.phase == MCP_REC_NONE) {
@@ -249,12 +211,12 @@ static int rebuilt(struct mcp_link *c)
     return 0;
   if (st < 0 || adopt_qps(c) != 0) {
     rec_fail(c, "the QPs could not be re-created");
-    return -1;
+    return c->error;
   }
   c->rec.phase = MCP_REC_WAIT_PEER;
   if (send_recover(c, MCP_WIRE_RECOVER_QPS) != 0) {
     rec_fail(c, "the RECOVER frame could not be queued on the out-of-band connection");
-    return -1;
+    return c->error;
   }
   return 0;
 }
@@ -324,7 +286,7 @@ static int connect_round(struct mcp_link *c)
 
   if (ep->nqps != c->nqps) {
     rec_fail(c, "the peer re-created a different number of QPs");
-    return -1;
+    return c->error;
   }
   /* Both ends placed their QPs by what they knew was up at the other (mcp_link_masks);
    * if either knew too little (both ports' news crossed), both see it here and place
@@ -332,7 +294,7 @@ static int connect_round(struct mcp_link *c)
   mcp_link_masks(c->ndevs, c->remote_ndevs, c->up, c->rec.peer.up, &live, &rlive);
   if (live != c->live || rlive != c->rec.peer.live) {
     begin_round(c, c->rec.round + 1, "the members carrying the connection change");
-    return c->error != 0 ? -1 : 0;
+    return c->error;
   }
   c->remote_up = c->rec.peer.up;
   c->remote_live = c->rec.peer.live;
@@ -348,7 +310,7 @@ static int connect_round(struct mcp_link *c)
     c->remote.qps[i] = ep->qps[i];
   if (mcp_qp_connect_start_gid(c) != 0) {
     rec_fail(c, "cannot start a thread for the QP setup");
-    return -1;
+    return c->error;
   }
   c->rec.phase = MCP_REC_CONNECTING;
   return 0;
@@ -364,7 +326,7 @@ static void gid_ask(struct mcp_link *c)
       c->devs[k].gid_need = mcp_qp_gid_need(c, k);
 }
 
-/* Whether every member's awaited lookup has answered (index[k], -1: GID not there). */
+/* Whether every member's awaited lookup has answered (index[k], negative: GID not there). */
 static int gid_answered(struct mcp_link *c, int *index)
 {
   int k;
@@ -378,7 +340,7 @@ static int gid_answered(struct mcp_link *c, int *index)
 }
 
 /* The setup thread's verdict: 0 not yet (or our GID is not back: WAIT_PEER waits for
- * the device's lookups to find it), 1 at RTS with the GID indices it found, -1 the walk
+ * the device's lookups to find it), 1 at RTS with the GID indices it found, < 0 the walk
  * failed. */
 static int connected(struct mcp_link *c)
 {
@@ -480,7 +442,7 @@ static int finish_round(struct mcp_link *c)
   c->ops->members_moved(c);
   rc = c->ops->replay(c, c->rec.peer.done);
   if (rc != 0)
-    return -1;
+    return rc;
   c->rec.phase = MCP_REC_NONE;
   c->rec.count++;
   mcp_link_status_recovered(c);
@@ -517,7 +479,7 @@ static int verdict(struct mcp_link *c)
     return 0;
   c->rec.phase = MCP_REC_NONE;
   c->ops->fail_wc(c, &c->rec.verdict_wc, gone);
-  return -1;
+  return c->error != 0 ? c->error : MCP_ERR_REMOTE;
 }
 
 int mcp_recover_progress(struct mcp_link *c)
@@ -526,14 +488,14 @@ int mcp_recover_progress(struct mcp_link *c)
   int st, k;
 
   if (c->error != 0)
-    return -1;
+    return c->error;
   if (c->rec.phase == MCP_REC_NONE)
     return 1;
   if (c->rec.phase == MCP_REC_VERDICT)
     return verdict(c);
   if (mcp_oob_stream_dead(c->stream)) {
     rec_fail(c, mcp_oob_stream_dead_reason(c->stream));
-    return -1;
+    return c->error;
   }
   now = mono_ns();
   if (now >= c->rec.next_try_ns) {
@@ -545,16 +507,16 @@ int mcp_recover_progress(struct mcp_link *c)
       mcp_devctx_poll_events(c->devs[k].dc);
     mcp_recover_poll_stream(c);
     if (c->error != 0)
-      return -1;
+      return c->error;
   }
   switch (c->rec.phase) {
   case MCP_REC_REBUILD:
     if (rebuilt(c) != 0)
-      return -1;
+      return c->error;
     break;
   case MCP_REC_WAIT_PEER:
     if (c->rec.peer.round == c->rec.round && gid_back(c) && connect_round(c) != 0)
-      return -1;
+      return c->error;
     break;
   case MCP_REC_CONNECTING:
     st = connected(c);
@@ -566,7 +528,7 @@ int mcp_recover_progress(struct mcp_link *c)
     if (st > 0) {
       if (send_recover(c, MCP_WIRE_RECOVER_READY) != 0) {
         rec_fail(c, "the RECOVER frame could not be queued");
-        return -1;
+        return c->error;
       }
       c->rec.phase = MCP_REC_WAIT_READY;
     }
@@ -578,7 +540,7 @@ int mcp_recover_progress(struct mcp_link *c)
   default: break;
   }
   if (c->error != 0)
-    return -1;
+    return c->error;
   if (c->rec.phase != MCP_REC_NONE && now >= c->rec.deadline_ns) {
     rec_fail(c,
              c->rec.phase == MCP_REC_REBUILD && c->rec.peer.round != c->rec.round
@@ -594,7 +556,7 @@ int mcp_recover_progress(struct mcp_link *c)
                ? "this host's GID did not come back on its port"
                : c->rec.phase == MCP_REC_CONNECTING ? "the new QPs did not reach RTS"
                                                     : "the peer's QPs never became ready");
-    return -1;
+    return c->error;
   }
   return c->rec.phase == MCP_REC_NONE ? 1 : 0;
 }
@@ -661,7 +623,7 @@ void mcp_recover_check_events(struct mcp_link *c)
       return;
     }
   }
-  if (mcp_param_process()->recovery_timeout_s <= 0)
+  if (c->cfg.recovery_timeout_s <= 0)
     return; /* without recovery, completions with errors decide */
   for (k = 0; k < c->ndevs; k++) {
     struct mcp_link_dev *m = &c->devs[k];
@@ -671,7 +633,7 @@ void mcp_recover_check_events(struct mcp_link *c)
     gen = atomic_load(&m->dc->port_up_gen);
     if (gen != m->port_up_seen) {
       m->port_up_seen = gen;
-      if (!((c->up >> k) & 1) && mcp_param_process()->ib_port_recovery && c->rec.phase == MCP_REC_NONE) {
+      if (!((c->up >> k) & 1) && c->cfg.ib_port_recovery && c->rec.phase == MCP_REC_NONE) {
         snprintf(cause, sizeof(cause), "%s port %d is active again (port event); taking the member back",
                  m->dc->info->ibdev, m->dc->info->port);
         mcp_recover_start(c, cause);

@@ -31,13 +31,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/err.h"
-#include "mcpnet/fabric_pkey.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "fabric/fabric_pkey.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_QP, ST_WAIT_READY, ST_DONE };
 
@@ -70,13 +70,13 @@ int mcp_link_open_members(struct mcp_link *c, int dev)
    * cannot cross from InfiniBand to Ethernet), saying why, before any context is opened. */
   n = mcp_fabric_dev_members(fab, dev, members);
   if (n < 1 || n > MCP_LINK_MAX_DEVS)
-    return -1;
+    return -ENODEV;
   for (k = 0; k < n; k++) {
     struct mcp_link_dev *m = &c->devs[k];
 
     m->dc = mcp_devctx_get(fab, members[k]);
     if (m->dc == NULL)
-      return -1;
+      return -ENODEV;
     c->ndevs = k + 1;                                     /* what comm_free puts back */
     m->port_err_seen = atomic_load(&m->dc->port_err_gen); /* events before this comm are not its */
     m->gid_seen = atomic_load(&m->dc->gid_gen);
@@ -84,7 +84,32 @@ int mcp_link_open_members(struct mcp_link *c, int dev)
   return 0;
 }
 
-/* The parts of a comm that do not depend on the peer. */
+void mcp_link_cfg_fill(struct mcp_link_cfg *lc, const struct mcp_config *cfg)
+{
+  lc->ib_timeout = cfg->ib_timeout;
+  lc->ib_retry_cnt = cfg->ib_retry_cnt;
+  lc->rnr_retry = cfg->rnr_retry;
+  lc->min_rnr_timer = cfg->min_rnr_timer;
+  lc->mtu = cfg->mtu;
+  lc->ib_sl = cfg->ib_sl;
+  lc->ib_tc = cfg->ib_tc;
+  lc->ib_fifo_tc = cfg->ib_fifo_tc;
+  lc->ib_pkey_index = cfg->ib_pkey_index;
+  lc->ib_mqp_retry_all = cfg->ib_mqp_retry_all;
+  lc->ib_mqp_retry_cnt = cfg->ib_mqp_retry_cnt;
+  lc->ib_mqp_retry_sleep_ms = cfg->ib_mqp_retry_sleep_ms;
+  lc->ib_port_failover = cfg->ib_port_failover;
+  lc->ib_port_recovery = cfg->ib_port_recovery;
+  lc->connect_timeout_s = cfg->connect_timeout_s;
+  lc->recovery_timeout_s = cfg->recovery_timeout_s;
+  lc->watchdog_s = cfg->watchdog_s;
+  lc->inline_bytes = cfg->inline_bytes;
+  lc->abort_on_error = cfg->abort_on_error;
+  lc->force_flush = cfg->force_flush;
+}
+
+/* The parts of a comm that do not depend on the peer. Its settings are copied here, once,
+ * from the configuration net's init loaded (struct mcp_link_cfg). */
 static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const struct mcp_link_ops *ops)
 {
   const struct mcp_config *cfg = mcp_param_process();
@@ -93,6 +118,7 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
 
   if (c == NULL)
     return NULL;
+  mcp_link_cfg_fill(&c->cfg, cfg);
   if (mcp_oob_acquire(cfg) != 0) {
     free(c);
     return NULL;
@@ -103,7 +129,7 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
   c->ops = ops;
   c->id = mcp_comm_next_id();
   mcp_link_set_epoch(c, 0);
-  mcp_link_status_open(c); /* what mcpnet-top sees; closed with the comm (comm_free) */
+  mcp_link_status_open(c, cfg); /* what mcpnet-top sees; closed with the comm (comm_free) */
   /* A QP's async event reaches its comm through the handler conn registers with fabric. */
   mcp_devctx_set_qp_event_handler(mcp_comm_async_qp_event);
   c->traffic_class = traffic_class;
@@ -113,8 +139,8 @@ static struct mcp_link *comm_new(int kind, int dev, int traffic_class, const str
     goto fail;
   m = &c->devs[0];
   /* The rank map's sl=/tc= for this device (member 0's) win over NCCL_IB_SL/NCCL_IB_TC. */
-  c->sl = choose_sl_tc(m->dc->info->sl >= 0 ? m->dc->info->sl : cfg->ib_sl, traffic_class, 15);
-  c->tc = choose_sl_tc(m->dc->info->tc >= 0 ? m->dc->info->tc : cfg->ib_tc, traffic_class, 255);
+  c->sl = choose_sl_tc(m->dc->info->sl >= 0 ? m->dc->info->sl : c->cfg.ib_sl, traffic_class, 15);
+  c->tc = choose_sl_tc(m->dc->info->tc >= 0 ? m->dc->info->tc : c->cfg.ib_tc, traffic_class, 255);
   return c;
 fail:
   mcp_comm_destroy(c);
@@ -125,20 +151,24 @@ fail:
  * its traffic needs), then the QPs. */
 static int comm_resources(struct mcp_link *c, int nqps)
 {
-  if (c->ops->alloc(c) != 0)
-    return -1;
+  int rc = c->ops->alloc(c);
+
+  if (rc != 0)
+    return rc;
   return mcp_qp_create_all(c, nqps, c->sq_depth, c->rq_depth);
 }
 
 static int qp_thread_start(struct mcp_link *c)
 {
-  if (mcp_qp_connect_start(c) != 0)
-    return -1;
+  int rc = mcp_qp_connect_start(c);
+
+  if (rc != 0)
+    return rc;
   c->state = ST_WAIT_QP;
   return 0;
 }
 
-/* 0 while the QPs are still being connected, 1 when they are at RTS, -1 failed. */
+/* 0 while the QPs are still being connected, 1 when they are at RTS, < 0 failed. */
 static int qp_thread_poll(struct mcp_link *c) { return mcp_qp_connect_poll(c); }
 
 /* Tells the other end why the connection is abandoned, so it fails now, not at its
@@ -196,14 +226,14 @@ static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, cha
              "link type on both ends (NCCL_IB_HCA or MCPNET_RANK_MAP)",
              l->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", l->dev_name,
              r->link_layer == MCP_WIRE_LINK_IB ? "InfiniBand" : "Ethernet", r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if (r->fp.gid_type != l->fp.gid_type) {
     snprintf(why, len,
              "GID types differ: RoCE v%d on %s here, RoCE v%d on %s at %s. Set "
              "NCCL_IB_ROCE_VERSION_NUM (or the GID index) the same on every node",
              l->fp.gid_type, l->dev_name, r->fp.gid_type, r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if (!mcp_pkey_can_talk(l->fp.pkey & MCP_PKEY_FULL_MEMBER, r->fp.pkey & MCP_PKEY_FULL_MEMBER)) {
     snprintf(why, len,
@@ -211,19 +241,19 @@ static int check_peer(struct mcp_link *c, const struct mcp_wire_endpoint *r, cha
              "0x%04x on %s at %s), and limited members cannot talk to each other. Make one end a full "
              "member of the partition",
              l->fp.pkey & MCP_PKEY_BASE_MASK, l->fp.pkey, l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if ((l->fp.pkey & MCP_PKEY_BASE_MASK) != (r->fp.pkey & MCP_PKEY_BASE_MASK)) {
     snprintf(why, len,
              "P_Keys differ: 0x%04x on %s here, 0x%04x on %s at %s: the two ends are in different "
              "partitions. Set the same MCPNET_TENANT_PKEY (or rank map pkey=) on every node",
              l->fp.pkey, l->dev_name, r->fp.pkey, r->dev_name, c->peer_name);
-    return -1;
+    return -EPROTO;
   }
   if (r->ring_slots != MCP_SLOTS) {
     snprintf(why, len, "protocol mismatch: %u slots at %s, %d here (different mcpnet versions)",
              r->ring_slots, c->peer_name, MCP_SLOTS);
-    return -1;
+    return -EPROTO;
   }
   warn_fingerprint(c, l, r);
   c->mtu = r->active_mtu < l->active_mtu ? r->active_mtu : l->active_mtu;
@@ -380,7 +410,7 @@ static int connect_send_request(struct mcp_link *c)
   m.u.conn_req.ep = c->local;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot send the request", c->peer_name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->state = ST_WAIT_ACK;
   return 0;
@@ -393,12 +423,12 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
 
   if (m->type == MCP_WIRE_CONN_REJECT) {
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s refused: %s", c->peer_name, m->u.reject.reason);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   if (m->type != MCP_WIRE_CONN_ACK) {
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: unexpected %s", c->peer_name,
                   mcp_wire_type_name(m->type));
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   c->remote = m->u.conn_ack;
   /* The ring was laid out for the members the handle named: an answer with another
@@ -409,24 +439,24 @@ static int connect_on_answer(struct mcp_link *c, const struct mcp_wire_msg *m)
                   "connect to %s: the listener's handle named %d member device(s), its answer %d: its "
                   "devices changed between listen and accept; connect again",
                   c->peer_name, c->remote_ndevs, c->remote.ndevs > 1 ? c->remote.ndevs : 1);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   mcp_oob_stream_set_remote_id(c->stream, c->remote.stream_id);
   if (check_peer(c, &c->remote, why, sizeof(why)) != 0) {
     send_reject(c, MCP_WIRE_REJECT_MISMATCH, why);
     mcp_comm_fail(c, MCP_ERR_USAGE, "connect to %s: %s", c->peer_name, why);
-    return -1;
+    return MCP_ERR_USAGE;
   }
   if (c->remote.nqps != c->nqps) {
     send_reject(c, MCP_WIRE_REJECT_INTERNAL, "QP count mismatch");
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: the peer answered with %d QPs for our %d", c->peer_name,
                   c->remote.nqps, c->nqps);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   if (qp_thread_start(c) != 0) {
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the connecting side could not start its QP setup");
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: cannot start a thread for the QP setup", c->peer_name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   return 0;
 }
@@ -443,14 +473,14 @@ static int connect_finish(struct mcp_link *c)
     send_reject(c, MCP_WIRE_REJECT_RESOURCES,
                 "the connecting side could not bring its QPs to RTS (see its log)");
     mcp_comm_fail(c, MCP_ERR_SYSTEM, "connect to %s: queue pairs could not be connected", c->peer_name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->ops->link_up(c);
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_CONN_READY;
   if (mcp_oob_stream_send(c->stream, &m) != 0) {
     mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: cannot send READY", c->peer_name);
-    return -1;
+    return MCP_ERR_REMOTE;
   }
   c->state = ST_DONE;
   mcp_link_status_ready(c);
@@ -494,30 +524,30 @@ static void wait_notice(struct mcp_link *c, const char *what)
                                   : "has not got there yet");
 }
 
-/* One step; 1 when connected, 0 when not yet, -1 failed (c->errmsg says why). */
+/* One step; 1 when connected, 0 when not yet, < 0 failed (c->error, c->errmsg say why). */
 static int connect_step(struct mcp_link *c)
 {
   struct mcp_wire_msg m;
-  int ready;
+  int ready, rc;
 
   if (c->state == ST_WAIT_OOB) {
     ready = mcp_oob_stream_ready(c->stream);
     if (ready < 0) {
       mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name,
                     mcp_oob_stream_dead_reason(c->stream));
-      return -1;
+      return MCP_ERR_REMOTE;
     }
-    if (ready > 0 && connect_send_request(c) != 0)
-      return -1;
+    if (ready > 0 && (rc = connect_send_request(c)) != 0)
+      return rc;
   }
   if (c->state == ST_WAIT_ACK) {
     if (mcp_oob_stream_recv(c->stream, &m)) {
-      if (connect_on_answer(c, &m) != 0)
-        return -1;
+      if ((rc = connect_on_answer(c, &m)) != 0)
+        return rc;
     } else if (mcp_oob_stream_dead(c->stream)) {
       mcp_comm_fail(c, MCP_ERR_REMOTE, "connect to %s: %s", c->peer_name,
                     mcp_oob_stream_dead_reason(c->stream));
-      return -1;
+      return MCP_ERR_REMOTE;
     } else if (mcp_oob_stream_closed_by_peer(c->stream)) {
       /* With no deadline here, an acceptor that gave up without a CONN_REJECT must not
        * leave us waiting: its comm's CLOSE is the last word. */
@@ -525,7 +555,7 @@ static int connect_step(struct mcp_link *c)
                     "connect to %s: the accepting side abandoned this connection "
                     "(CLOSE before its answer; see its log)",
                     c->peer_name);
-      return -1;
+      return MCP_ERR_REMOTE;
     }
   }
   if (c->state == ST_WAIT_QP) {
@@ -576,7 +606,7 @@ int mcp_conn_connect(int dev, int traffic_class, const struct mcp_link_ops *ops,
 /* The receive side's traffic class: NCCL_IB_FIFO_TC on RoCE when set, else the data's. */
 static int fifo_tc(const struct mcp_link *c, int data_tc)
 {
-  int fifo = mcp_param_process()->ib_fifo_tc;
+  int fifo = c->cfg.ib_fifo_tc;
 
   if (fifo < 0 || c->devs[0].dc->info->link_layer != IBV_LINK_LAYER_ETHERNET)
     return data_tc;
@@ -594,7 +624,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     mcp_oob_request_reject(req, MCP_WIRE_REJECT_RESOURCES,
                            "the accepting side could not create a comm (see its log)");
     mcp_oob_request_free(req);
-    return -1;
+    return *rc;
   }
   c->remote = req->req.ep;
   r = &c->remote;
@@ -621,7 +651,7 @@ static int accept_start(struct mcp_listen_comm *lc, struct mcp_oob_request *req,
     goto fail;
   }
   c->ops->link_up(c);
-  c->deadline_ns = mcp_clock_ns() + (uint64_t)mcp_param_process()->connect_timeout_s * 1000000000ull;
+  c->deadline_ns = mcp_clock_ns() + (uint64_t)c->cfg.connect_timeout_s * 1000000000ull;
   if (qp_thread_start(c) != 0)
     goto fail;
   lc->accepting = c;
@@ -633,7 +663,7 @@ fail:
     send_reject(c, MCP_WIRE_REJECT_RESOURCES, "the accepting side could not set up its QPs (see its log)");
   }
   mcp_comm_destroy(c);
-  return -1;
+  return *rc;
 }
 
 /* The QPs are at RTS: post the receive WRs and answer with our endpoint. */
@@ -679,7 +709,7 @@ int mcp_conn_accept_yields(uint64_t waited_ms, int connect_timeout_s, unsigned p
 static int accept_yield(struct mcp_listen_comm *lc, struct mcp_link *c)
 {
   uint64_t waited_ms = mcp_clock_coarse_ms() - c->wait_since_ms;
-  int limit_s = mcp_param_process()->connect_timeout_s;
+  int limit_s = c->cfg.connect_timeout_s;
 
   if (!mcp_conn_accept_yields(waited_ms, limit_s, mcp_oob_listener_pending(lc->listener)))
     return 0;
@@ -750,7 +780,7 @@ int mcp_conn_accept(void *listen_comm, void **recv_comm)
     mcp_comm_fail(c, MCP_ERR_REMOTE,
                   "accept from %s: the queue pairs were not connected within "
                   "MCPNET_CONNECT_TIMEOUT=%d s",
-                  c->peer_name, mcp_param_process()->connect_timeout_s);
+                  c->peer_name, c->cfg.connect_timeout_s);
   }
   lc->accepting = NULL;
   if (c->error != 0) {

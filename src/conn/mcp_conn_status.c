@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/link.h"
-#include "mcpnet/param.h"
-#include "mcpnet/sock.h"
+#include "core/clock.h"
+#include "conn/link.h"
+#include "core/param.h"
+#include "core/sock.h"
 
-void mcp_link_status_open(struct mcp_link *c)
+void mcp_link_status_open(struct mcp_link *c, const struct mcp_config *cfg)
 {
   char addr[MCP_SOCKADDR_STRLEN];
   union mcp_sockaddr local;
@@ -25,7 +25,7 @@ void mcp_link_status_open(struct mcp_link *c)
 
   mcp_oob_local(&local, &nonce);
   mcp_sockaddr_format(&local, addr, sizeof(addr));
-  mcp_status_acquire(mcp_param_process(), addr);
+  mcp_status_acquire(cfg, addr);
   c->status_ref = 1;
   c->st = mcp_status_open(c->kind, c->id);
 }

@@ -37,15 +37,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/fabric.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/param.h"
-#include "mcpnet/random.h"
-#include "mcpnet/siphash.h"
-#include "mcpnet/text.h"
+#include "core/clock.h"
+#include "fabric/fabric.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "conn/oob.h"
+#include "core/param.h"
+#include "core/random.h"
+#include "core/siphash.h"
+#include "core/text.h"
 
 enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
 
@@ -241,12 +241,14 @@ static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
   uint8_t buf[MCP_WIRE_MSG_MAX];
   char err[MCP_WIRE_ERRLEN], name[160];
   size_t len;
+  int rc;
 
   if (p->state == PEER_DEAD)
-    return -1;
-  if (mcp_wire_encode(m, buf, sizeof(buf), &len, err, sizeof(err)) != 0) {
+    return -ENOTCONN;
+  rc = mcp_wire_encode(m, buf, sizeof(buf), &len, err, sizeof(err));
+  if (rc != 0) {
     MCP_WARN("cannot encode a %s frame: %s", mcp_wire_type_name(m->type), err);
-    return -1;
+    return rc;
   }
   if (m->type != MCP_WIRE_HELLO)
     p->sent_frames = 1;
@@ -259,7 +261,7 @@ static int peer_queue(struct mcp_oob_peer *p, const struct mcp_wire_msg *m)
       (void)mcp_sock_set_abortive(p->fd);
     peer_kill(p, "the out-of-band connection to %s was closed: the peer read nothing while %zu bytes waited",
               name, mcp_sock_sendq_pending(&p->sq));
-    return -1;
+    return -ENOBUFS;
   }
   return 0;
 }
@@ -310,10 +312,11 @@ static int send_hello(struct mcp_oob_peer *p)
 {
   struct mcp_wire_msg m;
   uint64_t chal;
+  int rc = mcp_random_u64(&chal);
 
-  if (mcp_random_u64(&chal) != 0) {
+  if (rc != 0) {
     peer_kill(p, "no random challenge for the out-of-band connection to %s (getrandom failed)", p->host);
-    return -1;
+    return rc;
   }
   memset(&m, 0, sizeof(m));
   m.type = MCP_WIRE_HELLO;
@@ -953,17 +956,20 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
     MCP_WARN("out-of-band channel: the kernel's random generator cannot give a nonce (getrandom: %s): "
              "mcpnet will not use guessable keys. Allow getrandom in the container's seccomp profile",
              strerror(-err));
+    rc = err;
     goto fail;
   }
-  if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &choice) != 0) {
+  if (mcp_sock_iface_find(cfg->socket_ifname, &cfg->socket_ifname_list, cfg->socket_af, &choice) != 0) {
     MCP_WARN("no interface for the out-of-band channel%s%s: %s",
              cfg->socket_ifname ? " matching NCCL_SOCKET_IFNAME=" : "",
              cfg->socket_ifname ? cfg->socket_ifname : "", choice.reason);
+    rc = -ENODEV;
     goto fail;
   }
   range.lo = (uint16_t)cfg->oob_port_lo;
   range.hi = (uint16_t)cfg->oob_port_hi;
-  if (mcp_sock_listen(&choice.addr, &range, &oob.listen_fd, &oob.local, msg, sizeof(msg)) != 0) {
+  rc = mcp_sock_listen(&choice.addr, &range, &oob.listen_fd, &oob.local, msg, sizeof(msg));
+  if (rc != 0) {
     MCP_WARN("out-of-band listener on %s: %s", choice.name, msg);
     goto fail;
   }
@@ -980,7 +986,6 @@ int mcp_oob_acquire(const struct mcp_config *cfg)
   goto out;
 fail:
   oob.users--;
-  rc = -1;
 out:
   pthread_mutex_unlock(&oob.lock);
   return rc;
@@ -1192,7 +1197,7 @@ int mcp_oob_stream_ready(struct mcp_oob_stream *s)
 
   pthread_mutex_lock(&oob.lock);
   progress_locked();
-  ready = atomic_load(&s->dead) ? -1 : s->peer->state == PEER_UP;
+  ready = atomic_load(&s->dead) ? -ENOTCONN : s->peer->state == PEER_UP;
   pthread_mutex_unlock(&oob.lock);
   return ready;
 }
@@ -1201,7 +1206,7 @@ int mcp_oob_stream_send(struct mcp_oob_stream *s, const struct mcp_wire_msg *m)
 {
   struct mcp_wire_msg out = *m;
   struct mcp_oob_peer *p = s->peer;
-  int rc = -1;
+  int rc = -ENOTCONN;
 
   pthread_mutex_lock(&oob.lock);
   if (!atomic_load(&s->dead) && p->state != PEER_DEAD) {
@@ -1362,7 +1367,7 @@ const char *mcp_oob_self_name(char *buf, size_t len)
 
 int mcp_oob_test_adopt(int fd, const union mcp_sockaddr *from)
 {
-  int rc = -1;
+  int rc = -ENOTCONN;
 
   pthread_mutex_lock(&oob.lock);
   if (oob.users > 0 && adopt(fd, from) != NULL)

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/text.h"
-#include "mcpnet/wire.h"
+#include "core/text.h"
+#include "conn/wire.h"
 
 /* Handle layout: magic 0, version 4, family 6, addr 8, port 24, reserved 26, dev 28,
  * listen key[0] (versions 2-3: the token) 32, nonce 40, (version 3) member count 48,
@@ -97,12 +97,12 @@ struct wire_rd {
 static int wire_rd_need(struct wire_rd *r, size_t n, const char *field)
 {
   if (r->failed)
-    return -1;
+    return -EBADMSG;
   if (r->len - r->off < n) {
     mcp_text_errf(r->err, r->errlen, "truncated %s: %s needs %zu byte%s at offset %zu, %zu left", r->what,
                   field, n, n == 1 ? "" : "s", r->off, r->len - r->off);
     r->failed = 1;
-    return -1;
+    return -EBADMSG;
   }
   return 0;
 }
@@ -263,27 +263,27 @@ static int wire_handle_check(const struct mcp_wire_handle *h, char *err, size_t 
 
   if (h->family != 4 && h->family != 6) {
     mcp_text_errf(err, errlen, "handle address family %u is neither 4 nor 6", h->family);
-    return -1;
+    return -EINVAL;
   }
   if (h->family == 4 && memcmp(h->addr + 4, zero, sizeof(zero)) != 0) {
     mcp_text_errf(err, errlen, "handle IPv4 address has nonzero bytes after the first 4");
-    return -1;
+    return -EINVAL;
   }
   if (h->port == 0) {
     mcp_text_errf(err, errlen, "handle port is 0");
-    return -1;
+    return -EINVAL;
   }
   if (h->dev < 0) {
     mcp_text_errf(err, errlen, "handle device index %d is negative", (int)h->dev);
-    return -1;
+    return -EINVAL;
   }
   if (h->ndevs > MCP_WIRE_MAX_MEMBERS) {
     mcp_text_errf(err, errlen, "handle member count %u is not 1..%d", h->ndevs, MCP_WIRE_MAX_MEMBERS);
-    return -1;
+    return -EINVAL;
   }
   if ((h->version == 0 || h->version >= MCP_WIRE_VERSION_AUTH) && h->listen_id == 0) {
     mcp_text_errf(err, errlen, "handle listen id is 0");
-    return -1;
+    return -EINVAL;
   }
   return 0;
 }
@@ -495,12 +495,12 @@ int mcp_wire_frame_len(const uint8_t *buf, size_t have, size_t *len, char *err, 
     if (memcmp(buf, magic, have < 4 ? have : 4) != 0) {
       mcp_text_errf(err, errlen, "not an mcpnet frame (the first bytes are not the magic 0x%08x)",
                     MCP_WIRE_MAGIC);
-      return -1;
+      return -EBADMSG;
     }
     return 0;
   }
   if (mcp_wire_header_decode(buf, have, &hdr, err, errlen) != 0)
-    return -1;
+    return -EBADMSG;
   *len = MCP_WIRE_HDR_SIZE + (size_t)hdr.length;
   return 1;
 }

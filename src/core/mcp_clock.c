@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
+#include "core/clock.h"
 
 /* Read with an atomic load: a test may set it while the library's threads run. */
 static uint64_t (*clock_hook)(void);

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/gid_range.h"
+#include "core/gid_range.h"
 
-/* CIDR "a.b.c.d/n" or "v6/n" (or a bare address = /32 or /128); -1 when malformed. */
+/* CIDR "a.b.c.d/n" or "v6/n" (or a bare address = /32 or /128); -EINVAL when malformed. */
 int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)
 {
   char addr[INET6_ADDRSTRLEN + 1];
@@ -21,7 +21,7 @@ int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)
 
   memset(range, 0, sizeof(*range));
   if (alen == 0 || alen >= sizeof(addr))
-    return -1;
+    return -EINVAL;
   memcpy(addr, text, alen);
   addr[alen] = '\0';
   if (inet_pton(AF_INET, addr, range->raw + 12) == 1) {
@@ -30,7 +30,7 @@ int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)
   } else if (inet_pton(AF_INET6, addr, range->raw) == 1) {
     range->family = 6;
   } else {
-    return -1;
+    return -EINVAL;
   }
   if (slash == NULL) {
     range->bits = range->family == 4 ? 32 : 128;
@@ -39,7 +39,7 @@ int mcp_gid_range_parse(const char *text, struct mcp_gid_range *range)
   errno = 0;
   bits = strtol(slash + 1, &end, 10);
   if (errno != 0 || *end != '\0' || end == slash + 1 || bits < 0 || bits > (range->family == 4 ? 32 : 128))
-    return -1;
+    return -EINVAL;
   range->bits = (int)bits;
   return 0;
 }

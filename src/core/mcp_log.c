@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/log.h"
+#include "core/clock.h"
+#include "core/log.h"
 
 static _Atomic(ncclDebugLogger_t) log_fn;
 static atomic_int stderr_level = NCCL_LOG_WARN;

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/match_list.h"
-#include "mcpnet/text.h"
+#include "core/log.h"
+#include "core/match_list.h"
+#include "core/text.h"
 
 static int match_fault(struct mcp_match_fault *f, enum mcp_match_error kind, const char *tok, size_t len)
 {
@@ -33,7 +33,7 @@ static int match_field(const char *p, size_t len, long lo, long hi, int *out)
   if (len == 0)
     return 0;
   if (len >= sizeof(num))
-    return -1;
+    return -EINVAL;
   memcpy(num, p, len);
   num[len] = '\0';
   if (strcmp(num, "-1") == 0)
@@ -41,7 +41,7 @@ static int match_field(const char *p, size_t len, long lo, long hi, int *out)
   errno = 0;
   v = strtol(num, &stop, 10);
   if (errno != 0 || *stop != '\0' || num[0] == '+' || num[0] == '-' || v < lo || v > hi)
-    return -1;
+    return -EINVAL;
   *out = (int)v;
   return 0;
 }
@@ -67,13 +67,13 @@ static int match_fields(struct mcp_match_list *list, const char *fields, size_t 
 
     if (k == sizeof(spec) / sizeof(spec[0])) {
       f->kind = MCP_MATCH_EXTRA;
-      return -1;
+      return -EINVAL;
     }
     if (match_field(p, flen, spec[k].lo, spec[k].hi, out[k]) != 0) {
       f->kind = spec[k].bad;
       if (flen < sizeof(f->field)) /* a longer one is only "bad" */
         snprintf(f->field, sizeof(f->field), "%.*s", (int)flen, p);
-      return -1;
+      return -EINVAL;
     }
     if (colon == NULL)
       return 0;
@@ -130,6 +130,48 @@ int mcp_match_list_parse(const char *text, size_t name_max, int with_ports, stru
   return 0;
 }
 
+/* NCCL_IB_HCA's wording of a refused list; the loader parses the variable with it. */
+int mcp_hca_parse(const char *text, struct mcp_match_list *list, char *err, size_t errlen)
+{
+  struct mcp_match_fault f;
+
+  if (mcp_match_list_parse(text, MCP_MATCH_NAME_MAX, 1, list, &f) == 0)
+    return 0;
+  switch (f.kind) {
+  case MCP_MATCH_TOO_MANY:
+    snprintf(err, errlen, "NCCL_IB_HCA has more than %d entries", MCP_MATCH_LIST_MAX);
+    break;
+  case MCP_MATCH_BAD_PORT:
+  case MCP_MATCH_BAD_RAIL:
+  case MCP_MATCH_BAD_PLANE: {
+    const char *what = f.kind == MCP_MATCH_BAD_PORT ? "port"
+      : f.kind == MCP_MATCH_BAD_RAIL                ? "rail"
+                                                    : "plane";
+    int lo = f.kind == MCP_MATCH_BAD_PORT ? 1 : 0;
+    int hi = f.kind == MCP_MATCH_BAD_PORT ? 255
+      : f.kind == MCP_MATCH_BAD_RAIL      ? MCP_MATCH_RAIL_MAX
+                                          : MCP_MATCH_PLANE_MAX;
+
+    if (f.field[0] == '\0') {
+      snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s': bad %s", f.token_len, f.token, what);
+      break;
+    }
+    snprintf(err, errlen,
+             "NCCL_IB_HCA entry '%.*s': %s '%s' is not %d..%d (name:port:rail:plane, empty for none)",
+             f.token_len, f.token, what, f.field, lo, hi);
+    break;
+  }
+  case MCP_MATCH_EXTRA:
+    snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s' has fields after name:port:rail:plane", f.token_len,
+             f.token);
+    break;
+  default:
+    snprintf(err, errlen, "NCCL_IB_HCA entry '%.*s' has no usable device name", f.token_len, f.token);
+    break;
+  }
+  return -EINVAL;
+}
+
 int mcp_match_token(const struct mcp_match_list *list, int i, const char *name)
 {
   if (list->exact)
@@ -151,11 +193,11 @@ int mcp_match_allows(const struct mcp_match_list *list, const char *name, int po
 int mcp_match_which(const struct mcp_match_list *list, const char *name, int port)
 {
   if (list->exclude)
-    return -1;
+    return -ENOENT;
   for (int i = 0; i < list->n; i++)
     if (mcp_match_token(list, i, name) && (port < 0 || list->e[i].port < 0 || list->e[i].port == port))
       return i;
-  return -1;
+  return -ENOENT;
 }
 
 void mcp_match_list_warn_trimmed(const char *var, const struct mcp_match_list *list, int *once)

@@ -16,9 +16,9 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/text.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/text.h"
 
 /* A configuration's strings: a chain of individually allocated copies. */
 struct mcp_param_strings {

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
+#include "core/log.h"
+#include "core/param.h"
 
 extern char **environ;
 

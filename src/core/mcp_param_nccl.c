@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "mcpnet/param.h"
+#include "core/param.h"
 
 /* NCCL_IB_* that NCCL's IB transport reads and mcpnet does not act on (the ones it does
  * act on are rows of the parameter table), each with NCCL's default where that is the

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "mcpnet/param.h"
+#include "core/param.h"
 
 /* Levenshtein distance, two rows; names are short (under 64 characters here). */
 static int edit_distance(const char *a, const char *b, bool nocase)

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcpnet/param.h"
-#include "mcpnet/text.h"
+#include "core/param.h"
+#include "core/text.h"
 
 static int digit_value(char c, unsigned base)
 {
@@ -29,8 +29,8 @@ static int digit_value(char c, unsigned base)
   else if (c >= 'A' && c <= 'F')
     v = c - 'A' + 10;
   else
-    return -1;
-  return (unsigned)v < base ? v : -1;
+    return -EINVAL;
+  return (unsigned)v < base ? v : -EINVAL;
 }
 
 int mcp_param_parse_int(const char *text, long long *out)

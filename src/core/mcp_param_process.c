@@ -5,7 +5,7 @@
  * from here, so no layer needs to reach up to the entry points for a parameter. It is
  * freed with the fabric on the last holder's teardown and loaded again by the next init.
  */
-#include "mcpnet/param.h"
+#include "core/param.h"
 
 static struct mcp_config process_cfg;
 

@@ -10,13 +10,14 @@
  * works too; 2.27 takes a comma list and "none"; NCCL_NET is compared ignoring case.
  * mcpnet-params --check runs this before a job; the plugin does not.
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-#include "mcpnet/param.h"
+#include "core/param.h"
 
 extern char **environ;
 
@@ -99,7 +100,7 @@ static void stem_of(const char *lib, char *stem, size_t len)
     stem[n - 3] = '\0';
 }
 
-/* 1: NCCL opens mcpnet for this element; 0: another plugin; -1: a slip of mcp (reported). */
+/* 1: NCCL opens mcpnet for this element; 0: another plugin; -EINVAL: a slip of mcp (reported). */
 static int judge_element(const struct mcp_param_env *env, const char *value, const char *elem)
 {
   char lib[512], stem[512], msg[1400];
@@ -114,7 +115,7 @@ static int judge_element(const struct mcp_param_env *env, const char *value, con
                "mcpnet; NCCL_NET_PLUGIN=mcp finds the plugin on the library path",
                value, elem);
       say(env, MCP_FIND_PLUGIN, true, "NCCL_NET_PLUGIN", value, MCP_PLUGIN_NAME, msg);
-      return -1;
+      return -EINVAL;
     }
     return 1;
   }
@@ -126,7 +127,7 @@ static int judge_element(const struct mcp_param_env *env, const char *value, con
            "transports; did you mean mcp?",
            value, lib, MCP_PLUGIN_LIB);
   say(env, MCP_FIND_PLUGIN, true, "NCCL_NET_PLUGIN", value, MCP_PLUGIN_NAME, msg);
-  return -1;
+  return -EINVAL;
 }
 
 static int check_plugin(const struct mcp_param_env *env)

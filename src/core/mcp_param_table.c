@@ -14,8 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "mcpnet/rankmap.h"
-#include "mcpnet/param.h"
+#include "core/rankmap.h"
+#include "core/sock.h"
+#include "core/param.h"
 
 static int check_family(const char *value, char *why, size_t whylen)
 {
@@ -126,6 +127,34 @@ static int parse_rank_map(const char *value, struct mcp_config *cfg, char *why, 
   return 0;
 }
 
+/* The list variables are parsed when read, into a scratch list first: a refused value
+ * leaves what an earlier layer set. */
+static int parse_ib_hca(const char *value, struct mcp_config *cfg, char *why, size_t whylen)
+{
+  struct mcp_match_list list;
+  char err[192];
+
+  if (mcp_hca_parse(value, &list, err, sizeof(err)) != 0) {
+    snprintf(why, whylen, "is not a device list: %s", err);
+    return -EINVAL;
+  }
+  cfg->ib_hca_list = list;
+  return 0;
+}
+
+static int parse_socket_ifname(const char *value, struct mcp_config *cfg, char *why, size_t whylen)
+{
+  struct mcp_match_list list;
+  char err[192];
+
+  if (mcp_sock_ifspec_parse(value, &list, err, sizeof(err)) != 0) {
+    snprintf(why, whylen, "is not an interface list: %s", err);
+    return -EINVAL;
+  }
+  cfg->socket_ifname_list = list;
+  return 0;
+}
+
 /* A P_Key value: 16 bits, partition bits not all zero (0x0000 and 0x8000 are invalid). */
 static int check_pkey_value(long long value, char *why, size_t whylen)
 {
@@ -202,9 +231,9 @@ static const char *const watchdog_aliases[] = {"MCPNET_WATCHDOG_SECONDS", NULL};
            .offset = OFF(field)}
 
 static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
-  STR_ROW(MCP_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, ib_hca, NULL, "device list",
-          "Devices to use, as in NCCL 2.30: comma list of name[:port[:rail[:plane]]], prefix match, ^ "
-          "excludes, = exact; rail and plane go to the v12 properties"),
+  PARSED_ROW(MCP_PARAM_IB_HCA, "NCCL_IB_HCA", NULL, ib_hca, parse_ib_hca, "device list",
+             "Devices to use, as in NCCL 2.30: comma list of name[:port[:rail[:plane]]], prefix match, ^ "
+             "excludes, = exact; rail and plane go to the v12 properties"),
   INT_ROW(MCP_PARAM_IB_GID_INDEX, "NCCL_IB_GID_INDEX", -1, -1, 1023, ib_gid_index,
           "RoCE GID index on every port; -1 chooses automatically", "-1 chooses automatically"),
   INT_ROW(MCP_PARAM_IB_ROCE_VERSION_NUM, "NCCL_IB_ROCE_VERSION_NUM", 2, 1, 2, ib_roce_version,
@@ -283,8 +312,9 @@ static const struct mcp_param_def params[MCP_PARAM_COUNT] = {
           "As in NCCL: the k-th retry of a connection's RTR/RTS waits k times this many ms "
           "(34 retries of 100: about 60 s in all)",
           "a negative wait is none; an hour per step is the most that means anything"),
-  STR_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, NULL, "interface list",
-          "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
+  PARSED_ROW(MCP_PARAM_SOCKET_IFNAME, "NCCL_SOCKET_IFNAME", NULL, socket_ifname, parse_socket_ifname,
+             "interface list",
+             "Interface for the out-of-band channel, as in NCCL (prefix, ^ excludes, = exact)"),
   STR_ROW(MCP_PARAM_SOCKET_FAMILY, "NCCL_SOCKET_FAMILY", NULL, socket_family, check_family,
           "AF_INET|AF_INET6", "Address family of the out-of-band channel; unset takes either"),
   PARSED_ROW(MCP_PARAM_RANK_MAP, "MCPNET_RANK_MAP", NULL, rank_map, parse_rank_map, "rank map",

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <sys/random.h>
 
-#include "mcpnet/random.h"
+#include "core/random.h"
 
 static int random_fill(void *buf, size_t len, unsigned flags)
 {

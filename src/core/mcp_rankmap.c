@@ -27,19 +27,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/match_list.h"
-#include "mcpnet/rankmap.h"
-#include "mcpnet/param.h"
-#include "mcpnet/text.h"
+#include "core/match_list.h"
+#include "core/rankmap.h"
+#include "core/param.h"
+#include "core/text.h"
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)
 
-/* Copy [s, s+n) trimmed into buf; returns the trimmed length or -1 if it does not fit. */
+/* Copy [s, s+n) trimmed into buf; returns the trimmed length or -ENAMETOOLONG if it does not fit. */
 static int trim_copy(const char *s, size_t n, char *buf, size_t len)
 {
   mcp_trim_span(&s, &n);
   if (n >= len)
-    return -1;
+    return -ENAMETOOLONG;
   memmove(buf, s, n);
   buf[n] = '\0';
   return (int)n;
@@ -49,9 +49,9 @@ static int trim_copy(const char *s, size_t n, char *buf, size_t len)
 static int parse_decimal(const char *s, long long lo, long long hi, long long *out)
 {
   if (*s == '\0' || strspn(s, "0123456789") != strlen(s) || strlen(s) > 9)
-    return -1;
+    return -EINVAL;
   *out = strtoll(s, NULL, 10);
-  return *out >= lo && *out <= hi ? 0 : -1;
+  return *out >= lo && *out <= hi ? 0 : -ERANGE;
 }
 
 static int parse_ranks(const char *s, struct mcp_rankmap_entry *e, char *err, size_t errlen)
@@ -301,5 +301,5 @@ int mcp_local_rank(int configured, const char *(*get)(void *arg, const char *nam
       return ERR("%s=%s is not a local rank 0..%d", vars[i], v, MCP_RANKMAP_RANK_MAX);
     return (int)n;
   }
-  return -1;
+  return -ENOENT;
 }

@@ -4,7 +4,7 @@
  * per 8-byte little-endian message word, a last word holding the remaining bytes and
  * the length's low byte, then four finalisation rounds.
  */
-#include "mcpnet/siphash.h"
+#include "core/siphash.h"
 
 static inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
 

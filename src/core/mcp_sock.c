@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/sock.h"
+#include "core/clock.h"
+#include "core/sock.h"
 
 /* ---- Addresses ------------------------------------------------------------------ */
 
@@ -566,8 +566,8 @@ int mcp_sock_connect_take_fd(struct mcp_sock_connect *c)
 {
   int fd;
 
-  if (c->state != MCP_SOCK_CONNECT_DONE)
-    return -1;
+  if (c->state != MCP_SOCK_CONNECT_DONE || c->fd < 0)
+    return -ENOTCONN;
   fd = c->fd;
   c->fd = -1;
   return fd;

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/sock.h"
+#include "core/log.h"
+#include "core/sock.h"
 
 /* ---- NCCL_SOCKET_IFNAME ----------------------------------------------------------- */
 
@@ -140,11 +140,11 @@ static void sock_appendf(char *buf, size_t len, const char *fmt, ...)
   va_end(ap);
 }
 
-/* Automatic tiers; lower is better, -1 is never chosen automatically. */
+/* Automatic tiers; lower is better, -ENOENT is never chosen automatically. */
 static int sock_auto_tier(const char *name, unsigned int flags)
 {
   if (strncmp(name, "virbr", 5) == 0)
-    return -1;
+    return -ENOENT;
   if (sock_is_loopback(name, flags))
     return 3;
   if (strncmp(name, "docker", 6) == 0)
@@ -197,10 +197,9 @@ static void sock_choice_set(struct mcp_sock_iface_choice *choice, const struct s
   choice->addr = ev->addr;
 }
 
-int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname, int family,
-                          struct mcp_sock_iface_choice *choice)
+int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char *ifname,
+                          const struct mcp_match_list *spec, int family, struct mcp_sock_iface_choice *choice)
 {
-  struct mcp_match_list spec;
   struct sock_if_eval ev, best;
   char host[MCP_SOCKADDR_STRLEN];
   int explicit = ifname != NULL && ifname[0] != '\0';
@@ -212,8 +211,10 @@ int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char 
     snprintf(choice->reason, sizeof(choice->reason), "unknown address family %d", family);
     return -EINVAL;
   }
-  if (mcp_sock_ifspec_parse(explicit ? ifname : NULL, &spec, choice->reason, sizeof(choice->reason)) != 0)
+  if (explicit && spec == NULL) {
+    snprintf(choice->reason, sizeof(choice->reason), "NCCL_SOCKET_IFNAME=%s was not parsed", ifname);
     return -EINVAL;
+  }
   for (int i = 0; i < n; i++) {
     int tier;
 
@@ -222,7 +223,7 @@ int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char 
     sock_if_evaluate(list, n, list[i].name, family, &ev);
     if (!ev.usable)
       continue;
-    tier = explicit ? (mcp_match_allows(&spec, ev.name, -1) ? 0 : -1) : sock_auto_tier(ev.name, ev.flags);
+    tier = explicit ? (mcp_match_allows(spec, ev.name, -1) ? 0 : -1) : sock_auto_tier(ev.name, ev.flags);
     if (tier < 0)
       continue;
     if (tier == 0)
@@ -240,7 +241,7 @@ int mcp_sock_iface_choose(const struct mcp_sock_ifaddr *list, int n, const char 
     else
       snprintf(choice->reason, sizeof(choice->reason),
                "no usable %s interface (NCCL_SOCKET_IFNAME unset); seen: ", sock_family_name(family));
-    sock_describe_seen(list, n, explicit ? &spec : NULL, family, choice->reason, sizeof(choice->reason));
+    sock_describe_seen(list, n, explicit ? spec : NULL, family, choice->reason, sizeof(choice->reason));
     return -ENODEV;
   }
   sock_choice_set(choice, &best);
@@ -275,18 +276,16 @@ static void sock_ifaddr_from(const struct ifaddrs *ifa, struct mcp_sock_ifaddr *
 /* Said once per process: every listener and connection would find the same spaces. */
 static int ifname_spaces_warned;
 
-int mcp_sock_iface_find(const char *ifname, int family, struct mcp_sock_iface_choice *choice)
+int mcp_sock_iface_find(const char *ifname, const struct mcp_match_list *spec, int family,
+                        struct mcp_sock_iface_choice *choice)
 {
   struct ifaddrs *ifas = NULL, *ifa;
   struct mcp_sock_ifaddr *list = NULL;
-  struct mcp_match_list spec;
   int n = 0, rc;
 
   memset(choice, 0, sizeof(*choice));
-  /* A bad list is reported by the chooser below; here only the trimmed spaces. */
-  if (ifname != NULL && ifname[0] != '\0' &&
-      mcp_sock_ifspec_parse(ifname, &spec, choice->reason, sizeof(choice->reason)) == 0)
-    mcp_match_list_warn_trimmed("NCCL_SOCKET_IFNAME", &spec, &ifname_spaces_warned);
+  if (ifname != NULL && ifname[0] != '\0' && spec != NULL)
+    mcp_match_list_warn_trimmed("NCCL_SOCKET_IFNAME", spec, &ifname_spaces_warned);
   if (getifaddrs(&ifas) != 0) {
     rc = -errno;
     snprintf(choice->reason, sizeof(choice->reason), "getifaddrs failed: %s", strerror(-rc));
@@ -303,7 +302,7 @@ int mcp_sock_iface_find(const char *ifname, int family, struct mcp_sock_iface_ch
   n = 0;
   for (ifa = ifas; ifa != NULL; ifa = ifa->ifa_next)
     sock_ifaddr_from(ifa, &list[n++]);
-  rc = mcp_sock_iface_choose(list, n, ifname, family, choice);
+  rc = mcp_sock_iface_choose(list, n, ifname, spec, family, choice);
 out:
   free(list);
   freeifaddrs(ifas);

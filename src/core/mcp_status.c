@@ -25,12 +25,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/random.h"
-#include "mcpnet/rankmap.h"
-#include "mcpnet/status.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/random.h"
+#include "core/rankmap.h"
+#include "core/status.h"
 
 static struct {
   pthread_mutex_t lock;
@@ -87,7 +87,8 @@ void mcp_status_text(char *dst, size_t len, const char *src)
   dst[i] = '\0';
 }
 
-/* The launcher's global rank: the first of the usual variables that holds a number. */
+/* The launcher's global rank: the first of the usual variables that holds a number;
+ * -ENOENT when none does. */
 static int env_rank(void)
 {
   static const char *const vars[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
@@ -103,7 +104,7 @@ static int env_rank(void)
     if (*end == '\0' && n >= 0 && n <= 0x7fffffff)
       return (int)n;
   }
-  return -1;
+  return -ENOENT;
 }
 
 static void head_fill(struct mcp_status_head *h, const struct mcp_config *cfg, const char *addr)
@@ -120,7 +121,8 @@ static void head_fill(struct mcp_status_head *h, const struct mcp_config *cfg, c
   h->start_ticks = mcp_status_start_ticks((int)h->pid, NULL);
   h->pidns = mcp_status_pidns();
   h->created_ms = mcp_clock_ms();
-  h->rank = env_rank();
+  n = env_rank();
+  h->rank = n >= 0 ? n : -1;
   n = mcp_local_rank(cfg->local_rank, NULL, NULL, &source, err, sizeof(err));
   h->local_rank = n >= 0 ? n : -1;
   if (gethostname(h->host, sizeof(h->host) - 1) != 0)
@@ -139,13 +141,14 @@ static void head_fill(struct mcp_status_head *h, const struct mcp_config *cfg, c
 }
 
 /* Creates, locks and fills the file under a hidden name, then gives it its final name.
- * 0, or -1 with why. */
+ * 0, or -errno with why. */
 static int seg_create(const struct mcp_config *cfg, const char *addr, char *why, size_t whylen)
 {
   const char *dir = cfg->status_dir != NULL ? cfg->status_dir : "/dev/shm";
   struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
   char tmp[sizeof(seg.path)];
   uint64_t tag = 0;
+  int rc;
 
   mcp_status_cleanup(dir);
   if (mcp_random_u64(&tag) != 0)
@@ -156,24 +159,28 @@ static int seg_create(const struct mcp_config *cfg, const char *addr, char *why,
   seg.len = MCP_STATUS_HEAD_BYTES + (size_t)MCP_STATUS_SLOTS * MCP_STATUS_SLOT_BYTES;
   seg.fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (seg.fd < 0) {
-    snprintf(why, whylen, "cannot create %.200s: %s", tmp, strerror(errno));
-    return -1;
+    rc = -errno;
+    snprintf(why, whylen, "cannot create %.200s: %s", tmp, strerror(-rc));
+    return rc;
   }
   if (fcntl(seg.fd, F_OFD_SETLK, &fl) != 0 || ftruncate(seg.fd, (off_t)seg.len) != 0) {
-    snprintf(why, whylen, "cannot lock or size %.200s: %s", tmp, strerror(errno));
+    rc = -errno;
+    snprintf(why, whylen, "cannot lock or size %.200s: %s", tmp, strerror(-rc));
     goto fail;
   }
   seg.map = mmap(NULL, seg.len, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd, 0);
   if (seg.map == MAP_FAILED) {
+    rc = -errno;
     seg.map = NULL;
-    snprintf(why, whylen, "cannot map %.200s: %s", tmp, strerror(errno));
+    snprintf(why, whylen, "cannot map %.200s: %s", tmp, strerror(-rc));
     goto fail;
   }
   seg.head = seg.map;
   head_fill(seg.head, cfg, addr);
   __atomic_store_n(&seg.head->magic, MCP_STATUS_MAGIC, __ATOMIC_RELEASE);
   if (rename(tmp, seg.path) != 0) {
-    snprintf(why, whylen, "cannot rename %.200s: %s", tmp, strerror(errno));
+    rc = -errno;
+    snprintf(why, whylen, "cannot rename %.200s: %s", tmp, strerror(-rc));
     goto fail;
   }
   return 0;
@@ -186,7 +193,7 @@ fail:
   close(seg.fd);
   seg.fd = -1;
   seg.path[0] = '\0';
-  return -1;
+  return rc;
 }
 
 void mcp_status_acquire(const struct mcp_config *cfg, const char *addr)

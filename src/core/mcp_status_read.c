@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/status.h"
+#include "core/status.h"
 
 uint64_t mcp_status_pidns(void)
 {

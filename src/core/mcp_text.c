@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/text.h"
+#include "core/text.h"
 
 size_t mcp_trim_span(const char **s, size_t *n)
 {

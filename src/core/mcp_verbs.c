@@ -10,15 +10,15 @@
  * through its optional mcpnet_verbs_sysfs_root(), so one setting is all it takes.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/log.h"
+#include "core/verbs.h"
 
 struct mcp_verbs mcp_ibv;
 
@@ -81,9 +81,8 @@ static void sysfs_root_take(void)
   snprintf(sysfs_root, sizeof(sysfs_root), "%s", root != NULL && root[0] == '/' ? root : "/sys");
 }
 
-int mcp_verbs_load(char *why, size_t whylen)
+int mcp_verbs_load(const char *want, char *why, size_t whylen)
 {
-  const char *want = mcp_param_process()->verbs_library;
   int rc = 0, custom = want != NULL && want[0] != '\0';
   size_t i;
 
@@ -101,7 +100,7 @@ int mcp_verbs_load(char *why, size_t whylen)
                "libibverbs.so.1 cannot be loaded (%s): install rdma-core's libibverbs1 and "
                "the provider of your NIC (ibverbs-providers)",
                dlerror());
-    rc = -1;
+    rc = -ENOENT;
     goto out;
   }
   for (i = 0; i < sizeof(verbs_syms) / sizeof(verbs_syms[0]); i++) {
@@ -116,7 +115,7 @@ int mcp_verbs_load(char *why, size_t whylen)
       dlclose(verbs_lib);
       verbs_lib = NULL;
       memset(&mcp_ibv, 0, sizeof(mcp_ibv));
-      rc = -1;
+      rc = -ENOSYS;
       goto out;
     }
   }

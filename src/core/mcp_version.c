@@ -7,6 +7,6 @@
  * (cmake/revision.cmake), so a new commit recompiles this file alone.
  */
 #include "mcp_revision.h"
-#include "mcpnet/log.h"
+#include "core/log.h"
 
 const char *mcp_version_text(void) { return "mcpnet " MCPNET_VERSION ", source revision " MCPNET_REVISION; }

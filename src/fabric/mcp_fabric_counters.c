@@ -21,8 +21,8 @@
 
 #include <infiniband/verbs.h>
 
-#include "mcpnet/fabric_counters.h"
-#include "mcpnet/fabric_sysfs.h"
+#include "fabric/fabric_counters.h"
+#include "fabric/fabric_sysfs.h"
 
 #define HW "hw_counters/"
 #define IB "counters/"

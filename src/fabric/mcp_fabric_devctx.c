@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/devctx.h"
-#include "mcpnet/log.h"
-#include "mcpnet/verbs.h"
+#include "fabric/devctx.h"
+#include "core/log.h"
+#include "core/verbs.h"
 
 static pthread_mutex_t devctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mcp_devctx *devctx_table[MCP_MAX_NET_DEVS];
@@ -63,6 +63,7 @@ struct mcp_devctx *mcp_devctx_get(const struct mcp_fabric *fab, int dev)
     goto out;
   dc->dev = dev;
   dc->info = info;
+  dc->data_access = fab->cfg.data_access;
   mcp_list_init(&dc->mrs);
   dc->ctx = open_by_name(info->ibdev);
   if (dc->ctx == NULL) {

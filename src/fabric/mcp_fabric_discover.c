@@ -21,19 +21,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "mcpnet/fabric.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_hca.h"
-#include "mcpnet/fabric_pkey.h"
-#include "mcpnet/rankmap.h"
-#include "mcpnet/fabric_select.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/fabric_topo.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/sock.h"
-#include "mcpnet/verbs.h"
+#include "fabric/devctx.h"
+#include "fabric/fabric.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_hca.h"
+#include "fabric/fabric_pkey.h"
+#include "core/rankmap.h"
+#include "fabric/fabric_select.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_sysfs.h"
+#include "fabric/fabric_topo.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/sock.h"
+#include "core/verbs.h"
 #include "nccl/net_common.h"
 
 /* The loaded verbs library's sysfs view: "/sys", or a userspace device's own tree. */
@@ -118,15 +119,15 @@ static void sysfs_driver(const char *ibdev, char *out, size_t len)
 }
 
 /* A real DMA-BUF to register: a page of a sealed memfd exported by /dev/udmabuf.
- * Returns the dma-buf fd, or -1 when this host has no udmabuf. */
+ * Returns the dma-buf fd, or -ENODEV when this host has no udmabuf (-errno when it fails). */
 static int udmabuf_page(void)
 {
   struct udmabuf_create create;
-  int dev, mfd, buf = -1;
+  int dev, mfd, buf = -EIO;
 
   dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
   if (dev < 0)
-    return -1;
+    return -ENODEV;
   mfd = memfd_create("mcpnet-dmabuf-probe", MFD_ALLOW_SEALING | MFD_CLOEXEC);
   if (mfd >= 0 && ftruncate(mfd, 4096) == 0 && fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0) {
     memset(&create, 0, sizeof(create));
@@ -134,6 +135,8 @@ static int udmabuf_page(void)
     create.flags = UDMABUF_FLAGS_CLOEXEC;
     create.size = 4096;
     buf = ioctl(dev, UDMABUF_CREATE, &create);
+    if (buf < 0)
+      buf = -errno;
   }
   if (mfd >= 0)
     close(mfd);
@@ -150,7 +153,7 @@ static int probe_dmabuf(struct ibv_pd *pd, const char *ibdev)
   struct ibv_mr *mr;
 
   errno = 0;
-  mr = mcp_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, fd, IBV_ACCESS_LOCAL_WRITE);
+  mr = mcp_ibv.reg_dmabuf_mr(pd, 0, 4096, 0, fd >= 0 ? fd : -1, IBV_ACCESS_LOCAL_WRITE);
   if (mr != NULL)
     mcp_ibv.dereg_mr(mr);
   ok = fd >= 0
@@ -192,10 +195,11 @@ static int oob_subnet(const struct mcp_config *cfg, struct mcp_gid_range *range)
 {
   struct mcp_sock_iface_choice ch;
   struct ifaddrs *ifs, *ifa;
-  int found = -1;
+  int found = -ENOENT;
 
-  if (mcp_sock_iface_find(cfg->socket_ifname, cfg->socket_af, &ch) != 0 || getifaddrs(&ifs) != 0)
-    return -1;
+  if (mcp_sock_iface_find(cfg->socket_ifname, &cfg->socket_ifname_list, cfg->socket_af, &ch) != 0 ||
+      getifaddrs(&ifs) != 0)
+    return -ENOENT;
   for (ifa = ifs; ifa != NULL && found < 0; ifa = ifa->ifa_next) {
     const uint8_t *a, *m;
     int alen, i, bits = 0;
@@ -343,7 +347,7 @@ static int pkey_table(const struct discover_dev *dd, int port, uint16_t *tab, in
 }
 
 /* The P_Key index QPs on this port use: the tenant's key resolved by value, or
- * NCCL_IB_PKEY's index checked against the table. -1 with why on failure. */
+ * NCCL_IB_PKEY's index checked against the table. -ENOENT with why on failure. */
 static int choose_pkey(const struct discover_run *run, const struct discover_dev *dd, int port,
                        struct mcp_net_dev *d, char *why, size_t len)
 {
@@ -363,7 +367,7 @@ static int choose_pkey(const struct discover_run *run, const struct discover_dev
     if (idx >= n || (tab[idx] & MCP_PKEY_BASE_MASK) == 0) {
       snprintf(why, len, "NCCL_IB_PKEY=%d: the port's P_Key table has no key at that index (table: %s)", idx,
                shown);
-      return -1;
+      return -ENOENT;
     }
     d->pkey_index = idx;
     d->pkey = tab[idx];
@@ -376,7 +380,7 @@ static int choose_pkey(const struct discover_run *run, const struct discover_dev
              "%s 0x%04x: partition 0x%04x is not in the port's P_Key table (table: %s); "
              "ask the fabric administrator to add this port to the partition",
              from, (unsigned)value, (unsigned)value & MCP_PKEY_BASE_MASK, shown);
-    return -1;
+    return -ENOENT;
   }
   d->pkey_index = idx;
   d->pkey = tab[idx];
@@ -560,7 +564,7 @@ static void discover_device(struct discover_run *run, struct ibv_device *dev)
 
 static const char fallback[] = "NCCL falls back to its own transports unless NCCL_NET=MCP is set";
 
-/* The rank map's entry for this rank, or NULL; -1 when init must fail. */
+/* The rank map's entry for this rank, or NULL; -ENODEV when init must fail. */
 static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const struct mcp_rankmap *map,
                     const struct mcp_rankmap_entry **pin)
 {
@@ -587,7 +591,7 @@ static int find_pin(struct mcp_fabric *fab, const struct mcp_config *cfg, const 
              fab->local_rank, fab->local_rank_source);
   if (cfg->strict) {
     MCP_WARN("%s. MCPNET_STRICT=1: init fails; %s", err, fallback);
-    return -1;
+    return -ENODEV;
   }
   MCP_WARN("%s; MCPNET_STRICT=0: using every usable device", err);
   return 0;
@@ -607,17 +611,23 @@ static int discover_verdict(struct mcp_fabric *fab, const struct mcp_config *cfg
   if (nproblems > 0 && cfg->strict) {
     MCP_WARN("init fails (MCPNET_STRICT=1): %s. Devices found: %s. %s", problems, report, fallback);
     mcp_fabric_release(fab);
-    return -1;
+    return -ENODEV;
   }
   if (fab->ndev == 0) {
     MCP_WARN("no usable RDMA port among %d device(s): %s. %s", n, report, fallback);
-    return -1;
+    return -ENODEV;
   }
   if (nproblems > 0)
     MCP_WARN("requested devices skipped (MCPNET_STRICT=0): %s", problems);
   if (fab->nexcl > 0)
     MCP_INFO(NCCL_INIT | NCCL_NET, "devices: %s", report);
   return 0;
+}
+
+void mcp_fabric_cfg_fill(struct mcp_fabric_cfg *fc, const struct mcp_config *cfg)
+{
+  fc->data_access = mcp_mr_data_access(cfg);
+  fc->merge_nics = cfg->ib_merge_nics;
 }
 
 int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cfg, int local_rank,
@@ -631,18 +641,18 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
   struct discover_run run = {.fab = fab, .cfg = cfg};
   struct ibv_device **list;
   struct mcp_select sel;
-  char err[MCP_REASON_MAX], problems[2048];
+  char problems[2048];
   int i, n = 0, nnames, nproblems, rc;
 
   memset(fab, 0, sizeof(*fab));
+  mcp_fabric_cfg_fill(&fab->cfg, cfg);
   fab->local_rank = local_rank;
   fab->local_rank_source = local_rank_source;
-  if (find_pin(fab, cfg, map, &run.pin) != 0)
-    return -1;
-  if (mcp_select_init(&sel, cfg->ib_hca, run.pin, cfg->strict, err, sizeof(err)) != 0) {
-    MCP_WARN("%s", err);
-    return -1;
-  }
+  rc = find_pin(fab, cfg, map, &run.pin);
+  if (rc != 0)
+    return rc;
+  /* NCCL_IB_HCA was parsed by the loader, which refused a bad list. */
+  mcp_select_init(&sel, cfg->ib_hca, &cfg->ib_hca_list, run.pin, cfg->strict);
   mcp_match_list_warn_trimmed("NCCL_IB_HCA", &sel.hca, &hca_spaces_warned);
   run.sel = &sel;
   gid_policy_from_config(&run.pol, cfg, run.pin);
@@ -653,7 +663,7 @@ int mcp_fabric_discover_rank(struct mcp_fabric *fab, const struct mcp_config *cf
              list == NULL ? strerror(errno) : "0 devices", fallback);
     if (list != NULL)
       mcp_ibv.free_device_list(list);
-    return -1;
+    return -ENODEV;
   }
   nnames = n < MCP_MAX_EXCLUDED ? n : MCP_MAX_EXCLUDED;
   for (i = 0; i < nnames; i++)
@@ -685,10 +695,11 @@ int mcp_fabric_discover(struct mcp_fabric *fab, const struct mcp_config *cfg)
     if (cfg->rank_map != NULL) {
       MCP_WARN("%s: MCPNET_RANK_MAP needs this process's local rank; set MCPNET_LOCAL_RANK", err);
       memset(fab, 0, sizeof(*fab));
-      return -1;
+      return -EINVAL;
     }
-    rank = -1;
   }
+  if (rank < 0)
+    rank = -1; /* none known: discover_rank's "no local rank" */
   return mcp_fabric_discover_rank(fab, cfg, rank, source);
 }
 

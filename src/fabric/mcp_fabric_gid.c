@@ -5,6 +5,11 @@
  * link-local entry, an address of another network namespace, or an IPv6 entry where
  * the fabric routes IPv4. The choice here is a pure function of the port's GID table
  * and the configuration, so unit tests drive it with fixture tables.
+ *
+ * After a link flap the kernel rebuilds the table and may put our GID back at another
+ * index: mcp_fabric_gid_refind finds it again by address, with the namespace rule the
+ * choice was made by. That one reads sysfs and asks netlink, so conn runs it on a setup
+ * thread only (mcp_conn_qp.c).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,7 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_gid.h"
+#include <infiniband/verbs.h>
+
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_sysfs.h"
 
 static int gid_is_zero(const uint8_t raw[16])
 {
@@ -118,7 +127,7 @@ static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp
     if (bad != NULL) {
       snprintf(err, errlen, "GID index %d cannot be used: %s (set by %s). The port's GIDs: %s", pol->index,
                bad, src, brief);
-      return -1;
+      return -ENOENT;
     }
     snprintf(why, sizeof(why), "set by %s", src);
     choice_fill(choice, &tab[i], why);
@@ -141,7 +150,7 @@ static int choose_index(const struct mcp_gid_entry *tab, int n, const struct mcp
            "GID index %d is empty or not described to this namespace (set by %s). The port's "
            "GIDs: %s",
            pol->index, src, brief);
-  return -1;
+  return -ENOENT;
 }
 
 int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_policy *pol,
@@ -182,7 +191,7 @@ int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_
              pol->has_range ? " or outside " : "",
              pol->has_range ? (pol->range_source ? pol->range_source : "NCCL_IB_ADDR_RANGE") : "",
              pol->has_address ? " or not the requested address (MCPNET_RANK_MAP gid=)" : "", brief);
-    return -1;
+    return -ENOENT;
   }
   if (pol->has_address)
     snprintf(why, sizeof(why), "pinned by address (MCPNET_RANK_MAP gid=), %s",
@@ -194,4 +203,42 @@ int mcp_gid_choose(const struct mcp_gid_entry *tab, int n, const struct mcp_gid_
              pol->has_range ? (pol->range_source ? pol->range_source : "NCCL_IB_ADDR_RANGE") : "");
   choice_fill(choice, &tab[best], why);
   return 0;
+}
+
+static mcp_fabric_gid_refind_fn refind_hook;
+
+void mcp_fabric_gid_test_set_refind(mcp_fabric_gid_refind_fn fn) { refind_hook = fn; }
+
+int mcp_fabric_gid_refind(const struct mcp_net_dev *d, struct ibv_context *ctx, const char *root,
+                          int index_in_use)
+{
+  struct mcp_sysfs_dev sys;
+  const struct mcp_sysfs_port *p;
+  struct mcp_gid_entry *rows;
+  struct mcp_netns_port info;
+  char err[256];
+  int i, n, rc, index = -ENOENT;
+
+  if (d->link_layer != IBV_LINK_LAYER_ETHERNET)
+    return index_in_use; /* InfiniBand: GID 0, routed by LID */
+  if (refind_hook != NULL)
+    return refind_hook(d, index_in_use);
+  memset(&sys, 0, sizeof(sys));
+  rc = mcp_sysfs_dev_read(root, d->ibdev, &sys, err, sizeof(err));
+  if (rc != 0) {
+    index = rc;
+  } else if ((p = mcp_sysfs_port_find(&sys, d->port)) != NULL && p->ngid > 0) {
+    rows = calloc((size_t)p->ngid, sizeof(*rows));
+    if (rows == NULL) {
+      index = -ENOMEM;
+    } else {
+      n = mcp_netns_port_rows(ctx, root, d->ibdev, p, rows, p->ngid, &info);
+      for (i = 0; i < n && index < 0; i++)
+        if (rows[i].netdev_in_ns && memcmp(rows[i].raw, d->gid.raw, 16) == 0 && rows[i].type == d->gid.type)
+          index = rows[i].index;
+      free(rows);
+    }
+  }
+  mcp_sysfs_dev_free(&sys);
+  return index;
 }

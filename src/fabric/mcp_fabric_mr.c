@@ -17,11 +17,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "mcpnet/devctx.h"
-#include "mcpnet/err.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "fabric/devctx.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 #include "nccl/net_common.h"
 
 #define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
@@ -51,7 +51,7 @@ unsigned mcp_mr_data_access(const struct mcp_config *cfg)
  * asked without it. */
 static unsigned device_access(struct mcp_devctx *dc)
 {
-  unsigned access = mcp_mr_data_access(mcp_param_process());
+  unsigned access = dc->data_access;
 
   return atomic_load(&dc->ro_refused) ? access & ~(unsigned)IBV_ACCESS_RELAXED_ORDERING : access;
 }
@@ -86,7 +86,7 @@ static void page_range(const void *data, size_t size, uintptr_t *base, size_t *l
   *len = end - start;
 }
 
-/* An adapter's refusal in the library's convention (mcpnet/err.h): the WARN named its
+/* An adapter's refusal in the library's convention (src/core/err.h): the WARN named its
  * errno; what NCCL is told is a local system failure whatever that errno was (NCCL's own
  * transport says the same), so an errno that doubles as one of the convention's kinds
  * (EINVAL, EOPNOTSUPP, ...) must not reach net as that kind. Others pass unchanged. */

@@ -21,7 +21,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_netns.h"
 
 #define NL_BUF 32768
 

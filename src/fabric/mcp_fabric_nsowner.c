@@ -21,7 +21,7 @@
  * is taken this way. The decision itself (mcp_netns_gid_owner) is a pure function of the
  * namespace snapshot, the port's table and the GIDs' ifindexes, for the unit tests.
  */
-#include "mcpnet/fabric_netns.h" /* first: <net/if.h> before <linux/if.h> */
+#include "fabric/fabric_netns.h" /* first: <net/if.h> before <linux/if.h> */
 
 #include <errno.h>
 #include <linux/if.h>
@@ -35,7 +35,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "mcpnet/verbs.h"
+#include "core/verbs.h"
 
 #define RT_BUF 32768
 /* Lowers followed inside this namespace: a VLAN on the pod's macvlan, and one spare. */

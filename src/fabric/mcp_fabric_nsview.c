@@ -10,12 +10,13 @@
  * view holds "eth0", that is, when it was reached from netlink's answer.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_netns.h"
 
 /* Bond over port, VLAN over bond: two levels above the port's netdev, and one spare. */
 #define UPPER_DEPTH 3
@@ -74,7 +75,7 @@ int mcp_netns_view_find(const struct mcp_netns_view *view, const char *netdev)
   for (i = 0; i < view->n; i++)
     if (strcmp(view->dev[i].name, netdev) == 0)
       return i;
-  return -1;
+  return -ENOENT;
 }
 
 int mcp_netns_gid_rows(const struct mcp_sysfs_port *port, const struct mcp_netns_view *view,

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "mcpnet/fabric_pkey.h"
+#include "fabric/fabric_pkey.h"
 
 int mcp_pkey_resolve(const uint16_t *table, int n, unsigned value, int *full)
 {

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/fabric_select.h"
+#include "fabric/fabric_select.h"
 
 struct text {
   char *buf;
@@ -55,14 +55,15 @@ void mcp_fabric_exclude(struct mcp_fabric *fab, const char *ibdev, int port, int
   va_end(ap);
 }
 
-int mcp_select_init(struct mcp_select *s, const char *hca_text, const struct mcp_rankmap_entry *entry,
-                    int strict, char *err, size_t errlen)
+void mcp_select_init(struct mcp_select *s, const char *hca_text, const struct mcp_match_list *hca,
+                     const struct mcp_rankmap_entry *entry, int strict)
 {
   memset(s, 0, sizeof(*s));
   s->hca_text = hca_text;
+  if (hca != NULL)
+    s->hca = *hca;
   s->entry = entry;
   s->strict = strict;
-  return mcp_hca_parse(hca_text, &s->hca, err, errlen) == 0 ? 0 : -1;
 }
 
 static int entry_port_matches(const struct mcp_rankmap_dev *d, const char *ibdev, int port)

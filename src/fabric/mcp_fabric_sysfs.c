@@ -25,7 +25,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "mcpnet/fabric_sysfs.h"
+#include "fabric/fabric_sysfs.h"
 
 _Static_assert((int)MCP_LINK_LAYER_INFINIBAND == (int)IBV_LINK_LAYER_INFINIBAND &&
                  (int)MCP_LINK_LAYER_ETHERNET == (int)IBV_LINK_LAYER_ETHERNET,

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_topo.h"
+#include "fabric/fabric_topo.h"
 
 /* The last path component, without a trailing '/'; its length in *len. */
 static const char *last_component(const char *path, size_t *len)
@@ -37,7 +37,7 @@ static int hex_digit(char c)
     return c - 'a' + 10;
   if (c >= 'A' && c <= 'F')
     return c - 'A' + 10;
-  return -1;
+  return -EINVAL;
 }
 
 /* "DDDD:BB:dd.f": domain, bus, device and function, each hex, in sysfs's fixed widths. */
@@ -49,18 +49,18 @@ int64_t mcp_fabric_pci_busid(const char *path)
   int64_t id = 0;
 
   if (path == NULL)
-    return -1;
+    return -EINVAL;
   c = last_component(path, &len);
   if (len != sizeof(shape) - 1)
-    return -1;
+    return -EINVAL;
   for (i = 0; i < len; i++) {
     if (shape[i] != 'x') {
       if (c[i] != shape[i])
-        return -1;
+        return -EINVAL;
       continue;
     }
     if (hex_digit(c[i]) < 0)
-      return -1;
+      return -EINVAL;
     id = id << 4 | hex_digit(c[i]);
   }
   return id;
@@ -111,7 +111,7 @@ static int64_t function_id(const char *root, const char *ibdev)
   int n = snprintf(link, sizeof(link), "%s/class/infiniband/%s/device", root, ibdev);
 
   if (n <= 0 || (size_t)n >= sizeof(link) || (p = realpath(link, NULL)) == NULL)
-    return -1;
+    return -ENOENT;
   id = mcp_fabric_pci_busid(p);
   free(p);
   return id;
@@ -121,7 +121,7 @@ static int64_t function_id(const char *root, const char *ibdev)
  * without one last, equal keys (the ports of one function) in inventory order. */
 static int before(const int64_t *id, int a, int b)
 {
-  if (id[a] != id[b]) {
+  if (id[a] != id[b] && (id[a] >= 0 || id[b] >= 0)) { /* two without an id tie, whatever the errno */
     if (id[a] < 0 || id[b] < 0)
       return id[b] < 0;
     return id[a] < id[b];

@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/fabric_vdev.h"
-#include "mcpnet/log.h"
+#include "fabric/fabric_sysfs.h"
+#include "fabric/fabric_vdev.h"
+#include "core/log.h"
 
 _Static_assert(MCP_RANKMAP_FUSE_MAX == MCP_VDEV_MAX_MEMBERS, "a rank map's fused set fits a virtual device");
 
@@ -35,18 +35,18 @@ static int find_name(const struct mcp_fabric *f, const char *name)
   for (int i = 0; i < f->ndev; i++)
     if (strcmp(f->dev[i].name, name) == 0)
       return i;
-  return -1;
+  return -ENOENT;
 }
 
-/* The '+'-item of the rank map entry that names port d, or -1. */
+/* The '+'-item of the rank map entry that names port d, or -ENOENT. */
 static int pin_group(const struct mcp_rankmap_entry *pin, const struct mcp_net_dev *d)
 {
   if (pin == NULL)
-    return -1;
+    return -ENOENT;
   for (int k = 0; k < pin->ndev; k++)
     if (strcmp(pin->dev[k].name, d->ibdev) == 0 && (pin->dev[k].port < 0 || pin->dev[k].port == d->port))
       return pin->dev[k].group;
-  return -1;
+  return -ENOENT;
 }
 
 static void name_from_members(struct mcp_vdev *v)

@@ -9,9 +9,9 @@
  */
 #include <stddef.h>
 
-#include "mcpnet/comm.h"
-#include "mcpnet/log.h"
-#include "mcpnet/net.h"
+#include "xfer/comm.h"
+#include "core/log.h"
+#include "net/net.h"
 
 #include "net_internal.h"
 

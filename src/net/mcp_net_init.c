@@ -14,15 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/fabric.h"
-#include "mcpnet/fabric_process.h"
-#include "mcpnet/fabric_vdev.h"
-#include "mcpnet/log.h"
-#include "mcpnet/net.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "fabric/fabric.h"
+#include "fabric/fabric_process.h"
+#include "fabric/fabric_vdev.h"
+#include "core/log.h"
+#include "net/net.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #include "net_internal.h"
 
@@ -152,7 +152,7 @@ static void cap_qps(struct mcp_fabric *fab, const struct mcp_config *cfg)
 }
 
 /* Configuration, verbs and discovery, once (under fabric's process lock): 0 or a
- * negative errno (mcpnet/err.h). */
+ * negative errno (src/core/err.h). */
 static int setup_locked(struct mcp_fabric *fab)
 {
   struct mcp_config *cfg = mcp_param_process();
@@ -170,7 +170,7 @@ static int setup_locked(struct mcp_fabric *fab)
     return MCP_ERR_USAGE;
   }
   mcp_param_log(cfg);
-  if (mcp_verbs_load(why, sizeof(why)) != 0) {
+  if (mcp_verbs_load(cfg->verbs_library, why, sizeof(why)) != 0) {
     MCP_WARN("%s. NCCL falls back to its own transports unless NCCL_NET=MCP", why);
     mcp_param_free(cfg);
     return MCP_ERR_SYSTEM;
@@ -308,7 +308,7 @@ ncclResult_t mcp_net_make_vdevice(int *dev, int n, const int *devs, int max)
   }
   /* NCCL's IB transport answers so, at INFO: NCCL's topology code then keeps the devices
    * unfused. One device is no fusion and is made as before. */
-  if (n > 1 && !mcp_param_process()->ib_merge_nics) {
+  if (n > 1 && !fab->cfg.merge_nics) {
     MCP_INFO(NCCL_INIT | NCCL_NET, "makeVDevice of %d devices: not fused, NCCL_IB_MERGE_NICS=0", n);
     return ncclInvalidUsage;
   }

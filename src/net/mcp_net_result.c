@@ -1,14 +1,14 @@
 /*
  * mcp_net_result.c - the one place a library error becomes what NCCL sees.
  *
- * Below net every call returns 0 or a negative errno (include/mcpnet/err.h) and has
+ * Below net every call returns 0 or a negative errno (src/core/err.h) and has
  * said why where it failed; NCCL only distinguishes kinds of failure, and reacts to
  * them differently (a remote error names the peer, invalid usage points at the user),
  * so each MCP_ERR_* maps to the ncclResult_t that call returned before the convention.
  * Any other errno is a local system failure.
  */
-#include "mcpnet/err.h"
-#include "mcpnet/net.h"
+#include "core/err.h"
+#include "net/net.h"
 
 ncclResult_t mcp_net_result(int err)
 {

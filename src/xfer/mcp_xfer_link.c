@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 static void *ring_alloc(size_t bytes)
 {
@@ -56,11 +56,11 @@ static int link_alloc(struct mcp_link *l)
                           : MCP_SLOTS * sizeof(struct mcp_record);
   c->ring = ring_alloc(c->ring_bytes);
   if (c->ring == NULL || (c->ring_mr = mcp_mr_internal(dc, c->ring, c->ring_bytes, access)) == NULL)
-    return -1;
+    return -ENOMEM;
   c->ring_mrs[0] = c->ring_mr;
   for (k = 1; k < c->link.ndevs; k++)
     if ((c->ring_mrs[k] = mcp_mr_internal(c->link.devs[k].dc, c->ring, c->ring_bytes, access)) == NULL)
-      return -1;
+      return -ENOMEM;
   c->link.ring_addr = (uintptr_t)c->ring; /* the handshake names it */
   c->link.ring_rkey = c->ring_mr->rkey;
   for (k = 0; k < c->link.ndevs; k++)
@@ -71,13 +71,13 @@ static int link_alloc(struct mcp_link *l)
     if (c->records == NULL || c->sslots == NULL ||
         (c->records_mr = mcp_mr_internal(dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
                                          IBV_ACCESS_LOCAL_WRITE)) == NULL)
-      return -1;
+      return -ENOMEM;
     c->records_mrs[0] = c->records_mr;
     for (k = 1; k < c->link.ndevs; k++)
       if ((c->records_mrs[k] =
              mcp_mr_internal(c->link.devs[k].dc, c->records, MCP_SLOTS * sizeof(struct mcp_record),
                              IBV_ACCESS_LOCAL_WRITE)) == NULL)
-        return -1;
+        return -ENOMEM;
     /* The send side's QPs post the writes; one receive WR is never used. A request puts
      * at most one WR on a QP (a stripe each, or a group's part), and a group of n >= 2
      * requests one record more: MCP_SEND_REQS * 3 / 2 WRs outstanding per QP at most. */
@@ -97,12 +97,12 @@ static int link_alloc(struct mcp_link *l)
   c->rslots = calloc(MCP_SLOTS, sizeof(*c->rslots));
   if (c->staging == NULL || c->rslots == NULL ||
       (c->staging_mr = mcp_mr_internal(dc, c->staging, staging_bytes, IBV_ACCESS_LOCAL_WRITE)) == NULL)
-    return -1;
+    return -ENOMEM;
   c->staging_mrs[0] = c->staging_mr;
   for (k = 1; k < c->link.ndevs; k++)
     if ((c->staging_mrs[k] =
            mcp_mr_internal(c->link.devs[k].dc, c->staging, staging_bytes, IBV_ACCESS_LOCAL_WRITE)) == NULL)
-      return -1;
+      return -ENOMEM;
   /* The receive side's QPs take the immediates and write clear-to-send entries, one
    * WR per post (a batch is one): at most one per receive in flight, up to 15 more
    * since the last signalled one (every 16th), and 16 spare while that one's
@@ -131,7 +131,7 @@ static void members_moved(struct mcp_link *l)
 static void link_up(struct mcp_link *l)
 {
   struct mcp_comm *c = mcp_comm_of(l);
-  int inline_bytes = mcp_param_process()->inline_bytes;
+  int inline_bytes = c->link.cfg.inline_bytes;
 
   int k;
 

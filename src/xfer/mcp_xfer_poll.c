@@ -16,12 +16,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define ALIVE_CHECK_NS 100000000ull
 
@@ -44,9 +44,10 @@ static int waits_on_peer(const struct mcp_comm *c)
 int mcp_xfer_check_alive(struct mcp_comm *c)
 {
   uint64_t now = mcp_clock_coarse_ns();
+  int rc;
 
   if (c->link.rec.phase == MCP_REC_VERDICT) /* a failed completion's verdict decides, at once */
-    return mcp_recover_progress(&c->link) < 0 ? -1 : 0;
+    return (rc = mcp_recover_progress(&c->link)) < 0 ? rc : 0;
   if (now < c->next_alive_check_ns)
     return 0;
   c->next_alive_check_ns = now + ALIVE_CHECK_NS;
@@ -60,7 +61,7 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     while ((n = mcp_xfer_poll(c)) > 0)
       got += n;
     if (c->link.error != 0)
-      return -1;
+      return c->link.error;
     if (got > 0)
       return 0;
   }
@@ -68,21 +69,21 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
     mcp_comm_fail(&c->link, MCP_ERR_REMOTE, "%s %s: %s",
                   c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name,
                   mcp_oob_stream_dead_reason(c->link.stream));
-    return -1;
+    return c->link.error;
   }
   if (mcp_oob_stream_closed_by_peer(c->link.stream)) {
     if (!waits_on_peer(c)) {
       /* Only flush reads are left, local work the peer's close does not touch. The
        * link to the peer is not needed again, so nothing on it starts a recovery; the
        * flush QP's own retry, bounded by MCPNET_RECOVERY_TIMEOUT, covers its port. */
-      mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
+      mcp_xfer_watchdog(c, now, c->link.cfg.watchdog_s);
       return 0;
     }
     mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
                   "%s %s: the peer closed its end of this connection with work "
                   "still pending here",
                   c->link.kind == MCP_COMM_SEND ? "send to" : "receive from", c->link.peer_name);
-    return -1;
+    return c->link.error;
   }
   /* A peer that lost the RDMA path asks for a recovery on the stream; the device's
    * async events may ask for one too (a port that went down, a QP error, a GID moved). */
@@ -90,8 +91,8 @@ int mcp_xfer_check_alive(struct mcp_comm *c)
   if (c->link.error == 0)
     mcp_recover_check_events(&c->link);
   if (c->link.error != 0)
-    return -1;
-  mcp_xfer_watchdog(c, now, mcp_param_process()->watchdog_s);
+    return c->link.error;
+  mcp_xfer_watchdog(c, now, c->link.cfg.watchdog_s);
   mcp_xfer_status_check(c, now);
   mcp_xfer_prof_tick(c, now);
   return 0;
@@ -163,7 +164,7 @@ static __attribute__((noinline)) void complete_recv(struct mcp_comm *c, struct m
 }
 
 /* Consumed receive WRs go back once per MCP_CQ_BATCH immediates of a QP (not while a
- * recovery drains: the QP is gone). -1: the comm failed. */
+ * recovery drains: the QP is gone). < 0: the comm failed. */
 static __attribute__((noinline)) int repost_recvs(struct mcp_comm *c, int qp)
 {
   if (c->link.qp[qp] == NULL)
@@ -171,7 +172,7 @@ static __attribute__((noinline)) int repost_recvs(struct mcp_comm *c, int qp)
   if (mcp_qp_post_recvs(&c->link, qp, c->link.recv_consumed[qp]) != 0) {
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: reposting receive WRs failed",
                   mcp_link_dev_of(&c->link, qp)->dc->info->name);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->link.recv_consumed[qp] = 0;
   return 0;
@@ -249,16 +250,15 @@ void mcp_xfer_fail_wc(struct mcp_comm *c, const struct ibv_wc *wc, int peer_gone
     return;
   }
   cause = mcp_xfer_wc_diagnose(c, m, wc->status, diag, sizeof(diag));
-  if (mcp_param_process()->abort_on_error) /* the failure below aborts: say it first */
+  if (c->link.cfg.abort_on_error) /* the failure below aborts: say it first */
     MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
   mcp_comm_fail(&c->link, MCP_ERR_REMOTE,
                 "%s %s: work completion error %s (%d), vendor error %#x, on QP %#x "
                 "(%s, seq %u); local %s port %d GID %d %s, timeout %d retry %d; likely cause: %s",
                 dir, c->link.peer_name, mcp_ibv.wc_status_str(wc->status), wc->status, wc->vendor_err,
                 wc->qp_num, mcp_wr_kind_name(MCP_WR_KIND(wc->wr_id)), c->seq, m->dc->info->name,
-                m->dc->info->port, m->dc->info->gid.index, m->dc->info->gid.text,
-                mcp_param_process()->ib_timeout, mcp_param_process()->ib_retry_cnt,
-                mcp_cnt_cause_name(cause));
+                m->dc->info->port, m->dc->info->gid.index, m->dc->info->gid.text, c->link.cfg.ib_timeout,
+                c->link.cfg.ib_retry_cnt, mcp_cnt_cause_name(cause));
   MCP_WARN("%s %s: %s", dir, c->link.peer_name, diag);
 }
 
@@ -266,7 +266,7 @@ static void on_error(struct mcp_comm *c, const struct ibv_wc *wc)
 {
   if (c->link.error != 0 || c->link.rec.phase == MCP_REC_VERDICT)
     return;
-  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0 &&
+  if (mcp_recover_status_recoverable(wc->status) && c->link.cfg.recovery_timeout_s > 0 &&
       !mcp_oob_stream_gone(c->link.stream)) {
     const struct mcp_link_dev *m = mcp_link_dev_of_qpn(&c->link, wc->qp_num);
     char why[256];
@@ -312,7 +312,7 @@ static void on_flush(struct mcp_comm *c, const struct ibv_wc *wc)
       c->flush_lost_ns = 0; /* the new flush QP works */
     return;
   }
-  if (mcp_recover_status_recoverable(wc->status) && mcp_param_process()->recovery_timeout_s > 0) {
+  if (mcp_recover_status_recoverable(wc->status) && c->link.cfg.recovery_timeout_s > 0) {
     mcp_xfer_flush_lost(c, mcp_clock_coarse_ns());
     return;
   }
@@ -369,7 +369,7 @@ static inline __attribute__((always_inline)) int poll_dev(struct mcp_comm *c, st
   n = ibv_poll_cq(m->cq, MCP_CQ_BATCH, wc);
   if (n < 0) {
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_poll_cq failed (%d)", m->dc->info->name, n);
-    return -1;
+    return MCP_ERR_SYSTEM;
   }
   c->wd_progress += (uint64_t)n;
   for (i = 0; i < n; i++) {
@@ -393,7 +393,7 @@ static inline __attribute__((always_inline)) int poll_dev(struct mcp_comm *c, st
   return n;
 }
 
-/* A batch from every member's CQ; the completions found in all, or -1. */
+/* A batch from every member's CQ; the completions found in all, or a negative errno. */
 static inline __attribute__((always_inline)) int poll_all(struct mcp_comm *c)
 {
   int k, n, total;
@@ -403,7 +403,7 @@ static inline __attribute__((always_inline)) int poll_all(struct mcp_comm *c)
   for (k = 0, total = 0; k < c->link.ndevs; k++) {
     n = poll_dev(c, &c->link.devs[k]);
     if (n < 0)
-      return -1;
+      return n;
     total += n;
   }
   return total;
@@ -436,16 +436,10 @@ static __attribute__((noinline)) int test_waiting(struct mcp_comm *c, struct mcp
   return 0;
 }
 
-/* The request is not done yet and the comm is not plainly working (a recovery, an
- * error): recovery, poll, flush retry and liveness, in that order. */
+/* The request is not done yet and a recovery ended in this call (mcp_xfer_gate): poll,
+ * flush retry and liveness, in that order. */
 static __attribute__((noinline)) int test_progress(struct mcp_comm *c, struct mcp_request *r)
 {
-  if (c->link.rec.phase != MCP_REC_NONE) {
-    if (mcp_recover_progress(&c->link) < 0)
-      return c->link.error;
-    if (c->link.rec.phase != MCP_REC_NONE)
-      return 0; /* not done yet; the replay is still to come */
-  }
   if (c->link.error == 0)
     poll_all(c);
   return test_waiting(c, r);
@@ -491,19 +485,21 @@ static inline __attribute__((always_inline)) int land_arrived(struct mcp_comm *c
   return 1;
 }
 
-/* The request is not done: a working comm polls (what test_progress does when there is
- * no recovery and no error), anything else goes through test_progress. Inline in
- * test_not_done: a send's test that polls makes one call into the plugin's code, not
- * two. */
+/* The request is not done: past the gate (a failed comm's error; a recovery still
+ * under way: not done yet, the replay is still to come) a working comm polls, one whose
+ * recovery just ended goes through test_progress. Inline in test_not_done: a send's test
+ * that polls makes one call into the plugin's code, not two. */
 static inline __attribute__((always_inline)) int test_poll(struct mcp_comm *c, struct mcp_request *r)
 {
-  if (__builtin_expect(c->link.rec.phase == MCP_REC_NONE && c->link.error == 0, 1)) {
+  int rc = mcp_xfer_gate(c, MCP_GATE_TEST);
+
+  if (__builtin_expect(rc == MCP_GATE_OPEN, 1)) {
     poll_all(c);
     if (!r->done && r->land) /* it may have landed meanwhile */
       land_arrived(c, r);
     return r->done ? 0 : test_waiting(c, r);
   }
-  return test_progress(c, r);
+  return rc == MCP_GATE_REOPENED ? test_progress(c, r) : rc;
 }
 
 /* A done request: its sizes to NCCL, and back to the pool. */

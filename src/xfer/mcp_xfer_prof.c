@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
+#include "xfer/comm.h"
 
 /* NCCL's descriptor of a QP event (net_ib_v1.h), written from its fields: a type byte,
  * then the event's fields aligned as a struct of an int, a u64, two ints and a size_t. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
+#include "xfer/comm.h"
 
 int mcp_req_pool_init(struct mcp_comm *c, int n, int kind)
 {
@@ -17,7 +17,7 @@ int mcp_req_pool_init(struct mcp_comm *c, int n, int kind)
 
   c->reqs = calloc((size_t)n, sizeof(*c->reqs));
   if (c->reqs == NULL)
-    return -1;
+    return -ENOMEM;
   c->nreqs = n;
   for (i = 0; i < n; i++) {
     c->reqs[i].comm = c;

@@ -23,9 +23,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "mcpnet/comm.h"
-#include "mcpnet/err.h"
-#include "mcpnet/log.h"
+#include "xfer/comm.h"
+#include "core/err.h"
+#include "core/log.h"
 
 static uint32_t load_seq(const struct mcp_cts_elem *e) { return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE); }
 
@@ -35,7 +35,7 @@ static __attribute__((noinline, cold)) int post_failed(struct mcp_comm *c, int q
   mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: ibv_post_send on QP %#x toward %s failed: %s",
                 mcp_link_dev_of(&c->link, qp)->dc->info->name, c->link.qp[qp]->qp_num, c->link.peer_name,
                 strerror(rc));
-  return rc;
+  return rc > 0 ? -rc : MCP_ERR_SYSTEM; /* verbs returns the errno */
 }
 
 static inline int post(struct mcp_comm *c, int qp, struct ibv_send_wr *wr)
@@ -186,7 +186,7 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
                        const struct mcp_cts_elem *e)
 {
   size_t chunk, off = 0;
-  int k, j, base;
+  int k, j, base, rc;
 
   if (c->link.nqps == 1)
     return send_one(c, r, data, size, mh, e, 0);
@@ -205,8 +205,8 @@ static int send_single(struct mcp_comm *c, struct mcp_request *r, void *data, si
     wr.imm_data = htonl(MCP_IMM(r->seq, k, 0));
     wr.send_flags |= IBV_SEND_SIGNALED;
     wr.wr_id = mcp_link_wr(&c->link, MCP_WR_SEND, r->index);
-    if (post(c, qp, &wr) != 0)
-      return -1;
+    if ((rc = post(c, qp, &wr)) != 0)
+      return rc;
     off += len;
   }
   return 0;
@@ -303,7 +303,7 @@ static __attribute__((noinline)) int isend_refused(struct mcp_comm *c, int tag, 
 {
   c->tag_refused = tag;
   c->tag_refused_seq = seq;
-  return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+  return mcp_xfer_not_yet(c);
 }
 
 /* A request for element elem of message seq's n receives; NULL when every one is out. */
@@ -335,12 +335,10 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
   int n, i, rc;
 
   *request = NULL;
-  if (c->link.error != 0)
-    return c->link.error;
-  if (c->link.rec.phase != MCP_REC_NONE) /* no request until the connection works again */
-    return mcp_recover_progress(&c->link) >= 0 ? 0 : c->link.error;
+  if ((rc = mcp_xfer_gate(c, MCP_GATE_POST)) != MCP_GATE_OPEN)
+    return rc;
   if (load_seq(&e[0]) != seq)
-    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+    return mcp_xfer_not_yet(c);
   n = e[0].n;
   if (n == 1) {
     /* A fused receiver's element indexes its rkey table. */
@@ -358,7 +356,7 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
      * way; nothing above changed state that a later call would not set up the same way. */
     r = send_req(c, seq, size, 1, 0, data, mhandle);
     if (r == NULL)
-      return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+      return mcp_xfer_not_yet(c);
     /* Host memory to host memory and small: a landing. Else on one QP the one-write
      * path straight from here (no call); on more, striping decides. */
     if (lands(c, &e[0], size, mhandle))
@@ -400,7 +398,7 @@ int mcp_xfer_isend(void *send_comm, void *data, size_t size, int tag, void *mhan
     return isend_no_handle(c, size);
   r = send_req(c, seq, size, n, i, data, mhandle);
   if (r == NULL)
-    return mcp_xfer_check_alive(c) == 0 ? 0 : c->link.error;
+    return mcp_xfer_not_yet(c);
   if (send_group_part(c, r, data, size, mhandle, &e[i]) != 0)
     return c->link.error;
   ss->used[i] = 1;
@@ -458,7 +456,7 @@ static int receiver_has(const uint32_t *done, uint32_t seq)
  * record when all parts are matched). */
 int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
 {
-  int i, j, replayed = 0, completed = 0;
+  int i, j, rc, replayed = 0, completed = 0;
 
   for (i = 0; i < c->nreqs; i++) {
     struct mcp_request *r = &c->reqs[i];
@@ -478,10 +476,10 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
       continue;
     }
     if (r->n == 1) {
-      if (lands(c, &cs->e[0], (size_t)r->size, r->mh)
-            ? post_land(c, r, slot) != 0
-            : send_single(c, r, r->data, (size_t)r->size, r->mh, &cs->e[0]) != 0)
-        return -1;
+      if ((rc = lands(c, &cs->e[0], (size_t)r->size, r->mh)
+             ? post_land(c, r, slot)
+             : send_single(c, r, r->data, (size_t)r->size, r->mh, &cs->e[0])) != 0)
+        return rc;
       replayed++;
       continue;
     }
@@ -491,11 +489,11 @@ int mcp_xfer_send_replay(struct mcp_comm *c, const uint32_t *done)
       continue; /* a group is replayed once, from its first matched element */
     for (j = 0; j < ss->n; j++)
       if (ss->used[j] && ss->reqs[j] != NULL &&
-          send_group_part(c, ss->reqs[j], ss->reqs[j]->data, (size_t)ss->reqs[j]->size, ss->reqs[j]->mh,
-                          &cs->e[ss->reqs[j]->elem]) != 0)
-        return -1;
-    if (ss->matched == ss->n && send_group_final(c, ss, slot) != 0)
-      return -1;
+          (rc = send_group_part(c, ss->reqs[j], ss->reqs[j]->data, (size_t)ss->reqs[j]->size, ss->reqs[j]->mh,
+                                &cs->e[ss->reqs[j]->elem])) != 0)
+        return rc;
+    if (ss->matched == ss->n && (rc = send_group_final(c, ss, slot)) != 0)
+      return rc;
     replayed++;
   }
   MCP_INFO(NCCL_NET,

@@ -9,8 +9,8 @@
  * it waits for in the watchdog's own words (mcp_xfer_wait_describe), at most once a
  * second. A comm that never waits costs none of it.
  */
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
 
 #define DESCRIBE_AFTER_MS 1000u /* a stall shorter than this is only measured */
 #define GAP_MS 2000u            /* checks further apart than this: nobody waited in between */

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "fuzz_target.h"
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_netns.h"
 
 static void fuzz_fail(const char *what)
 {

@@ -20,9 +20,9 @@
 
 #include "fuzz_target.h"
 #include "mcp_oob_fake.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/param.h"
 
 static uint64_t now_ms = 1000000;
 static uint64_t fake_now(void) { return now_ms * MCP_NS_PER_MS; }

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "mcpnet/wire.h"
+#include "conn/wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

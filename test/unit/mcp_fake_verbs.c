@@ -20,9 +20,9 @@
 #include <time.h>
 
 #include "mcp_fake_verbs.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/param.h"
-#include "mcpnet/verbs.h"
+#include "xfer/comm.h"
+#include "core/param.h"
+#include "core/verbs.h"
 
 #define FAKE_MAX_QPS 64
 #define FAKE_MAX_MRS 256
@@ -699,6 +699,8 @@ static struct fake_side *side_new(int index, int k)
   s->dc.info = &s->info;
   s->dc.ctx = &s->ctx;
   s->dc.pd = &s->pd;
+  /* As a devctx takes it from its fabric (struct mcp_fabric_cfg). */
+  s->dc.data_access = mcp_mr_data_access(mcp_param_process());
   s->dc.refs = 1000; /* never closed by a comm */
   pthread_mutex_init(&s->dc.mr_lock, NULL);
   mcp_list_init(&s->dc.mrs);
@@ -718,6 +720,7 @@ static struct mcp_comm *comm_new(struct fake_side **members, int ndevs, int kind
     c->link.st = mcp_status_open(kind, 0);
 
   c->link.kind = kind;
+  mcp_link_cfg_fill(&c->link.cfg, mcp_param_process()); /* as conn's comm_new copies it */
   c->link.ops = &mcp_xfer_link_ops; /* what net hands a real comm: recovery drains and replays through it */
   c->link.ndevs = ndevs;            /* as mcp_link_open_members leaves it */
   for (k = 0; k < ndevs; k++)
@@ -1101,6 +1104,12 @@ static int rebuild(struct mcp_comm *c)
   return 0;
 }
 
+void fake_pair_configure(struct fake_pair *p)
+{
+  mcp_link_cfg_fill(&p->send->link.cfg, mcp_param_process());
+  mcp_link_cfg_fill(&p->recv->link.cfg, mcp_param_process());
+}
+
 int fake_pair_recover(struct fake_pair *p)
 {
   struct mcp_config *cfg = (struct mcp_config *)mcp_param_process();
@@ -1109,6 +1118,7 @@ int fake_pair_recover(struct fake_pair *p)
 
   /* Errors drained during a round are the round's (recovery enabled, phase set). */
   cfg->recovery_timeout_s = 30;
+  fake_pair_configure(p);
   fake_progress(); /* what the broken QPs still do (lands or fails) happens first */
   if (rebuild(p->recv) != 0 || rebuild(p->send) != 0)
     goto out;
@@ -1122,6 +1132,7 @@ int fake_pair_recover(struct fake_pair *p)
   rc = 0;
 out:
   cfg->recovery_timeout_s = timeout;
+  fake_pair_configure(p);
   return rc;
 }
 
@@ -1217,6 +1228,7 @@ struct mcp_comm *fake_comm_connecting(struct mcp_devctx *dc, struct ibv_context 
   struct mcp_comm *c = calloc(1, sizeof(*c));
 
   c->link.kind = MCP_COMM_SEND;
+  mcp_link_cfg_fill(&c->link.cfg, mcp_param_process());
   c->link.ops = &mcp_xfer_link_ops;
   c->link.ndevs = 1;
   c->link.up = c->link.live = 1;

@@ -24,9 +24,9 @@
 
 #include <infiniband/verbs.h>
 
-#include "mcpnet/devctx.h"
-#include "mcpnet/net.h"
-#include "mcpnet/wire.h"
+#include "fabric/devctx.h"
+#include "net/net.h"
+#include "conn/wire.h"
 
 struct mcp_comm;
 struct mcp_link;
@@ -78,6 +78,10 @@ void fake_verbs_install(void);
  * (rings, registrations and QPs through the verbs table, receive WRs posted). */
 struct fake_pair *fake_pair_make(const struct fake_pair_opts *opts);
 void fake_pair_free(struct fake_pair *p);
+/* Copies the process's configuration into both comms' settings again (struct
+ * mcp_link_cfg), as a comm made now would take it: after a test changed a field of
+ * mcp_param_process() for a pair that already exists. */
+void fake_pair_configure(struct fake_pair *p);
 
 /* Registers a test buffer on one side's device through the registration cache. */
 struct mcp_mr *fake_pair_reg(struct fake_pair *p, int side, void *buf, size_t len, int type);

@@ -1,7 +1,7 @@
 /*
  * mcp_oob_fake.h - fake out-of-band peers for the channel's unit tests: plain sockets
  * that speak the wire format by hand, as a genuine mcpnet (dialler or acceptor) or as a
- * stranger would. Header-only (static functions), shared by test_oob.c and
+ * stranger would. Header-only (static functions), shared by test_conn_oob.c and
  * test_conn_oob_trust.c; each test provides the progress it wants between reads.
  */
 #ifndef MCPNET_OOB_FAKE_H
@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "mcpnet/oob.h"
-#include "mcpnet/wire.h"
+#include "conn/oob.h"
+#include "conn/wire.h"
 
 /* Each user takes what it needs of these. */
 #define FAKE_FN static __attribute__((unused))

@@ -30,11 +30,11 @@
 
 #include "mcp_oob_fake.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/link.h"
-#include "mcpnet/log.h"
-#include "mcpnet/oob.h"
-#include "mcpnet/param.h"
+#include "core/clock.h"
+#include "conn/link.h"
+#include "core/log.h"
+#include "conn/oob.h"
+#include "core/param.h"
 
 static uint64_t fake_ms = 1000000;
 static uint64_t fake_now(void) { return fake_ms * MCP_NS_PER_MS; }

@@ -13,8 +13,8 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/param.h"
+#include "xfer/comm.h"
+#include "core/param.h"
 
 static unsigned waits[64];
 static int nwaits;
@@ -50,6 +50,7 @@ static void test_retries(void)
   cfg->ib_mqp_retry_cnt = 3;
   cfg->ib_mqp_retry_sleep_ms = 100;
   cfg->ib_mqp_retry_all = 0;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
 
   /* Two timeouts, then it resolves: three tries, waits of 100 and 200 ms. */
   fake_fail_next_rtr(2, ETIMEDOUT);
@@ -61,35 +62,39 @@ static void test_retries(void)
 
   /* More timeouts than retries: 1 + 3 tries, then the walk fails. */
   fake_fail_next_rtr(9, ETIMEDOUT);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 4);
   CHECK_EQ_INT(nwaits, 3);
   CHECK_EQ_INT(waits[2], 300);
 
   /* Another error is final, unless NCCL_IB_MQP_RETRY_ALL. */
   fake_fail_next_rtr(1, EINVAL);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 1);
   CHECK_EQ_INT(nwaits, 0);
   cfg->ib_mqp_retry_all = 1;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   fake_fail_next_rtr(1, EINVAL);
   CHECK_EQ_INT(walk(p), 1);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 2);
   CHECK_EQ_INT(nwaits, 1);
   cfg->ib_mqp_retry_all = 0;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
 
   /* 0 retries: NCCL_IB_MQP_RETRY_CNT=0 turns it off. */
   cfg->ib_mqp_retry_cnt = 0;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   fake_fail_next_rtr(1, ETIMEDOUT);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 1);
   CHECK_EQ_INT(nwaits, 0);
   cfg->ib_mqp_retry_cnt = 3;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
 
   /* A recovery round's walk is not retried in place: recovery starts a new round. */
   p->send->link.rec.round = 1;
   fake_fail_next_rtr(1, ETIMEDOUT);
-  CHECK_EQ_INT(walk(p), -1);
+  CHECK_EQ_INT(walk(p), -EIO);
   CHECK_EQ_INT(fake_fail_next_rtr(0, 0), 1);
   CHECK_EQ_INT(nwaits, 0);
   p->send->link.rec.round = 0;

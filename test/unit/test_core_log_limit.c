@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/log.h"
+#include "core/clock.h"
+#include "core/log.h"
 
 static uint64_t now_ms = 5000;
 static uint64_t fake_now(void) { return now_ms * MCP_NS_PER_MS; }

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "mcp_test.h"
-#include "mcpnet/random.h"
-#include "mcpnet/siphash.h"
+#include "core/random.h"
+#include "core/siphash.h"
 
 static void test_vectors(void)
 {

@@ -14,7 +14,7 @@
 
 #include "doctor_rankmap.h"
 #include "mcp_test.h"
-#include "mcpnet/rankmap.h"
+#include "core/rankmap.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 

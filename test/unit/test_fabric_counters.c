@@ -11,7 +11,7 @@
 #include <infiniband/verbs.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_counters.h"
+#include "fabric/fabric_counters.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 

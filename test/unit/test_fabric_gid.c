@@ -3,16 +3,19 @@
  * hosts, with the namespace view a caller would have established: each expected choice
  * or error, for the automatic rules (RoCE v2 and IPv4 preferred, NCCL_IB_ADDR_FAMILY,
  * NCCL_IB_ADDR_RANGE, pinning by address) and for an explicit NCCL_IB_GID_INDEX (empty,
- * wrong RoCE version, other namespace, netdev down).
+ * wrong RoCE version, other namespace, netdev down); and recovery's finding of the chosen
+ * GID again by address (mcp_fabric_gid_refind) on a fixture host's table.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 
+#include <infiniband/verbs.h>
+
 #include "mcp_test.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_sysfs.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_sysfs.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 #define ROWS_MAX 64
@@ -84,7 +87,7 @@ static int choose(const struct table *t, const struct mcp_gid_policy *pol, struc
     struct mcp_gid_choice _c;                                       \
     char _e[256];                                                   \
     int _rc = choose((t), (pol), &_c, _e, sizeof(_e));              \
-    CHECK_EQ_INT(_rc, -1);                                          \
+    CHECK_EQ_INT(_rc, -ENOENT);                                     \
     if (strstr(_e, (needle)) == NULL)                               \
       fprintf(stderr, "error \"%s\" lacks \"%s\"\n", _e, (needle)); \
     CHECK(strstr(_e, (needle)) != NULL);                            \
@@ -141,8 +144,8 @@ static void test_family_and_range(void)
   /* Link-local addresses are never chosen automatically, even inside the range. */
   CHECK_EQ_INT(mcp_gid_range_parse("fe80::/10", &pol.range), 0);
   EXPECT_ERROR(&t, &pol, "link-local");
-  CHECK_EQ_INT(mcp_gid_range_parse("10.2.0.0/33", &pol.range), -1);
-  CHECK_EQ_INT(mcp_gid_range_parse("not-an-address/8", &pol.range), -1);
+  CHECK_EQ_INT(mcp_gid_range_parse("10.2.0.0/33", &pol.range), -EINVAL);
+  CHECK_EQ_INT(mcp_gid_range_parse("not-an-address/8", &pol.range), -EINVAL);
 }
 
 /* Pinning by address (MCPNET_RANK_MAP gid=IP): the entry carrying it, v2 preferred. */
@@ -315,6 +318,53 @@ static void test_vfs(void)
   EXPECT_ERROR(&t, &pol, "another network namespace");
 }
 
+/* A RoCE port of the fixture host netns-eth0 whose GID is the address text of type. */
+static void refind_dev(struct mcp_net_dev *d, const char *ibdev, const char *text, int type)
+{
+  memset(d, 0, sizeof(*d));
+  snprintf(d->ibdev, sizeof(d->ibdev), "%s", ibdev);
+  d->port = 1;
+  d->link_layer = IBV_LINK_LAYER_ETHERNET;
+  CHECK_EQ_INT(inet_pton(AF_INET6, text, d->gid.raw), 1);
+  d->gid.type = type;
+}
+
+/* Recovery's lookup after a flap finds our GID by address and type wherever the table
+ * holds it now, whatever index was in use; not there, it says so rather than guess. The
+ * fixture's device is unknown to this host's RDMA netlink, so the table's netdev names
+ * decide which entries are ours (mcp_netns_port_rows). */
+static void test_refind(void)
+{
+  const char *root = FIXTURES "netns-eth0/sys";
+  struct mcp_net_dev d;
+  char name[IF_NAMESIZE];
+
+  if (mcp_netns_port_netdev("rxeA", 1, name, sizeof(name)) == 0) {
+    fprintf(stderr, "  this host has an RDMA device named rxeA: the fixture's lookups are not checked\n");
+    return;
+  }
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V2);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), 1);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 3), 1); /* moved from 3: found at 1 */
+  refind_dev(&d, "rxeA", "fe80::6c3e:1fff:fe2d:a01", MCP_GID_TYPE_ROCE_V2);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 0), 0);
+  /* The address with another RoCE version, an address the table does not hold. */
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V1);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), -ENOENT);
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.2", MCP_GID_TYPE_ROCE_V2);
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), -ENOENT);
+  /* A port the device lacks; a device sysfs does not show. */
+  refind_dev(&d, "rxeA", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V2);
+  d.port = 2;
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 1), -ENOENT);
+  refind_dev(&d, "mcp-no-such-dev", "::ffff:10.77.0.1", MCP_GID_TYPE_ROCE_V2);
+  CHECK(mcp_fabric_gid_refind(&d, NULL, root, 1) < 0);
+  /* InfiniBand: GID 0 routed by LID, nothing to look up. */
+  refind_dev(&d, "mcp-no-such-dev", "fe80::1", MCP_GID_TYPE_IB);
+  d.link_layer = IBV_LINK_LAYER_INFINIBAND;
+  CHECK_EQ_INT(mcp_fabric_gid_refind(&d, NULL, root, 0), 0);
+}
+
 int main(void)
 {
   RUN_TEST(test_auto_v2_ipv4);
@@ -327,5 +377,6 @@ int main(void)
   RUN_TEST(test_ipv6_only);
   RUN_TEST(test_port_down);
   RUN_TEST(test_vfs);
+  RUN_TEST(test_refind);
   return TEST_EXIT();
 }

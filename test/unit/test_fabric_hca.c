@@ -3,10 +3,11 @@
  * matches mlx5_10, which mcp_hca_token_devices reports so discovery can warn), '='
  * exact, '^' exclude, '^=' exact exclude, ':port', and refusals of malformed entries.
  */
+#include <errno.h>
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_hca.h"
+#include "fabric/fabric_hca.h"
 
 static const char *const devs[] = {"mlx5_0", "mlx5_1", "mlx5_10", "mlx5_11", "mlx5_2"};
 #define NDEVS ((int)(sizeof(devs) / sizeof(devs[0])))
@@ -28,7 +29,7 @@ static void expect_refused(const char *text, const char *needle)
   struct mcp_match_list l;
   char err[256] = "";
 
-  CHECK_EQ_INT(mcp_hca_parse(text, &l, err, sizeof(err)), -1);
+  CHECK_EQ_INT(mcp_hca_parse(text, &l, err, sizeof(err)), -EINVAL);
   if (strstr(err, needle) == NULL)
     fprintf(stderr, "'%s': error \"%s\" lacks \"%s\"\n", text, err, needle);
   CHECK(strstr(err, needle) != NULL);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_netns.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 
@@ -23,7 +23,7 @@ static void test_view_uppers(void)
   CHECK(i >= 0 && v.dev[i].up);
   i = mcp_netns_view_find(&v, "ens1f0np0.100");
   CHECK(i >= 0 && !v.dev[i].up);
-  CHECK_EQ_INT(mcp_netns_view_find(&v, "ens1f1np1"), -1);
+  CHECK_EQ_INT(mcp_netns_view_find(&v, "ens1f1np1"), -ENOENT);
   /* Adding again adds nothing; an unknown or empty name adds nothing. */
   CHECK_EQ_INT(mcp_netns_view_add(&v, FIXTURES "cx-split/sys", "ens1f0np0"), 0);
   CHECK_EQ_INT(mcp_netns_view_add(&v, FIXTURES "cx-split/sys", "eth9"), 0);

@@ -8,11 +8,12 @@
  * on another port, and rxe on the host's lo against the pod's own lo at ifindex 1.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <string.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_netns.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_netns.h"
 
 #define MAXG 8
 
@@ -251,14 +252,14 @@ static void test_rows_and_choice(void)
   CHECK_EQ_STR(c.netdev, "eth0");
   /* An explicit index on P2's entry is refused, with the reason. */
   pol.index = 3;
-  CHECK_EQ_INT(mcp_gid_choose(rows, n, &pol, &c, err, sizeof(err)), -1);
+  CHECK_EQ_INT(mcp_gid_choose(rows, n, &pol, &c, err, sizeof(err)), -ENOENT);
   CHECK(strstr(err, "another network namespace's device of the same name") != NULL);
   /* P1's eth0 down: its GID is ours but not usable. */
   p1.link[1].up = 0;
   n = mcp_netns_gid_rows_owned(&f.port, f.ifindex, &p1, rows, MAXG);
   CHECK(rows[2].netdev_in_ns && !rows[2].netdev_up);
   pol.index = -1;
-  CHECK_EQ_INT(mcp_gid_choose(rows, n, &pol, &c, err, sizeof(err)), -1);
+  CHECK_EQ_INT(mcp_gid_choose(rows, n, &pol, &c, err, sizeof(err)), -ENOENT);
   /* max is honoured. */
   CHECK_EQ_INT(mcp_netns_gid_rows_owned(&f.port, f.ifindex, &p1, rows, 2), 2);
 }

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_pkey.h"
-#include "mcpnet/fabric_sysfs.h"
+#include "fabric/fabric_pkey.h"
+#include "fabric/fabric_sysfs.h"
 
 #define ROOT MCP_SOURCE_DIR "/test/unit/fixtures/ib-pkeys/sys"
 

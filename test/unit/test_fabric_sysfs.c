@@ -8,8 +8,8 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_sysfs.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_sysfs.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 

@@ -12,8 +12,8 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/fabric_topo.h"
+#include "fabric/fabric_sysfs.h"
+#include "fabric/fabric_topo.h"
 
 #define FIXTURES MCP_SOURCE_DIR "/test/unit/fixtures/"
 
@@ -120,9 +120,9 @@ static void test_busid(void)
 
   CHECK(mcp_fabric_pci_busid("/sys/devices/pci0000:00/0000:3b:00.1") == 0x3b001);
   CHECK(mcp_fabric_pci_busid("/sys/devices/pci0000:00/0001:3b:1f.7/") == 0x13b1f7);
-  CHECK(mcp_fabric_pci_busid("/sys/devices/virtual/net/eth0") == -1);
-  CHECK(mcp_fabric_pci_busid("/sys/devices/pci0000:00/0000:3b:00") == -1);
-  CHECK(mcp_fabric_pci_busid(NULL) == -1);
+  CHECK(mcp_fabric_pci_busid("/sys/devices/virtual/net/eth0") == -EINVAL);
+  CHECK(mcp_fabric_pci_busid("/sys/devices/pci0000:00/0000:3b:00") == -EINVAL);
+  CHECK(mcp_fabric_pci_busid(NULL) == -EINVAL);
   snprintf(p, sizeof(p), "/sys/devices/pci0000:00/0000:3b:00.1");
   CHECK_EQ_INT(mcp_fabric_pci_nic_path(p), 1);
   CHECK_EQ_STR(p, "/sys/devices/pci0000:00/0000:3b:00.0");

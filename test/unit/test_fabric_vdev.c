@@ -11,11 +11,11 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
-#include "mcpnet/fabric_process.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/fabric_vdev.h"
-#include "mcpnet/net.h"
-#include "mcpnet/param.h"
+#include "fabric/fabric_process.h"
+#include "fabric/fabric_sysfs.h"
+#include "fabric/fabric_vdev.h"
+#include "net/net.h"
+#include "core/param.h"
 
 #define ETH MCP_LINK_LAYER_ETHERNET
 #define IB MCP_LINK_LAYER_INFINIBAND
@@ -380,6 +380,7 @@ static int setup_n;
 static int fake_setup(struct mcp_fabric *f)
 {
   fab_names(f, setup_n, setup_names);
+  mcp_fabric_cfg_fill(&f->cfg, mcp_param_process()); /* as discovery does */
   f->dev[0].ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA;
   f->dev[1].ptr_support = NCCL_PTR_HOST | NCCL_PTR_CUDA | NCCL_PTR_DMABUF;
   f->dev[1].speed_mbps = 25000;

@@ -8,8 +8,8 @@
 #include <errno.h>
 
 #include "mcp_test.h"
-#include "mcpnet/err.h"
-#include "mcpnet/net.h"
+#include "core/err.h"
+#include "net/net.h"
 
 static void test_each_kind(void)
 {

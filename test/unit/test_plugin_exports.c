@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 #include "nccl/net.h"
 
 #ifndef MCP_PLUGIN_PATH

@@ -13,11 +13,11 @@
 
 #include "mcp_plugin.h"
 #include "mcp_test.h"
-#include "mcpnet/fabric_process.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/fabric_vdev.h"
-#include "mcpnet/net.h"
-#include "mcpnet/param.h"
+#include "fabric/fabric_process.h"
+#include "fabric/fabric_sysfs.h"
+#include "fabric/fabric_vdev.h"
+#include "net/net.h"
+#include "core/param.h"
 
 #define NPORTS 9
 
@@ -26,6 +26,7 @@
 static int fake_setup(struct mcp_fabric *f)
 {
   memset(f, 0, sizeof(*f));
+  mcp_fabric_cfg_fill(&f->cfg, mcp_param_process()); /* as discovery does */
   for (int i = 0; i < NPORTS; i++) {
     struct mcp_net_dev *d = &f->dev[f->ndev++];
 

@@ -16,11 +16,11 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/log.h"
-#include "mcpnet/net.h"
-#include "mcpnet/param.h"
+#include "core/clock.h"
+#include "xfer/comm.h"
+#include "core/log.h"
+#include "net/net.h"
+#include "core/param.h"
 
 /* ---- The fake profiler: NCCL's callback as the example profiler answers it ---------- */
 
@@ -350,6 +350,7 @@ static void test_events_stop_on_failure_and_close(void)
   parents[0] = &parent;
   mh = rmh;
   (mcp_param_process())->recovery_timeout_s = 0;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   CHECK_EQ_INT(mcp_net_irecv_ph(p->recv, 1, &data, &size, &tag, &mh, parents, &rreq), ncclSuccess);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);

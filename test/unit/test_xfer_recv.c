@@ -20,9 +20,9 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "mcpnet/comm.h"
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
+#include "xfer/comm.h"
+#include "core/log.h"
+#include "core/param.h"
 
 static char buf[65536], sbuf[65536];
 static struct mcp_mr *mh, *smh;
@@ -148,6 +148,7 @@ static void test_flush_lost_with_its_qp(void)
 
   /* The recovery timeout bounds the retries; the default configuration of a loaded plugin. */
   (mcp_param_process())->recovery_timeout_s = 30;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   fake_posts_reset();
   CHECK_EQ_INT(mcp_net_iflush(p->recv, 1, &data, sizes, &mhp, &req), ncclSuccess);
   CHECK(req != NULL);
@@ -192,6 +193,7 @@ static void test_flush_pending_when_peer_closes(void)
   int sizes[1] = {4096}, done = 0, rsizes[1] = {-1}, i;
 
   (mcp_param_process())->recovery_timeout_s = 30;
+  fake_pair_configure(p); /* the pair exists: its comms take the change */
   /* The receive the flush is for: its data arrived. */
   r = post(p, 0, 4096);
   land(p, 4096);

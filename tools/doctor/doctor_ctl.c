@@ -18,10 +18,10 @@
 #include <unistd.h>
 
 #include "doctor_ctl.h"
-#include "mcpnet/clock.h"
-#include "mcpnet/random.h"
-#include "mcpnet/siphash.h"
-#include "mcpnet/sock.h"
+#include "core/clock.h"
+#include "core/random.h"
+#include "core/siphash.h"
+#include "core/sock.h"
 
 #define CTL_MAGIC 0x4d435044u /* "MCPD" */
 #define CTL_HDR 12

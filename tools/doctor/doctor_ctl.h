@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mcpnet/sock.h"
+#include "core/sock.h"
 
 #define DOCTOR_CTL_MAX 8192
 

@@ -15,11 +15,11 @@
 #include <string.h>
 
 #include "doctor.h"
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_pkey.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/verbs.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_pkey.h"
+#include "fabric/fabric_sysfs.h"
+#include "core/verbs.h"
 
 #define SYSFS_ROOT "/sys"
 #define GID_ROWS_MAX 256
@@ -180,7 +180,7 @@ void doctor_devices_scan(struct doctor_report *r)
   if (n < 0)
     return;
   /* Before the ports: which GIDs are ours needs the ifindexes verbs gives for them. */
-  verbs_ok = mcp_verbs_load(r->verbs_err, sizeof(r->verbs_err)) == 0;
+  verbs_ok = mcp_verbs_load(NULL, r->verbs_err, sizeof(r->verbs_err)) == 0;
   if (n > DOCTOR_MAX_DEVS)
     n = DOCTOR_MAX_DEVS;
   for (i = 0; i < n; i++) {

@@ -10,7 +10,7 @@
 
 #include "doctor_fleet.h"
 #include "mcp_json.h"
-#include "mcpnet/text.h"
+#include "core/text.h"
 
 /* ---- Where node 0 is, how many nodes, which one this is ------------------------------- */
 

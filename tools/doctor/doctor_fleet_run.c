@@ -22,7 +22,7 @@
 
 #include "doctor_ctl.h"
 #include "doctor_fleet.h"
-#include "mcpnet/text.h"
+#include "core/text.h"
 #include "doctor_plugin.h"
 
 #define HANDLE_MSG (1 + NCCL_NET_HANDLE_MAXSIZE + 512)

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "doctor.h"
-#include "mcpnet/sock.h"
+#include "core/sock.h"
 #include "nccl/net_common.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -194,7 +194,7 @@ static void check_oob(struct doctor_report *r)
   if (r->cfg.oob_port_lo > 0)
     snprintf(ports, sizeof(ports), ", TCP ports %d-%d (MCPNET_OOB_PORT_RANGE)", r->cfg.oob_port_lo,
              r->cfg.oob_port_hi);
-  if (mcp_sock_iface_find(ifname, r->cfg.socket_af, &ch) != 0) {
+  if (mcp_sock_iface_find(ifname, &r->cfg.socket_ifname_list, r->cfg.socket_af, &ch) != 0) {
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_HOST, "oob-iface", "NCCL_SOCKET_IFNAME",
                "set NCCL_SOCKET_IFNAME to an up interface with an address the other nodes reach",
                "no interface for the out-of-band channel%s%s: %s", ifname ? " with NCCL_SOCKET_IFNAME=" : "",

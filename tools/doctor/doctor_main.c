@@ -14,7 +14,7 @@
 #include "doctor_ctl.h"
 #include "doctor_fleet.h"
 #include "doctor_rankmap.h"
-#include "mcpnet/log.h"
+#include "core/log.h"
 
 /* --suggest-rank-map is a mode of its own (no report, no plugin): kept out of doctor_opts. */
 static int suggest_rank_map;

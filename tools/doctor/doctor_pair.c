@@ -19,9 +19,9 @@
 #include <string.h>
 
 #include "doctor_ctl.h"
-#include "mcpnet/text.h"
+#include "core/text.h"
 #include "doctor_plugin.h"
-#include "mcpnet/wire.h"
+#include "conn/wire.h"
 
 #define DEPTH 8
 #define LAT_SIZE 8

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "doctor.h"
-#include "mcpnet/log.h"
+#include "core/log.h"
 
 void doctor_report_init(struct doctor_report *r, const struct doctor_opts *o)
 {

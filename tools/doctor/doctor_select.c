@@ -7,12 +7,13 @@
  * asked for, is a FAIL, because that is exactly where the job would stop (or, without
  * NCCL_NET=MCP, silently fall back).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "doctor.h"
-#include "mcpnet/rankmap.h"
+#include "core/rankmap.h"
 
 static const char *env_get(void *arg, const char *name)
 {
@@ -171,11 +172,11 @@ void doctor_select_run(struct doctor_report *r)
   if (r->verbs_err[0] != '\0' || r->ndev == 0)
     return; /* devices already says why nothing can be selected */
   own = mcp_local_rank(r->cfg.local_rank, env_get, NULL, &source, err, sizeof(err));
-  if (own < -1) {
+  if (own == -EINVAL)
     doctor_add(r, DOCTOR_FAIL, DOCTOR_SEC_SELECTION, "local-rank", source, "fix the variable named", "%s",
                err);
-    own = -1;
-  }
+  if (own < 0)
+    own = -1; /* none set, or not a rank */
   r->own_rank = own;
   /* Parsed by the loader; a bad map was refused there (the configuration section says so). */
   if (r->cfg.rank_map_parsed != NULL)

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "mcp_drive.h"
-#include "mcpnet/net.h"
+#include "net/net.h"
 
 /* Another plugin's messages are printed with their format strings unexpanded: a callee
  * cannot tell a missing argument from a present one, and at least one IB plugin passes

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "mcpnet/status.h"
+#include "core/status.h"
 
 enum { TOP_EXIT_OK = 0, TOP_EXIT_WAITING = 1, TOP_EXIT_USAGE = 2, TOP_EXIT_PARTIAL = 3 };
 

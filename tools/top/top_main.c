@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/log.h"
-#include "mcpnet/param.h"
+#include "core/log.h"
+#include "core/param.h"
 #include "top.h"
 
 static void usage(FILE *f)

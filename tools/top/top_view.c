@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/clock.h"
+#include "core/clock.h"
 #include "top.h"
 
 static double age_s(uint64_t now_ms, uint64_t then_ms)

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/text.h"
+#include "core/text.h"
 #include "top.h"
 
 struct out {

@@ -41,8 +41,8 @@
 #include <sys/socket.h>
 
 #include "mcp_drive.h"
-#include "mcpnet/sock.h"
-#include "mcpnet/wire.h"
+#include "core/sock.h"
+#include "conn/wire.h"
 
 #define MAX_SIZE (64u << 20)
 #define CANARY 0xa5

@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mcpnet/fabric_gid.h"
-#include "mcpnet/fabric_netns.h"
-#include "mcpnet/fabric_sysfs.h"
-#include "mcpnet/verbs.h"
+#include "fabric/fabric_gid.h"
+#include "fabric/fabric_netns.h"
+#include "fabric/fabric_sysfs.h"
+#include "core/verbs.h"
 
 #define DEVS_MAX 32
 #define ROWS_MAX 1024
@@ -145,7 +145,7 @@ int main(int argc, char **argv)
     free(rows);
     return 1;
   }
-  if (mcp_verbs_load(err0, sizeof(err0)) != 0)
+  if (mcp_verbs_load(NULL, err0, sizeof(err0)) != 0)
     printf("verbs error %s\n", err0);
   probe_namespace();
   printf("devices %d\n", n);

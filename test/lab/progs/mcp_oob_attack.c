@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "mcpnet/wire.h"
+#include "conn/wire.h"
 
 static double now_s(void)
 {
