@@ -17,13 +17,13 @@
 
 #include <infiniband/verbs.h>
 
+#include "core/limits.h"
+#include "core/status.h"
 #include "fabric/devctx.h"
 #include "fabric/fabric_counters.h"
 #include "fabric/fabric_process.h"
 #include "fabric/fabric_vdev.h"
-#include "core/limits.h"
 #include "conn/oob.h"
-#include "core/status.h"
 #include "conn/wire.h"
 
 /* QPs per connection: NCCL's own bound (NCCL_IB_MAX_QPS), so any NCCL_IB_QPS_PER_CONNECTION

@@ -20,11 +20,11 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "conn/link.h"
-#include "fabric/fabric_gid.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "fabric/fabric_gid.h"
+#include "conn/link.h"
 
 #define QP_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 

@@ -36,12 +36,12 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "fabric/devctx.h"
-#include "fabric/fabric_sysfs.h"
-#include "conn/link.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "fabric/devctx.h"
+#include "fabric/fabric_sysfs.h"
+#include "conn/link.h"
 
 #define RETRY_NS 100000000ull /* frames and events are read every tenth of it */
 

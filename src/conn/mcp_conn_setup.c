@@ -33,11 +33,11 @@
 
 #include "core/clock.h"
 #include "core/err.h"
-#include "fabric/fabric_pkey.h"
-#include "conn/link.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "fabric/fabric_pkey.h"
+#include "conn/link.h"
 
 enum { ST_WAIT_OOB = 1, ST_WAIT_ACK, ST_WAIT_QP, ST_WAIT_READY, ST_DONE };
 

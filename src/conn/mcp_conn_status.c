@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "core/clock.h"
-#include "conn/link.h"
 #include "core/param.h"
 #include "core/sock.h"
+#include "conn/link.h"
 
 void mcp_link_status_open(struct mcp_link *c, const struct mcp_config *cfg)
 {

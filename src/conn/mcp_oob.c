@@ -38,14 +38,14 @@
 #include <unistd.h>
 
 #include "core/clock.h"
-#include "fabric/fabric.h"
-#include "conn/link.h"
 #include "core/log.h"
-#include "conn/oob.h"
 #include "core/param.h"
 #include "core/random.h"
 #include "core/siphash.h"
 #include "core/text.h"
+#include "fabric/fabric.h"
+#include "conn/link.h"
+#include "conn/oob.h"
 
 enum peer_state { PEER_CONNECTING, PEER_HELLO, PEER_UP, PEER_DEAD };
 

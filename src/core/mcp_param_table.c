@@ -14,9 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/param.h"
 #include "core/rankmap.h"
 #include "core/sock.h"
-#include "core/param.h"
 
 static int check_family(const char *value, char *why, size_t whylen)
 {

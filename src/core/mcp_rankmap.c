@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "core/match_list.h"
-#include "core/rankmap.h"
 #include "core/param.h"
+#include "core/rankmap.h"
 #include "core/text.h"
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -EINVAL)

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fabric/fabric.h"
 #include "core/gid_range.h"
+#include "fabric/fabric.h"
 
 struct mcp_gid_entry {
   int index;

@@ -9,9 +9,9 @@
 
 #include <stddef.h>
 
+#include "core/rankmap.h"
 #include "fabric/fabric.h"
 #include "fabric/fabric_hca.h"
-#include "core/rankmap.h"
 
 struct mcp_select {
   const char *hca_text; /* NCCL_IB_HCA as written, or NULL */

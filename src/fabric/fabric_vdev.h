@@ -20,9 +20,9 @@
 
 #include <stddef.h>
 
-#include "fabric/fabric.h"
 #include "core/limits.h"
 #include "core/rankmap.h"
+#include "fabric/fabric.h"
 
 /* The physical devices behind one virtual NIC (limits.h: NCCL 2.30's 8). */
 #define MCP_VDEV_MAX_MEMBERS MCP_MAX_MEMBERS

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fabric/devctx.h"
 #include "core/log.h"
 #include "core/verbs.h"
+#include "fabric/devctx.h"
 
 static pthread_mutex_t devctx_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mcp_devctx *devctx_table[MCP_MAX_NET_DEVS];

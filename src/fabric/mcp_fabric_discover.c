@@ -21,20 +21,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/log.h"
+#include "core/param.h"
+#include "core/rankmap.h"
+#include "core/sock.h"
+#include "core/verbs.h"
 #include "fabric/devctx.h"
 #include "fabric/fabric.h"
 #include "fabric/fabric_gid.h"
 #include "fabric/fabric_hca.h"
-#include "fabric/fabric_pkey.h"
-#include "core/rankmap.h"
-#include "fabric/fabric_select.h"
 #include "fabric/fabric_netns.h"
+#include "fabric/fabric_pkey.h"
+#include "fabric/fabric_select.h"
 #include "fabric/fabric_sysfs.h"
 #include "fabric/fabric_topo.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "core/sock.h"
-#include "core/verbs.h"
 #include "nccl/net_common.h"
 
 /* The loaded verbs library's sysfs view: "/sys", or a userspace device's own tree. */

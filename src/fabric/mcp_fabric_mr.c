@@ -17,11 +17,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "fabric/devctx.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "fabric/devctx.h"
 #include "nccl/net_common.h"
 
 #define MR_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)

@@ -10,8 +10,8 @@
  */
 #include <pthread.h>
 
-#include "fabric/fabric_process.h"
 #include "core/param.h"
+#include "fabric/fabric_process.h"
 
 static pthread_mutex_t process_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {

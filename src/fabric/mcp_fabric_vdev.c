@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "fabric/fabric_sysfs.h"
 #include "fabric/fabric_vdev.h"
-#include "core/log.h"
 
 _Static_assert(MCP_RANKMAP_FUSE_MAX == MCP_VDEV_MAX_MEMBERS, "a rank map's fused set fits a virtual device");
 

@@ -9,8 +9,8 @@
  */
 #include <stddef.h>
 
-#include "xfer/comm.h"
 #include "core/log.h"
+#include "xfer/comm.h"
 #include "net/net.h"
 
 #include "net_internal.h"

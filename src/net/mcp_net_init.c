@@ -14,15 +14,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer/comm.h"
 #include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "core/verbs.h"
 #include "fabric/fabric.h"
 #include "fabric/fabric_process.h"
 #include "fabric/fabric_vdev.h"
-#include "core/log.h"
+#include "xfer/comm.h"
 #include "net/net.h"
-#include "core/param.h"
-#include "core/verbs.h"
 
 #include "net_internal.h"
 

@@ -23,13 +23,13 @@
 
 #include <infiniband/verbs.h>
 
+#include "core/limits.h"
+#include "core/status.h"
 #include "fabric/devctx.h"
 #include "fabric/fabric_counters.h"
 #include "fabric/fabric_process.h"
-#include "core/limits.h"
 #include "conn/link.h"
 #include "conn/oob.h"
-#include "core/status.h"
 #include "conn/wire.h"
 #include "nccl/net_common.h"
 

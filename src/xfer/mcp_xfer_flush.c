@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer/comm.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/verbs.h"
+#include "xfer/comm.h"
 
 /* The member of QP 0, whose device names the flush in messages. */
 static struct mcp_link_dev *qp0_dev(struct mcp_comm *c) { return mcp_link_dev_of(&c->link, 0); }

@@ -21,10 +21,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "xfer/comm.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "xfer/comm.h"
 
 #define SYSFS_ROOT mcp_verbs_sysfs_root() /* the loaded verbs library's view */
 /* A comm nobody waited on for this long was idle, not stalled: its clock restarts. */

@@ -17,11 +17,11 @@
 #include <time.h>
 
 #include "core/clock.h"
-#include "xfer/comm.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "xfer/comm.h"
 
 #define ALIVE_CHECK_NS 100000000ull
 

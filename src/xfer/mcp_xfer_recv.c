@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer/comm.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "xfer/comm.h"
 
 #define CTS_SIGNAL_EVERY 16
 

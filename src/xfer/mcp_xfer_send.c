@@ -23,9 +23,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "xfer/comm.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "xfer/comm.h"
 
 static uint32_t load_seq(const struct mcp_cts_elem *e) { return __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE); }
 

@@ -6,9 +6,9 @@
 #include <time.h>
 
 #include "mcp_fake_flight.h"
+#include "conn/oob.h"
 #include "xfer/comm.h"
 #include "net/net.h"
-#include "conn/oob.h"
 
 unsigned char fake_flight_sbuf[FAKE_FLIGHT_N * 4096], fake_flight_rbuf[FAKE_FLIGHT_N * 4096];
 

@@ -20,9 +20,9 @@
 #include <time.h>
 
 #include "mcp_fake_verbs.h"
-#include "xfer/comm.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "xfer/comm.h"
 
 #define FAKE_MAX_QPS 64
 #define FAKE_MAX_MRS 256

@@ -25,8 +25,8 @@
 #include <infiniband/verbs.h>
 
 #include "fabric/devctx.h"
-#include "net/net.h"
 #include "conn/wire.h"
+#include "net/net.h"
 
 struct mcp_comm;
 struct mcp_link;

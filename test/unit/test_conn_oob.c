@@ -32,8 +32,8 @@
 #include "mcp_test.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "conn/oob.h"
 #include "core/param.h"
+#include "conn/oob.h"
 
 static uint64_t fake_ms = 1000000;
 /* The library's one clock (clock.h) reads this, in ns. */

@@ -31,10 +31,10 @@
 #include "mcp_oob_fake.h"
 #include "mcp_test.h"
 #include "core/clock.h"
-#include "conn/link.h"
 #include "core/log.h"
-#include "conn/oob.h"
 #include "core/param.h"
+#include "conn/link.h"
+#include "conn/oob.h"
 
 static uint64_t fake_ms = 1000000;
 static uint64_t fake_now(void) { return fake_ms * MCP_NS_PER_MS; }

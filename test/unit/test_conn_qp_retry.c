@@ -13,8 +13,8 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "xfer/comm.h"
 #include "core/param.h"
+#include "xfer/comm.h"
 
 static unsigned waits[64];
 static int nwaits;

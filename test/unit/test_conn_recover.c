@@ -22,13 +22,13 @@
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "core/clock.h"
-#include "xfer/comm.h"
-#include "conn/link.h"
 #include "core/log.h"
-#include "conn/oob.h"
-#include "fabric/fabric_gid.h"
 #include "core/param.h"
 #include "core/status.h"
+#include "fabric/fabric_gid.h"
+#include "conn/link.h"
+#include "conn/oob.h"
+#include "xfer/comm.h"
 
 #define N 8
 #define TURNS 20000

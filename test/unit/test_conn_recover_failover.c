@@ -22,12 +22,12 @@
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "core/clock.h"
-#include "xfer/comm.h"
-#include "conn/link.h"
 #include "core/log.h"
-#include "conn/oob.h"
 #include "core/param.h"
 #include "fabric/fabric_gid.h"
+#include "conn/link.h"
+#include "conn/oob.h"
+#include "xfer/comm.h"
 
 #define N FAKE_FLIGHT_N
 

@@ -24,9 +24,9 @@
 #include "mcp_test.h"
 #include "core/clock.h"
 #include "core/err.h"
-#include "xfer/comm.h"
 #include "core/param.h"
 #include "core/verbs.h"
+#include "xfer/comm.h"
 
 /* ---- fake verbs: RTR blocks until released (or 10 s, so a build that waits ends) ---- */
 

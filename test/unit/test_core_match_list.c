@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "mcp_test.h"
-#include "fabric/fabric_hca.h"
 #include "core/match_list.h"
 #include "core/sock.h"
 #include "core/text.h"
+#include "fabric/fabric_hca.h"
 
 static struct mcp_match_list parse(const char *text, int with_ports)
 {

@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 #include "mcp_test.h"
-#include "fabric/fabric.h"
 #include "core/verbs.h"
+#include "fabric/fabric.h"
 
 /* ibv_port_attr's width codes: 1x, 4x, 8x, 12x, 2x. */
 enum { W1 = 1, W4 = 2, W8 = 4, W12 = 8, W2 = 16 };

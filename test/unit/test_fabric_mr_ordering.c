@@ -19,9 +19,9 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "xfer/comm.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "xfer/comm.h"
 
 #define PAGE 4096
 #define RO ((unsigned)IBV_ACCESS_RELAXED_ORDERING)

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 
 #include "mcp_test.h"
+#include "core/param.h"
 #include "fabric/fabric_process.h"
 #include "fabric/fabric_sysfs.h"
 #include "fabric/fabric_vdev.h"
 #include "net/net.h"
-#include "core/param.h"
 
 #define ETH MCP_LINK_LAYER_ETHERNET
 #define IB MCP_LINK_LAYER_INFINIBAND

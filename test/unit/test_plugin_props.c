@@ -13,11 +13,11 @@
 
 #include "mcp_plugin.h"
 #include "mcp_test.h"
+#include "core/param.h"
 #include "fabric/fabric_process.h"
 #include "fabric/fabric_sysfs.h"
 #include "fabric/fabric_vdev.h"
 #include "net/net.h"
-#include "core/param.h"
 
 #define NPORTS 9
 

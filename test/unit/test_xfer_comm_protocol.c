@@ -17,9 +17,9 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "xfer/comm.h"
 #include "core/log.h"
 #include "core/verbs.h"
+#include "xfer/comm.h"
 
 #define BUFSZ (1 << 20)
 #define POLLS 64 /* test calls before a request counts as stuck: a count, not a time */

@@ -11,8 +11,8 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "xfer/comm.h"
 #include "core/log.h"
+#include "xfer/comm.h"
 
 #define SEC 1000000000ull
 

@@ -15,9 +15,9 @@
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "core/clock.h"
-#include "xfer/comm.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "xfer/comm.h"
 
 #define BUFSZ (4 << 20)
 #define POLLS 256

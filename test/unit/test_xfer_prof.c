@@ -17,10 +17,10 @@
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "core/clock.h"
-#include "xfer/comm.h"
 #include "core/log.h"
-#include "net/net.h"
 #include "core/param.h"
+#include "xfer/comm.h"
+#include "net/net.h"
 
 /* ---- The fake profiler: NCCL's callback as the example profiler answers it ---------- */
 

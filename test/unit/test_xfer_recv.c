@@ -20,9 +20,9 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "xfer/comm.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "xfer/comm.h"
 
 static char buf[65536], sbuf[65536];
 static struct mcp_mr *mh, *smh;

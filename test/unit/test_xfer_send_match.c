@@ -15,8 +15,8 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "xfer/comm.h"
 #include "core/log.h"
+#include "xfer/comm.h"
 
 static char sbuf[4096], rbuf[8 * 4096];
 static struct mcp_mr *host_mr, *rmh;

@@ -13,9 +13,9 @@
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
-#include "xfer/comm.h"
 #include "core/param.h"
 #include "core/status.h"
+#include "xfer/comm.h"
 
 #define SEC 1000000000ull
 

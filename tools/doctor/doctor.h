@@ -21,8 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fabric/fabric.h"
 #include "core/param.h"
+#include "fabric/fabric.h"
 
 #define DOCTOR_MAX_FINDINGS 256
 #define DOCTOR_MAX_DEVS 64

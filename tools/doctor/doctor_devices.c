@@ -15,11 +15,11 @@
 #include <string.h>
 
 #include "doctor.h"
+#include "core/verbs.h"
 #include "fabric/fabric_gid.h"
 #include "fabric/fabric_netns.h"
 #include "fabric/fabric_pkey.h"
 #include "fabric/fabric_sysfs.h"
-#include "core/verbs.h"
 
 #define SYSFS_ROOT "/sys"
 #define GID_ROWS_MAX 256

@@ -30,9 +30,9 @@
 #include <string.h>
 
 #include "doctor_rankmap.h"
-#include "fabric/fabric_topo.h"
 #include "core/rankmap.h"
 #include "core/text.h"
+#include "fabric/fabric_topo.h"
 
 #define RM_MAX_GPUS 64
 #define RM_MAX_PORTS 64

@@ -17,8 +17,8 @@
 #include <sys/socket.h>
 
 #include "doctor.h"
-#include "fabric/fabric_pkey.h"
 #include "core/text.h"
+#include "fabric/fabric_pkey.h"
 
 /* The selection this process itself gets: the one covering its local rank. */
 static const struct doctor_selection *own_selection(const struct doctor_report *r)

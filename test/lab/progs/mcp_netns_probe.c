@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/verbs.h"
 #include "fabric/fabric_gid.h"
 #include "fabric/fabric_netns.h"
 #include "fabric/fabric_sysfs.h"
-#include "core/verbs.h"
 
 #define DEVS_MAX 32
 #define ROWS_MAX 1024
