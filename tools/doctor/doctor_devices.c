@@ -179,8 +179,11 @@ void doctor_devices_scan(struct doctor_report *r)
   r->devs_rc = n < 0 ? n : 0;
   if (n < 0)
     return;
-  /* Before the ports: which GIDs are ours needs the ifindexes verbs gives for them. */
-  verbs_ok = mcp_verbs_load(NULL, r->verbs_err, sizeof(r->verbs_err)) == 0;
+  /* Before the ports: which GIDs are ours needs the ifindexes verbs gives for them. The
+   * library is the one the plugin would load (MCPNET_VERBS_LIBRARY), where the
+   * configuration loaded (doctor_config_load runs first). */
+  verbs_ok =
+    mcp_verbs_load(r->cfg_rc == 0 ? r->cfg.verbs_library : NULL, r->verbs_err, sizeof(r->verbs_err)) == 0;
   if (n > DOCTOR_MAX_DEVS)
     n = DOCTOR_MAX_DEVS;
   for (i = 0; i < n; i++) {
