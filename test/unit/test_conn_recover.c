@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mcp_fake_flight.h"
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
 #include "core/clock.h"
@@ -103,61 +104,6 @@ static int gid_index_of(struct mcp_comm *c)
 
   fake_comm_endpoint(c, &ep);
   return ep.gid_index;
-}
-
-/* streams_open's undoing: the streams closed, the pair back on its stub streams. */
-static void streams_close(struct fake_pair *p, struct mcp_oob_stream *ss, struct mcp_oob_stream *rs)
-{
-  if (rs != NULL)
-    mcp_oob_stream_close(rs, 0);
-  if (ss != NULL)
-    mcp_oob_stream_close(ss, 0);
-  fake_pair_attach_streams(p, p->stub[0], p->stub[1]);
-}
-
-/* Two streams of one out-of-band connection from this process to its own listener, as
- * connect and accept open them. 0 on success. */
-static int streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct mcp_oob_stream **rs)
-{
-  struct mcp_oob_listener *l = mcp_oob_listener_add();
-  struct mcp_oob_request *req = NULL;
-  struct mcp_wire_msg m;
-  union mcp_sockaddr addr;
-  uint64_t nonce;
-  int turn;
-
-  *rs = NULL;
-  if (l == NULL)
-    return -1;
-  mcp_oob_local(&addr, &nonce);
-  *ss = mcp_oob_stream_open_to(&addr, nonce, &l->cred);
-  if (*ss == NULL)
-    return -1;
-  for (turn = 0; turn < TURNS && mcp_oob_stream_ready(*ss) == 0; turn++)
-    nap();
-  if (mcp_oob_stream_ready(*ss) != 1)
-    return -1;
-  fake_pair_attach_streams(p, *ss, p->stub[1]);
-  memset(&m, 0, sizeof(m));
-  m.type = MCP_WIRE_CONN_REQ; /* the channel proves the listen's key */
-  fake_comm_endpoint(p->send, &m.u.conn_req.ep);
-  m.u.conn_req.ep.stream_id = mcp_oob_stream_id(*ss);
-  if (mcp_oob_stream_send(*ss, &m) != 0)
-    return -1;
-  for (turn = 0; turn < TURNS && !mcp_oob_listener_take(l, &req); turn++) {
-    mcp_oob_progress();
-    nap();
-  }
-  if (req == NULL)
-    return -1;
-  *rs = mcp_oob_stream_open_for(req);
-  mcp_oob_request_free(req);
-  mcp_oob_listener_remove(l);
-  if (*rs == NULL)
-    return -1;
-  mcp_oob_stream_set_remote_id(*ss, mcp_oob_stream_id(*rs)); /* what the CONN_ACK tells the connecting side */
-  fake_pair_attach_streams(p, *ss, *rs);
-  return 0;
 }
 
 /* The N receives and N sends of one run, and which of them have completed. */
@@ -268,7 +214,7 @@ static void run(int both, int roce)
   p = fake_pair_make(&o);
   smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
   rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
-  CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
+  CHECK_EQ_INT(fake_streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = 30;
@@ -357,7 +303,7 @@ static void run(int both, int roce)
 out:
   mcp_fabric_gid_test_set_refind(NULL);
   cfg->recovery_timeout_s = 0;
-  streams_close(p, ss, rs);
+  fake_streams_close(p, ss, rs);
   fake_pair_free(p);
 }
 
@@ -381,7 +327,7 @@ static void run_fused(int stays_down)
   p = fake_pair_make(&o);
   smh = fake_pair_reg_mh(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
   rmh = fake_pair_reg_mh(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
-  CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
+  CHECK_EQ_INT(fake_streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = stays_down ? 2 : 30;
@@ -437,7 +383,7 @@ static void run_fused(int stays_down)
   CHECK(strstr(logbuf, "local fake0_m1 port 1; re-creating the connection's 2 QP(s)") != NULL);
 out:
   cfg->recovery_timeout_s = 0;
-  streams_close(p, ss, rs);
+  fake_streams_close(p, ss, rs);
   fake_pair_dereg_mh(p, FAKE_SEND_SIDE, smh);
   fake_pair_dereg_mh(p, FAKE_RECV_SIDE, rmh);
   fake_pair_free(p);
@@ -615,7 +561,7 @@ static void test_recover_gid_event_off_proxy_thread(void)
   rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
   mh = rmh;
   memset(rbuf, 0, sizeof(rbuf));
-  CHECK_EQ_INT(streams_open(p, &ss, &rs), 0);
+  CHECK_EQ_INT(fake_streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = 30;
@@ -688,7 +634,7 @@ static void test_recover_gid_event_off_proxy_thread(void)
 out:
   mcp_fabric_gid_test_set_refind(NULL);
   cfg->recovery_timeout_s = 0;
-  streams_close(p, ss, rs);
+  fake_streams_close(p, ss, rs);
   fake_pair_free(p);
 }
 
