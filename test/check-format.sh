@@ -11,7 +11,7 @@ repo=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 cd "$repo"
 cf=
 for c in clang-format-14 clang-format; do
-  if command -v "$c" >/dev/null && "$c" --version | grep -q 'version 14\.'; then cf=$c; break; fi
+  if command -v "$c" >/dev/null && grep -q 'version 14\.' <<<"$("$c" --version)"; then cf=$c; break; fi
 done
 [ -n "$cf" ] || { echo "check-format: clang-format 14 is missing (scripts/install-deps installs it)"; exit 1; }
 # Our sources, tests and lab programs; include/nccl/ is included: it is our own

@@ -83,7 +83,7 @@ lab_host_ip() {
 lab_wait_port() {
   local port=$1 limit=${2:-30} i
   for ((i = 0; i < limit * 10; i++)); do
-    ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+    [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && return 0
     sleep 0.1
   done
   lab_fail "nothing listens on port $port after ${limit}s"

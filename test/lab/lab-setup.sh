@@ -20,7 +20,7 @@ for tool in qemu-system-x86_64 busybox depmod modinfo make cpio gzip dpkg apt-ge
   command -v "$tool" >/dev/null || die "missing '$tool': run scripts/install-deps first (apt-get install qemu-system-x86 busybox-static kmod cpio)"
 done
 busybox_bin=$(command -v busybox)
-file -L "$busybox_bin" 2>/dev/null | grep -q 'statically linked' ||
+grep -q 'statically linked' <<<"$(file -L "$busybox_bin" 2>/dev/null)" ||
   die "$busybox_bin is not statically linked: apt-get install busybox-static"
 
 # 1. The kernel, into $lab/kernel (vmlinuz + modules), at the version Debian's meta package names.
@@ -82,7 +82,7 @@ fi
 peermem_src="$here/guest/fake-peermem"
 peermem_ko="$lab/fake-peermem/nvidia_peermem.ko"
 if [ ! -f "$peermem_ko" ] || [ "$peermem_src/nvidia_peermem.c" -nt "$peermem_ko" ] ||
-   [ "$peermem_src/Kbuild" -nt "$peermem_ko" ] || ! modinfo -F vermagic "$peermem_ko" 2>/dev/null | grep -q "^$kver "; then
+   [ "$peermem_src/Kbuild" -nt "$peermem_ko" ] || ! grep -q "^$kver " <<<"$(modinfo -F vermagic "$peermem_ko" 2>/dev/null)"; then
   hdrs=/usr/src/linux-headers-$kver
   if [ ! -f "$hdrs/Makefile" ]; then
     [ "$(id -u)" = 0 ] || die "no kernel headers in $hdrs: apt-get install linux-headers-$kver (as root)"
@@ -94,7 +94,7 @@ if [ ! -f "$peermem_ko" ] || [ "$peermem_src/nvidia_peermem.c" -nt "$peermem_ko"
   mkdir -p "$lab/fake-peermem"
   cp "$peermem_src/nvidia_peermem.c" "$peermem_src/Kbuild" "$lab/fake-peermem/"
   make -s -C "$hdrs" M="$lab/fake-peermem" modules >&2 || die "building the nvidia_peermem stand-in failed"
-  modinfo -F vermagic "$peermem_ko" | grep -q "^$kver " || die "$peermem_ko is not built for $kver"
+  grep -q "^$kver " <<<"$(modinfo -F vermagic "$peermem_ko")" || die "$peermem_ko is not built for $kver"
 fi
 
 ln -sf "$(ls "$lab"/kernel/boot/vmlinuz-* | head -n1)" "$lab/vmlinuz"

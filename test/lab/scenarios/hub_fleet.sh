@@ -278,7 +278,7 @@ unset MCPNET_OOB_PORT_RANGE
 if [ "$LAB_HOST" = b ]; then
   ip link set eth0 down
   for _ in $(seq 100); do
-    ibv_devinfo -d rxe0 | grep -q 'state:.*PORT_DOWN' && break
+    grep -q 'state:.*PORT_DOWN' <<<"$(ibv_devinfo -d rxe0)" && break
     sleep 0.2
   done
 fi
@@ -288,7 +288,9 @@ open_round linkdown
 if [ "$LAB_HOST" = b ]; then run linkdown 15; else run linkdown 20; fi
 if [ "$LAB_HOST" = b ]; then
   ip link set eth0 up
-  ip addr show eth0 | grep -q "$LAB_SELF_IP" || ip addr add "$LAB_SELF_IP/24" dev eth0
+  # Not `ip addr show | grep -q` under pipefail: ip flushes each address as it prints it, so
+  # grep -q can exit first and ip's next write dies of SIGPIPE, failing the pipeline.
+  grep -qF "inet $LAB_SELF_IP/" <<<"$(ip -4 addr show dev eth0)" || ip addr add "$LAB_SELF_IP/24" dev eth0
 fi
 case $LAB_HOST in
   a)

@@ -57,5 +57,5 @@ for size in (8, 1024, 131072):
         assert by[(pt, size)]["samples"], (pt, size)
 print("json ok: ratios for every size")
 EOF
-head -c 8 /run/lab/pair_bench.png | od -An -c | grep -q 'P   N   G' || lab_fail "--plot did not write a PNG"
+grep -q 'P   N   G' <<<"$(head -c 8 /run/lab/pair_bench.png | od -An -c)" || lab_fail "--plot did not write a PNG"
 lab_log "ok: --plot wrote a PNG"

@@ -112,7 +112,7 @@ fi
 if [ "$LAB_HOST" = b ]; then
   ip link set eth0 mtu 1000
   for _ in $(seq 50); do
-    ibv_devinfo -d rxe0 | grep -q 'active_mtu:.*512' && break
+    grep -q 'active_mtu:.*512' <<<"$(ibv_devinfo -d rxe0)" && break
     sleep 0.2
   done
   lab_signal mtu-set
