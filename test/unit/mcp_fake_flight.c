@@ -3,21 +3,14 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "mcp_fake_flight.h"
+#include "mcp_test_util.h"
 #include "conn/oob.h"
 #include "xfer/comm.h"
 #include "net/net.h"
 
 unsigned char fake_flight_sbuf[FAKE_FLIGHT_N * 4096], fake_flight_rbuf[FAKE_FLIGHT_N * 4096];
-
-static void nap(void)
-{
-  struct timespec ts = {0, 200000};
-
-  nanosleep(&ts, NULL);
-}
 
 void fake_streams_close(struct fake_pair *p, struct mcp_oob_stream *ss, struct mcp_oob_stream *rs)
 {
@@ -45,7 +38,7 @@ int fake_streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct mc
   if (*ss == NULL)
     return -1;
   for (turn = 0; turn < FAKE_FLIGHT_TURNS && mcp_oob_stream_ready(*ss) == 0; turn++)
-    nap();
+    mcp_test_nap();
   if (mcp_oob_stream_ready(*ss) != 1)
     return -1;
   fake_pair_attach_streams(p, *ss, p->stub[1]);
@@ -57,7 +50,7 @@ int fake_streams_open(struct fake_pair *p, struct mcp_oob_stream **ss, struct mc
     return -1;
   for (turn = 0; turn < FAKE_FLIGHT_TURNS && !mcp_oob_listener_take(l, &req); turn++) {
     mcp_oob_progress();
-    nap();
+    mcp_test_nap();
   }
   if (req == NULL)
     return -1;

@@ -1,8 +1,9 @@
 /*
  * mcp_fake_flight.h - eight messages through a fake pair (mcp_fake_verbs.h) as NCCL's
  * proxy drives them, with the pair's comms on real out-of-band streams: for the tests of
- * a connection's recovery (test_conn_recover_failover.c). A test that includes this
- * header gets mcp_fake_flight.c and mcp_fake_verbs.c linked (test/CMakeLists.txt).
+ * a connection's recovery (test_conn_recover.c, test_conn_recover_failover.c). A test that
+ * includes this header gets mcp_fake_flight.c, mcp_fake_verbs.c and mcp_test_util.c linked
+ * (test/CMakeLists.txt).
  *
  * Why: a recovery is only seen whole when both comms' RECOVER frames travel and every
  * request is tested round after round until it completes; each test then breaks the

@@ -21,7 +21,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 
 #include "mcp_oob_fake.h"
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -38,31 +38,6 @@
 static uint64_t fake_ms = 1000000;
 /* The library's one clock (clock.h) reads this, in ns. */
 static uint64_t fake_now(void) { return fake_ms * MCP_NS_PER_MS; }
-
-/* Every message the channel logs, for the checks on what it says. */
-static char logbuf[1 << 16];
-static size_t loglen;
-
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...)
-{
-  char msg[1024];
-  va_list ap;
-  int n;
-
-  (void)flags;
-  (void)file;
-  (void)line;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (loglen + sizeof(msg) + 8 > sizeof(logbuf))
-    loglen = 0;
-  n = snprintf(logbuf + loglen, sizeof(logbuf) - loglen, "%s %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO",
-               msg);
-  fputs(logbuf + loglen, stderr);
-  loglen += (size_t)n;
-}
 
 /* A listener that never accepts on its own: the kernel completes the handshakes. */
 static int fake_listener(union mcp_sockaddr *a)
@@ -125,12 +100,12 @@ static void test_late_acceptor_is_waited_for(void)
   if (s == NULL)
     return;
   CHECK_EQ_INT(drive_to(s, MCP_OOB_TCP_UP), MCP_OOB_TCP_UP);
-  loglen = 0;
+  mcp_test_log_clear();
   pass_seconds(600);
   CHECK_EQ_INT(mcp_oob_stream_phase(s), MCP_OOB_TCP_UP);
   CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
   CHECK_EQ_INT(mcp_oob_stream_ready(s), 0);
-  CHECK(strstr(logbuf, "no HELLO") == NULL);
+  CHECK(strstr(mcp_test_log_text(), "no HELLO") == NULL);
 
   /* Ten minutes late, the process calls in: it accepts, and each side's HELLO arrives. */
   fd = accept(lfd, NULL, NULL);
@@ -177,12 +152,12 @@ static void test_stray_dropped_real_peer_kept(void)
   /* The stray got nothing so far. */
   mcp_oob_progress();
   CHECK(recv(stray, &c, 1, MSG_DONTWAIT) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
-  loglen = 0;
+  mcp_test_log_clear();
   pass_seconds(9);
-  CHECK(strstr(logbuf, "did not prove itself") == NULL);
+  CHECK(strstr(mcp_test_log_text(), "did not prove itself") == NULL);
   pass_seconds(2);
-  CHECK(strstr(logbuf, "WARN NET/MCP out-of-band: 127.0.0.1:") != NULL);
-  CHECK(strstr(logbuf,
+  CHECK(strstr(mcp_test_log_text(), "WARN NET/MCP out-of-band: 127.0.0.1:") != NULL);
+  CHECK(strstr(mcp_test_log_text(),
                "connected but did not prove itself within 10 s (no HELLO: not an mcpnet peer?); closed") !=
         NULL);
   CHECK_EQ_INT(read_msg(stray, &m), 1);
@@ -222,7 +197,7 @@ static void test_silent_dialler_redials(void)
   snprintf(m.u.reject.reason, sizeof(m.u.reject.reason), "no connection request within 10 s of accept");
   CHECK_EQ_INT(send_msg(fd, &m), 0);
   close(fd);
-  loglen = 0;
+  mcp_test_log_clear();
   /* The channel sees HELLO, SILENT, EOF and dials again: a second connection arrives. */
   for (int t = 0; t < 3000; t++) {
     struct pollfd p = {.fd = lfd, .events = POLLIN};
@@ -231,7 +206,7 @@ static void test_silent_dialler_redials(void)
       break;
   }
   CHECK_EQ_INT(mcp_oob_stream_dead(s), 0);
-  CHECK(strstr(logbuf, "dialling again") != NULL);
+  CHECK(strstr(mcp_test_log_text(), "dialling again") != NULL);
   fd2 = accept(lfd, NULL, NULL);
   CHECK(fd2 >= 0);
   CHECK_EQ_INT(fake_accept_handshake(fd2, 0x3333, &peer_cred, turn), 0);
@@ -473,7 +448,7 @@ static void test_peer_gone_mid_frame(int rst)
   CHECK(len > 0 && len2 > 20);
   /* The whole CONN_READY and 20 bytes of the CONN_REJECT. */
   CHECK_EQ_INT(send(fd, buf, len + 20, MSG_NOSIGNAL), (ssize_t)(len + 20));
-  loglen = 0;
+  mcp_test_log_clear();
   if (rst) {
     struct linger lg = {.l_onoff = 1, .l_linger = 0};
     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
@@ -482,7 +457,7 @@ static void test_peer_gone_mid_frame(int rst)
   CHECK_EQ_INT(drive_to(s, MCP_OOB_DEAD), MCP_OOB_DEAD);
   CHECK_EQ_INT(mcp_oob_stream_dead(s), 1);
   if (!rst) {
-    CHECK(strstr(logbuf, "closed in the middle of a frame (20 bytes left)") != NULL);
+    CHECK(strstr(mcp_test_log_text(), "closed in the middle of a frame (20 bytes left)") != NULL);
     CHECK(strstr(mcp_oob_stream_dead_reason(s), "closed the out-of-band connection") != NULL);
     /* What arrived whole before the FIN was delivered. */
     CHECK_EQ_INT(mcp_oob_stream_recv(s, &got), 1);
@@ -511,7 +486,8 @@ int main(void)
   cfg.socket_af = AF_INET;
   cfg.connect_timeout_s = 5;
   cfg.local_rank = 3;
-  mcp_log_set_logger(capture);
+  mcp_test_log_echo(1); /* every line on stderr too, for the test's output */
+  mcp_log_set_logger(mcp_test_log_capture);
   mcp_clock_test_set(fake_now);
   if (mcp_oob_acquire(&cfg) != 0) {
     fprintf(stderr, "cannot start the out-of-band channel on lo\n");

@@ -19,7 +19,6 @@
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -30,6 +29,7 @@
 
 #include "mcp_oob_fake.h"
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -38,41 +38,6 @@
 
 static uint64_t fake_ms = 1000000;
 static uint64_t fake_now(void) { return fake_ms * MCP_NS_PER_MS; }
-
-static char logbuf[1 << 20];
-static size_t loglen;
-static unsigned warns;
-
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...)
-{
-  char msg[2048];
-  va_list ap;
-  int n;
-
-  (void)flags;
-  (void)file;
-  (void)line;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  if (level == NCCL_LOG_WARN)
-    warns++;
-  if (loglen + strlen(msg) + 16 > sizeof(logbuf))
-    loglen = 0;
-  /* One line per message, as NCCL's logger writes them: a newline inside one would be a
-   * forged line, which log_has_forged looks for. */
-  n = snprintf(logbuf + loglen, sizeof(logbuf) - loglen, "%s %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO",
-               msg);
-  loglen += (size_t)n;
-}
-
-static void log_reset(void)
-{
-  loglen = 0;
-  logbuf[0] = '\0';
-  warns = 0;
-}
 
 static void turn(void) { mcp_oob_progress(); }
 
@@ -171,7 +136,7 @@ static unsigned count(const char *what)
 {
   unsigned n = 0;
 
-  for (const char *p = logbuf; (p = strstr(p, what)) != NULL; p++)
+  for (const char *p = mcp_test_log_text(); (p = strstr(p, what)) != NULL; p++)
     n++;
   return n;
 }
@@ -243,7 +208,7 @@ static void test_300_strangers(void)
   mcp_oob_progress();
   fds0 = open_fds();
   heap0 = heap_in_use();
-  log_reset();
+  mcp_test_log_clear();
   for (int i = 0; i < 300; i++) {
     fd[i] = tcp_from(&local, 1 + i % 30);
     CHECK(fd[i] >= 0);
@@ -267,14 +232,14 @@ static void test_300_strangers(void)
   mcp_oob_test_count(&peers, &unauth);
   CHECK_EQ_INT(unauth, 0);
   CHECK(open_fds() - 300 <= fds0);
-  printf("  after 12 s: %u connections, heap %ld bytes above the baseline, %u WARN lines\n", peers,
-         heap_in_use() - heap0, warns);
+  printf("  after 12 s: %u connections, heap %ld bytes above the baseline, %d WARN lines\n", peers,
+         heap_in_use() - heap0, mcp_test_log_count(NCCL_LOG_WARN));
   CHECK(heap_in_use() - heap0 <= 4096);
   /* Two messages (closed to make room; not proved in time), each printed for at most 4
    * addresses and once for "other addresses", each with its count a minute later. */
   pass_seconds(61);
-  printf("  a minute later: %u WARN lines in all\n", warns);
-  CHECK(warns <= 2 * 2 * (4 + 1));
+  printf("  a minute later: %d WARN lines in all\n", mcp_test_log_count(NCCL_LOG_WARN));
+  CHECK(mcp_test_log_count(NCCL_LOG_WARN) <= 2 * 2 * (4 + 1));
   for (int i = 0; i < 300; i++)
     if (fd[i] >= 0)
       close(fd[i]);
@@ -342,13 +307,13 @@ static void test_never_reads(void)
 
   CHECK(l != NULL);
   mcp_oob_local(&local, &nonce);
-  log_reset();
+  mcp_test_log_clear();
   fd = tcp_to(&local);
   CHECK_EQ_INT(fake_dial_handshake(fd, 0x51, &l->cred, &chal_acc, &chal_dial, turn), 0);
   for (int i = 0; i < 1000; i++)
     (void)send_ping(fd);
   CHECK(closed_by_channel(fd));
-  CHECK(strstr(logbuf, "PING before it proved itself") != NULL);
+  CHECK(strstr(mcp_test_log_text(), "PING before it proved itself") != NULL);
   close(fd);
 
   /* A proved peer: a valid request first, then PINGs without reading. */
@@ -362,8 +327,8 @@ static void test_never_reads(void)
   CHECK(req != NULL);
   if (req != NULL)
     mcp_oob_request_free(req);
-  log_reset();
-  for (int i = 0; i < 2000000 && !strstr(logbuf, "send queue to"); i++) {
+  mcp_test_log_clear();
+  for (int i = 0; i < 2000000 && !strstr(mcp_test_log_text(), "send queue to"); i++) {
     if (send_ping(fd) != 0)
       break;
     sent++;
@@ -390,7 +355,7 @@ static void test_wrong_proofs(void)
   CHECK(l != NULL);
   mcp_sockaddr_parse("10.9.8.7:1234", &from);
   pass_seconds(61); /* earlier tests' counts are printed first */
-  log_reset();
+  mcp_test_log_clear();
   for (int i = 0; i < 10000; i++) {
     int sv[2];
     uint64_t chal_acc, chal_dial;
@@ -409,10 +374,10 @@ static void test_wrong_proofs(void)
   CHECK_EQ_INT(closed, 10000);
   CHECK_EQ_INT(mcp_oob_listener_take(l, &req), 0);
   pass_seconds(61); /* the count of the repeats is printed once their minute is over */
-  printf("  10,000 wrong proofs: %u WARN lines\n%s", warns, logbuf);
-  CHECK(warns <= 3);
-  CHECK(strstr(logbuf, "with a wrong proof of its key") != NULL);
-  CHECK(strstr(logbuf, "and 9999 more like it from 10.9.8.7 in the last 60 s") != NULL);
+  printf("  10,000 wrong proofs: %d WARN lines\n%s", mcp_test_log_count(NCCL_LOG_WARN), mcp_test_log_text());
+  CHECK(mcp_test_log_count(NCCL_LOG_WARN) <= 3);
+  CHECK(strstr(mcp_test_log_text(), "with a wrong proof of its key") != NULL);
+  CHECK(strstr(mcp_test_log_text(), "and 9999 more like it from 10.9.8.7 in the last 60 s") != NULL);
   mcp_oob_listener_remove(l);
 }
 
@@ -437,15 +402,16 @@ static void test_newline_in_host_name(void)
   m.u.hello.hostname[sizeof(evil) - 1] = '\0';
   CHECK_EQ_INT(mcp_wire_encode(&m, buf, sizeof(buf), &len, err, sizeof(err)), 0);
   memcpy(buf + MCP_WIRE_HDR_SIZE + 8 + 4 + 2, evil, sizeof(evil) - 1);
-  log_reset();
+  mcp_test_log_clear();
   fd = tcp_to(&local);
   CHECK(send(fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len);
   CHECK(closed_by_channel(fd));
-  CHECK(strstr(logbuf, "host name contains a byte that is not printable ASCII") != NULL);
-  CHECK(strstr(logbuf, "forged") == NULL);
-  for (size_t i = 0; i + 1 < loglen; i++)
-    CHECK(logbuf[i] != '\n' || strncmp(logbuf + i + 1, "WARN NET/MCP", 12) == 0 ||
-          strncmp(logbuf + i + 1, "INFO", 4) == 0);
+  CHECK(strstr(mcp_test_log_text(), "host name contains a byte that is not printable ASCII") != NULL);
+  CHECK(strstr(mcp_test_log_text(), "forged") == NULL);
+  /* The capture keeps a message's newline as it is: a line that does not start as ours
+   * would be a forged one. */
+  for (const char *t = mcp_test_log_text(); t[0] != '\0' && t[1] != '\0'; t++)
+    CHECK(t[0] != '\n' || strncmp(t + 1, "WARN NET/MCP", 12) == 0 || strncmp(t + 1, "INFO", 4) == 0);
   mcp_oob_listener_remove(l);
   close(fd);
 }
@@ -463,7 +429,7 @@ static void test_valid_request_flood(void)
 
   CHECK(l != NULL);
   mcp_oob_local(&local, &nonce);
-  log_reset();
+  mcp_test_log_clear();
   fd = tcp_to(&local);
   CHECK_EQ_INT(fake_dial_handshake(fd, 0x61, &l->cred, &chal_acc, &chal_dial, turn), 0);
   for (int i = 0; i < 20000; i++) {
@@ -479,11 +445,11 @@ static void test_valid_request_flood(void)
     while (recv(fd, drain, sizeof(drain), MSG_DONTWAIT) > 0)
       ;
   }
-  printf("  20,000 valid requests: %u queued, heap %ld bytes above the baseline, %u WARN lines\n",
-         mcp_oob_listener_pending(l), heap_in_use() - heap0, warns);
+  printf("  20,000 valid requests: %u queued, heap %ld bytes above the baseline, %d WARN lines\n",
+         mcp_oob_listener_pending(l), heap_in_use() - heap0, mcp_test_log_count(NCCL_LOG_WARN));
   CHECK_EQ_INT(mcp_oob_listener_pending(l), MCP_OOB_MAX_PENDING);
   CHECK(heap_in_use() - heap0 <= 512 * 1024);
-  CHECK(warns <= 2);
+  CHECK(mcp_test_log_count(NCCL_LOG_WARN) <= 2);
   while (mcp_oob_listener_take(l, &req)) {
     mcp_oob_request_free(req);
     taken++;
@@ -577,7 +543,7 @@ static int fd_limit_scenario(void)
     return 12;
   for (i = 0; i < 100; i++)
     mcp_oob_progress(); /* strangers fill every descriptor; the oldest give theirs back */
-  log_reset();
+  mcp_test_log_clear();
   genuine = spawn_genuine(&local, &l->cred, g_lfd, &acc);
   for (i = 0; i < 5000 && !mcp_oob_listener_take(l, &req); i++)
     fake_sleep_ms(1);
@@ -601,11 +567,12 @@ static int fd_limit_scenario(void)
     return 15;
   while (nfill < 64 && (filler[nfill] = dup(0)) >= 0)
     nfill++;
-  log_reset();
+  mcp_test_log_clear();
   for (i = 0; i < 300; i++)
     mcp_oob_progress();
-  fprintf(stderr, "%s", logbuf);
-  if (count("accept on ") != 1 || strstr(logbuf, "Too many open files (open files limit 64)") == NULL)
+  fprintf(stderr, "%s", mcp_test_log_text());
+  if (count("accept on ") != 1 ||
+      strstr(mcp_test_log_text(), "Too many open files (open files limit 64)") == NULL)
     return 16;
   while (nfill > 0)
     close(filler[--nfill]);
@@ -644,7 +611,7 @@ int main(void)
   cfg.connect_timeout_s = 5;
   cfg.local_rank = 0;
   signal(SIGPIPE, SIG_IGN);
-  mcp_log_set_logger(capture);
+  mcp_log_set_logger(mcp_test_log_capture);
   mcp_clock_test_set(fake_now);
   if (mcp_oob_acquire(&cfg) != 0) {
     fprintf(stderr, "cannot start the out-of-band channel on lo\n");

@@ -13,15 +13,14 @@
  * counts its turns and never bounds wall-clock time.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "mcp_fake_flight.h"
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -31,41 +30,11 @@
 #include "conn/oob.h"
 #include "xfer/comm.h"
 
-#define N 8
-#define TURNS 20000
+#define N FAKE_FLIGHT_N
+#define TURNS FAKE_FLIGHT_TURNS
 
 static uint64_t now_ns = 1000000000000ull;
 static uint64_t test_clock(void) { return now_ns; }
-
-static char logbuf[1 << 16];
-static size_t loglen;
-static unsigned char sbuf[N * 4096], rbuf[N * 4096];
-
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...)
-{
-  va_list ap;
-  int n;
-
-  (void)flags;
-  (void)file;
-  (void)line;
-  if (level != NCCL_LOG_WARN || loglen + 1024 > sizeof(logbuf))
-    return;
-  va_start(ap, fmt);
-  n = vsnprintf(logbuf + loglen, 1024, fmt, ap);
-  va_end(ap);
-  loglen += n > 0 && n < 1024 ? (size_t)n : 0;
-  logbuf[loglen++] = '\n';
-  logbuf[loglen] = '\0';
-}
-
-static void nap(void)
-{
-  struct timespec ts = {0, 200000};
-
-  nanosleep(&ts, NULL);
-}
 
 /* Recovery's lookup of our GID on a RoCE port (fabric's mcp_fabric_gid_refind: netlink
  * and sysfs queries that may wait for the kernel) stands in here, counting the threads it
@@ -82,7 +51,7 @@ static int lookup_counted(const struct mcp_net_dev *d, int index_in_use)
   (void)index_in_use;
   atomic_fetch_add(pthread_equal(pthread_self(), proxy_thread) ? &lookups_here : &lookups_elsewhere, 1);
   while (atomic_load(&lookup_gate))
-    nap();
+    mcp_test_nap();
   return atomic_load(&gid_answer);
 }
 
@@ -106,91 +75,6 @@ static int gid_index_of(struct mcp_comm *c)
   return ep.gid_index;
 }
 
-/* The N receives and N sends of one run, and which of them have completed. */
-struct flight {
-  void *r[N], *s[N];
-  int rdone[N], sdone[N], rsize[N];
-  int left;
-};
-
-/* Posts the N receives (4 KiB each) and fills the send buffer: message i has size0 + i
- * bytes of pattern pat0 + i. */
-static void post_recvs(struct fake_pair *p, void *rmh, struct flight *f, size_t size0, unsigned pat0)
-{
-  int i;
-
-  memset(f, 0, sizeof(*f));
-  f->left = 2 * N;
-  memset(rbuf, 0, sizeof(rbuf));
-  for (i = 0; i < N; i++) {
-    void *data = rbuf + i * 4096, *mh = rmh;
-    size_t size = 4096;
-    int tag = 1;
-    f->r[i] = (void *)0xbad;
-    CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &f->r[i]), ncclSuccess);
-    fake_pattern(sbuf + i * 4096, size0 + (size_t)i, pat0 + (unsigned)i);
-  }
-}
-
-static void post_sends(struct fake_pair *p, void *smh, struct flight *f, size_t size0)
-{
-  int i;
-
-  for (i = 0; i < N; i++) {
-    f->s[i] = NULL;
-    CHECK_EQ_INT(mcp_net_isend(p->send, sbuf + i * 4096, size0 + (size_t)i, 1, smh, &f->s[i]), ncclSuccess);
-    CHECK(f->s[i] != NULL);
-  }
-}
-
-/* One round of NCCL's proxy: test every request still in flight. Returns how many tests
- * failed. Stops at the first failure, unless `past_failure`: then it goes on testing
- * the receives, and the sends while the send comm has not failed. */
-static int test_round(struct fake_pair *p, struct flight *f, int past_failure)
-{
-  int i, failed = 0;
-
-  for (i = 0; i < N && (past_failure || failed == 0); i++) {
-    int done = 0, size = -1;
-    ncclResult_t rc;
-
-    if (!f->rdone[i]) {
-      fake_comm_check_due(p->recv);
-      rc = mcp_net_test(f->r[i], &done, &size);
-      failed += rc != ncclSuccess;
-      if (rc == ncclSuccess && done) {
-        f->rdone[i] = 1;
-        f->rsize[i] = size;
-        f->left--;
-      }
-    }
-    if (!f->sdone[i] && (past_failure ? fake_comm_error(p->send) == 0 : failed == 0)) {
-      fake_comm_check_due(p->send);
-      rc = mcp_net_test(f->s[i], &done, NULL);
-      failed += rc != ncclSuccess;
-      if (rc == ncclSuccess && done) {
-        f->sdone[i] = 1;
-        f->left--;
-      }
-    }
-  }
-  return failed;
-}
-
-/* How many times each seq (1..N) was written with its immediate since the posts' log was
- * reset: again[seq]. */
-static void count_writes(int *again)
-{
-  const struct fake_post *log;
-  int i, n = fake_posts(&log);
-
-  memset(again, 0, (N + 1) * sizeof(*again));
-  for (i = 0; i < n; i++)
-    if (log[i].side == FAKE_SEND_SIDE && log[i].opcode == IBV_WR_RDMA_WRITE_WITH_IMM &&
-        MCP_IMM_SEQ(log[i].imm) >= 1 && MCP_IMM_SEQ(log[i].imm) <= N)
-      again[MCP_IMM_SEQ(log[i].imm)]++;
-}
-
 /* The link goes down under eight messages: 1-3 acknowledged, 4-5 landed without their
  * acknowledgements, 6-8 lost. Only the sender's adapter reports it (both = 0), or both
  * adapters do (both = 1). roce: both ends are RoCE ports whose GID the recovery looks
@@ -207,28 +91,28 @@ static void run(int both, int roce)
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
   struct mcp_mr *smh, *rmh;
-  struct flight f;
-  int i, turn, again[N + 1];
+  struct fake_flight f;
+  int i, turn, again[N];
 
   fake_verbs_install();
   p = fake_pair_make(&o);
-  smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
-  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
+  smh = fake_pair_reg(p, FAKE_SEND_SIDE, fake_flight_sbuf, sizeof(fake_flight_sbuf), NCCL_PTR_HOST);
+  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, fake_flight_rbuf, sizeof(fake_flight_rbuf), NCCL_PTR_HOST);
   CHECK_EQ_INT(fake_streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = 30;
   fake_pair_configure(p); /* the pair exists: its comms take the change */
-  loglen = 0;
+  mcp_test_log_clear();
   if (roce) {
     CHECK(gid_index_of(p->send) != 3 && gid_index_of(p->recv) != 3);
     lookups_on(p, roce == 2 ? -1 : 3); /* after the flap the kernel put our GID at index 3 */
   }
 
-  post_recvs(p, rmh, &f, 100, 40);
+  CHECK_EQ_INT(fake_flight_recvs(p, rmh, &f, 100, 40), 0);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
-  post_sends(p, smh, &f, 100);
+  CHECK_EQ_INT(fake_flight_sends(p, smh, &f, 100), 0);
   fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 3);
   fake_pair_break(p, FAKE_SEND_SIDE, 0, 1);
   fake_pair_release_n(p, FAKE_SEND_SIDE, 0, 2);
@@ -240,7 +124,7 @@ static void run(int both, int roce)
 
   /* NCCL's proxy: test every request in flight, round after round. */
   for (turn = 0; turn < TURNS && f.left > 0; turn++) {
-    int failed = test_round(p, &f, 0);
+    int failed = fake_flight_test(p, &f, 0);
 
     CHECK_EQ_INT(failed, 0);
     if (failed != 0)
@@ -251,7 +135,7 @@ static void run(int both, int roce)
     mcp_oob_progress();
     now_ns += 1000000ull; /* 1 ms of the recovery's clock per round of calls */
     if (turn % 4 == 3)
-      nap(); /* the QP walks run on their own threads */
+      mcp_test_nap(); /* the QP walks run on their own threads */
     if (roce == 2 && atomic_load(&gid_answer) < 0 && turn >= 300 && atomic_load(&lookups_elsewhere) >= 4) {
       /* Both ends wait with their QPs at INIT, each device looking again at most every
        * 100 ms of the clock: one lookup per end for the round's walk, then one per
@@ -265,26 +149,27 @@ static void run(int both, int roce)
   for (i = 0; i < N; i++) {
     CHECK_EQ_INT(f.rdone[i], 1);
     CHECK_EQ_INT(f.rdone[i] ? f.rsize[i] : 100 + i, 100 + i);
-    CHECK(fake_same(rbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
+    CHECK(fake_same(fake_flight_rbuf + i * 4096, 100 + (size_t)i, (unsigned)(40 + i)));
   }
   /* Exactly once: 4-5 completed from the receiver's table, 6-8 written again once. */
-  count_writes(again);
+  fake_flight_writes(1, again); /* again[seq - 1] */
   for (i = 1; i <= N; i++)
-    CHECK_EQ_INT(again[i], i <= 5 ? 0 : 1);
+    CHECK_EQ_INT(again[i - 1], i <= 5 ? 0 : 1);
   CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
   CHECK_EQ_INT(fake_comm_recoveries(p->recv), 1);
   CHECK_EQ_INT(fake_comm_error(p->send) | fake_comm_error(p->recv), 0);
   /* Who started the round, and how the other side learned of it. */
-  CHECK(strstr(logbuf,
-               "send to fake-receiver pid 2 (192.0.2.2:40000): work completion error Work Request "
-               "Flushed Error (5) on QP") != NULL);
-  CHECK(strstr(logbuf,
-               both ? "receive from fake-sender pid 1 (192.0.2.1:40000): work completion error Work "
-                      "Request Flushed Error (5) on QP"
-                    : "receive from fake-sender pid 1 (192.0.2.1:40000): the peer lost the connection's "
-                      "RDMA path and re-created its QPs") != NULL);
-  CHECK(strstr(logbuf, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from") != NULL);
-  CHECK(strstr(logbuf, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from") != NULL);
+  CHECK(mcp_test_log_has(NCCL_LOG_WARN,
+                         "send to fake-receiver pid 2 (192.0.2.2:40000): work completion error Work Request "
+                         "Flushed Error (5) on QP"));
+  CHECK(mcp_test_log_has(
+    NCCL_LOG_WARN,
+    both ? "receive from fake-sender pid 1 (192.0.2.1:40000): work completion error Work "
+           "Request Flushed Error (5) on QP"
+         : "receive from fake-sender pid 1 (192.0.2.1:40000): the peer lost the connection's "
+           "RDMA path and re-created its QPs"));
+  CHECK(mcp_test_log_has(NCCL_LOG_WARN, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from"));
+  CHECK(mcp_test_log_has(NCCL_LOG_WARN, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from"));
   if (published) {
     /* mcpnet-top saw the round (its cause) while it ran, and the count once it was over. */
     CHECK(saw_recovering > 0);
@@ -320,25 +205,25 @@ static void run_fused(int stays_down)
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
   void *smh, *rmh;
-  struct flight f;
-  int i, turn, again[N + 1], failed = 0;
+  struct fake_flight f;
+  int i, turn, again[N], failed = 0;
 
   fake_verbs_install();
   p = fake_pair_make(&o);
-  smh = fake_pair_reg_mh(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
-  rmh = fake_pair_reg_mh(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
+  smh = fake_pair_reg_mh(p, FAKE_SEND_SIDE, fake_flight_sbuf, sizeof(fake_flight_sbuf), NCCL_PTR_HOST);
+  rmh = fake_pair_reg_mh(p, FAKE_RECV_SIDE, fake_flight_rbuf, sizeof(fake_flight_rbuf), NCCL_PTR_HOST);
   CHECK_EQ_INT(fake_streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = stays_down ? 2 : 30;
   cfg->ib_port_failover = 0;
   fake_pair_configure(p); /* the pair exists: its comms take the change */
-  loglen = 0;
+  mcp_test_log_clear();
 
-  post_recvs(p, rmh, &f, 200, 60);
+  CHECK_EQ_INT(fake_flight_recvs(p, rmh, &f, 200, 60), 0);
   fake_progress();
   fake_pair_hold(p, FAKE_SEND_SIDE, 1, 1); /* member 1's QP: odd seqs */
-  post_sends(p, smh, &f, 200);
+  CHECK_EQ_INT(fake_flight_sends(p, smh, &f, 200), 0);
   fake_progress(); /* member 0's writes (even seqs) land and are acknowledged */
   fake_pair_break_member(p, FAKE_SEND_SIDE, 1, 0);
   if (stays_down)
@@ -350,11 +235,11 @@ static void run_fused(int stays_down)
    * waits for the sender's READY, may give up first) or everything completed. */
   for (turn = 0; turn < TURNS && f.left > 0 && !(stays_down ? fake_comm_error(p->send) != 0 : failed);
        turn++) {
-    failed += test_round(p, &f, stays_down);
+    failed += fake_flight_test(p, &f, stays_down);
     mcp_oob_progress();
     now_ns += 1000000ull;
     if (turn % 4 == 3)
-      nap();
+      mcp_test_nap();
   }
   if (stays_down) {
     /* The sender gives up at its deadline, naming the physical member that went down. */
@@ -362,25 +247,25 @@ static void run_fused(int stays_down)
     CHECK(fake_comm_error(p->send) != 0);
     CHECK(strstr(fake_comm_errmsg(p->send), "MCPNET_RECOVERY_TIMEOUT=2") != NULL);
     CHECK(strstr(fake_comm_errmsg(p->send), "local fake0_m1 port 1") != NULL);
-    CHECK(strstr(logbuf, "fake0_m1 port 1: QP") != NULL); /* the failed RTR names it too */
-    for (i = 1; i < N; i += 2)                            /* seq i + 1 even: member 0's, which landed */
-      CHECK(fake_same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
+    CHECK(mcp_test_log_has(NCCL_LOG_WARN, "fake0_m1 port 1: QP")); /* the failed RTR names it too */
+    for (i = 1; i < N; i += 2) /* seq i + 1 even: member 0's, which landed */
+      CHECK(fake_same(fake_flight_rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
     goto out;
   }
   CHECK_EQ_INT(failed, 0);
   CHECK_EQ_INT(f.left, 0);
   for (i = 0; i < N; i++) {
     CHECK_EQ_INT(f.rdone[i] ? f.rsize[i] : -1, 200 + i);
-    CHECK(fake_same(rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
+    CHECK(fake_same(fake_flight_rbuf + i * 4096, 200 + (size_t)i, (unsigned)(60 + i)));
   }
   /* Exactly once: member 0's messages (seq 2, 4, ...) completed from the receiver's table,
    * member 1's (seq 1, 3, ...) written once more after the recovery. */
-  count_writes(again);
+  fake_flight_writes(1, again); /* again[seq - 1] */
   for (i = 1; i <= N; i++)
-    CHECK_EQ_INT(again[i], i % 2 == 1 ? 1 : 0);
+    CHECK_EQ_INT(again[i - 1], i % 2 == 1 ? 1 : 0);
   CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
   CHECK_EQ_INT(fake_comm_recoveries(p->recv), 1);
-  CHECK(strstr(logbuf, "local fake0_m1 port 1; re-creating the connection's 2 QP(s)") != NULL);
+  CHECK(mcp_test_log_has(NCCL_LOG_WARN, "local fake0_m1 port 1; re-creating the connection's 2 QP(s)"));
 out:
   cfg->recovery_timeout_s = 0;
   fake_streams_close(p, ss, rs);
@@ -450,7 +335,7 @@ static void test_gid_lookups_shared_by_device(void)
         index[i] = -2;
       got += index[i] != -2;
     }
-    nap();
+    mcp_test_nap();
   }
   CHECK_EQ_INT(got, n);
   for (i = 0; i < n; i++)
@@ -468,7 +353,7 @@ static void test_gid_lookups_shared_by_device(void)
       if (mcp_qp_gid_poll(&c[i]->link, 0, need[i], &index[i]) == 1 && index[i] < 0)
         need[i] = mcp_qp_gid_need(&c[i]->link, 0);
     now_ns += 1000000ull;
-    nap();
+    mcp_test_nap();
   }
   CHECK(atomic_load(&lookups_elsewhere) - before >= 2);  /* it went on looking (threads permitting) */
   CHECK(atomic_load(&lookups_elsewhere) - before <= 11); /* 1 s of the clock: 11 at most, never 32 */
@@ -483,12 +368,12 @@ static void test_gid_lookups_shared_by_device(void)
         got++;
     }
     now_ns += 1000000ull;
-    nap();
+    mcp_test_nap();
   }
   CHECK_EQ_INT(got, n);
   CHECK_EQ_INT(atomic_load(&lookups_here), 0);
   for (turn = 0; turn < TURNS && lookups_running(fake_pair_devctx(p, FAKE_RECV_SIDE)); turn++)
-    nap(); /* the last lookup's thread is done with the device before it goes */
+    mcp_test_nap(); /* the last lookup's thread is done with the device before it goes */
   for (i = 0; i < n; i++) {
     mcp_qp_connect_abandon(&c[i]->link);
     fake_comm_release(c[i]);
@@ -518,7 +403,7 @@ static void test_walk_lookups_shared(void)
     index[i] = -2;
   }
   for (turn = 0; turn < TURNS && atomic_load(&lookups_elsewhere) == 0; turn++)
-    nap(); /* the first is in the kernel, the others wait for it or are still starting */
+    mcp_test_nap(); /* the first is in the kernel, the others wait for it or are still starting */
   atomic_store(&lookup_gate, 0);
   for (turn = 0, got = 0; turn < TURNS && got < n; turn++) {
     for (i = 0, got = 0; i < n; i++) {
@@ -526,7 +411,7 @@ static void test_walk_lookups_shared(void)
         CHECK_EQ_INT(st, 1);
       got += index[i] != -2;
     }
-    nap();
+    mcp_test_nap();
   }
   CHECK_EQ_INT(got, n);
   for (i = 0; i < n; i++)
@@ -551,22 +436,22 @@ static void test_recover_gid_event_off_proxy_thread(void)
   struct fake_pair *p;
   struct mcp_oob_stream *ss = NULL, *rs = NULL;
   struct mcp_mr *smh, *rmh;
-  void *r = NULL, *s = NULL, *data = rbuf, *mh;
+  void *r = NULL, *s = NULL, *data = fake_flight_rbuf, *mh;
   size_t size = 4096;
   int tag = 1, turn, done = 0, sdone = 0, rsize = -1, seen;
 
   fake_verbs_install();
   p = fake_pair_make(&o);
-  smh = fake_pair_reg(p, FAKE_SEND_SIDE, sbuf, sizeof(sbuf), NCCL_PTR_HOST);
-  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, rbuf, sizeof(rbuf), NCCL_PTR_HOST);
+  smh = fake_pair_reg(p, FAKE_SEND_SIDE, fake_flight_sbuf, sizeof(fake_flight_sbuf), NCCL_PTR_HOST);
+  rmh = fake_pair_reg(p, FAKE_RECV_SIDE, fake_flight_rbuf, sizeof(fake_flight_rbuf), NCCL_PTR_HOST);
   mh = rmh;
-  memset(rbuf, 0, sizeof(rbuf));
+  memset(fake_flight_rbuf, 0, sizeof(fake_flight_rbuf));
   CHECK_EQ_INT(fake_streams_open(p, &ss, &rs), 0);
   if (rs == NULL)
     goto out;
   cfg->recovery_timeout_s = 30;
   fake_pair_configure(p); /* the pair exists: its comms take the change */
-  loglen = 0;
+  mcp_test_log_clear();
   lookups_on(p, gid_index_of(p->recv)); /* the event did not move our GID */
   CHECK_EQ_INT(mcp_net_irecv(p->recv, 1, &data, &size, &tag, &mh, &r), ncclSuccess);
   CHECK(r != NULL);
@@ -579,13 +464,13 @@ static void test_recover_gid_event_off_proxy_thread(void)
     fake_comm_check_due(p->recv);
     CHECK_EQ_INT(mcp_net_test(r, &done, &rsize), ncclSuccess);
     now_ns += 1000000ull;
-    nap();
+    mcp_test_nap();
   }
   for (turn = 0; turn < 20; turn++) { /* later checks collect the answer */
     fake_comm_check_due(p->recv);
     CHECK_EQ_INT(mcp_net_test(r, &done, &rsize), ncclSuccess);
     now_ns += 1000000ull;
-    nap();
+    mcp_test_nap();
   }
   CHECK_EQ_INT(atomic_load(&lookups_here), 0);
   CHECK_EQ_INT(atomic_load(&lookups_elsewhere), 1);
@@ -595,9 +480,9 @@ static void test_recover_gid_event_off_proxy_thread(void)
   /* A send waits on the sender's QP (held: it has not reached the wire) when the kernel
    * moves our GID: the receiving end starts a round, the sender follows, the replay
    * writes the message on the new QPs. */
-  fake_pattern(sbuf, 200, 77);
+  fake_pattern(fake_flight_sbuf, 200, 77);
   fake_pair_hold(p, FAKE_SEND_SIDE, 0, 1);
-  CHECK_EQ_INT(mcp_net_isend(p->send, sbuf, 200, 1, smh, &s), ncclSuccess);
+  CHECK_EQ_INT(mcp_net_isend(p->send, fake_flight_sbuf, 200, 1, smh, &s), ncclSuccess);
   CHECK(s != NULL);
   if (s == NULL)
     goto out;
@@ -616,13 +501,13 @@ static void test_recover_gid_event_off_proxy_thread(void)
     mcp_oob_progress();
     now_ns += 1000000ull;
     if (turn % 4 == 3)
-      nap();
+      mcp_test_nap();
   }
   CHECK_EQ_INT(done, 1);
   CHECK_EQ_INT(sdone, 1);
   CHECK_EQ_INT(rsize, 200);
-  CHECK(fake_same(rbuf, 200, 77));
-  CHECK(strstr(logbuf, "is no longer at index") != NULL);
+  CHECK(fake_same(fake_flight_rbuf, 200, 77));
+  CHECK(mcp_test_log_has(NCCL_LOG_WARN, "is no longer at index"));
   CHECK_EQ_INT(fake_comm_recoveries(p->recv), 1);
   CHECK_EQ_INT(fake_comm_recoveries(p->send), 1);
   CHECK_EQ_INT(gid_index_of(p->recv), 6);
@@ -647,7 +532,7 @@ int main(void)
   cfg.socket_ifname = "lo";
   cfg.socket_af = AF_INET;
   cfg.connect_timeout_s = 5;
-  mcp_log_set_logger(capture);
+  mcp_log_set_logger(mcp_test_log_capture);
   mcp_clock_test_set(test_clock);
   if (mcp_oob_acquire(&cfg) != 0) {
     fprintf(stderr, "cannot start the out-of-band channel on lo\n");

@@ -13,14 +13,13 @@
  * member whose port is back carries QPs again.
  */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "mcp_fake_flight.h"
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -33,35 +32,6 @@
 
 static uint64_t now_ns = 1000000000000ull;
 static uint64_t test_clock(void) { return now_ns; }
-
-static char logbuf[1 << 16];
-static size_t loglen;
-
-static void capture(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                    ...)
-{
-  va_list ap;
-  int n;
-
-  (void)flags;
-  (void)file;
-  (void)line;
-  if (level != NCCL_LOG_WARN || loglen + 1024 > sizeof(logbuf))
-    return;
-  va_start(ap, fmt);
-  n = vsnprintf(logbuf + loglen, 1024, fmt, ap);
-  va_end(ap);
-  loglen += n > 0 && n < 1024 ? (size_t)n : 0;
-  logbuf[loglen++] = '\n';
-  logbuf[loglen] = '\0';
-}
-
-static void nap(void)
-{
-  struct timespec ts = {0, 200000};
-
-  nanosleep(&ts, NULL);
-}
 
 /* The pure placement: which members carry QPs, and QP i's member among them. */
 static void test_masks(void)
@@ -154,7 +124,7 @@ static int flight(struct fake_pair *p, void *smh, void *rmh, const struct loss *
     mcp_oob_progress();
     now_ns += 1000000ull; /* 1 ms of the recovery's clock per round of calls */
     if (turn % 4 == 3)
-      nap(); /* the QP walks run on their own threads */
+      mcp_test_nap(); /* the QP walks run on their own threads */
   }
   if (failed != 0 || f.left != 0)
     fprintf(stderr, "  flight: %d failed, %d left; send: %s; recv: %s\n", failed, f.left,
@@ -219,7 +189,7 @@ static int idle_until(struct fake_pair *p, int want)
     mcp_oob_progress();
     now_ns += 1000000ull;
     if (turn % 4 == 3)
-      nap();
+      mcp_test_nap();
   }
   return -1;
 }
@@ -292,17 +262,17 @@ static void run(int nsend, int nrecv, const struct loss *first, int nfirst, int 
   cfg->ib_port_failover = 1;
   cfg->ib_port_recovery = port_recovery;
   fake_pair_configure(p); /* the pair exists: its comms take the change */
-  loglen = 0;
+  mcp_test_log_clear();
 
   /* The loss: the flight completes on the other members. */
   CHECK_EQ_INT(flight(p, smh, rmh, first, nfirst, 200, 60), 0);
   for (i = 0; i < nfirst; i++) {
     CHECK(left_out(p, first[i].side, first[i].member));
     snprintf(want, sizeof(want), "without fake%d_m%d port 1 (port down)", first[i].side, first[i].member);
-    CHECK(strstr(logbuf, want) != NULL);
+    CHECK(mcp_test_log_has(NCCL_LOG_WARN, want));
   }
-  CHECK(strstr(logbuf, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from") != NULL);
-  CHECK(strstr(logbuf, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from") != NULL);
+  CHECK(mcp_test_log_has(NCCL_LOG_WARN, "send to fake-receiver pid 2 (192.0.2.2:40000): recovered from"));
+  CHECK(mcp_test_log_has(NCCL_LOG_WARN, "receive from fake-sender pid 1 (192.0.2.1:40000): recovered from"));
   /* Then nothing goes near them. */
   CHECK_EQ_INT(flight(p, smh, rmh, NULL, 0, 300, 70), 0);
   for (i = 0; i < nfirst; i++) {
@@ -331,7 +301,7 @@ static void run(int nsend, int nrecv, const struct loss *first, int nfirst, int 
   } else if (later == LATER_BACK) {
     /* The ports return (PORT_ACTIVE): with port recovery, a round during the next flight
      * takes the members again, and the flight after it uses them. */
-    loglen = 0;
+    mcp_test_log_clear();
     for (i = 0; i < nfirst; i++)
       fake_pair_member_down(p, first[i].side, first[i].member, 0);
     if (port_recovery)
@@ -346,8 +316,8 @@ static void run(int nsend, int nrecv, const struct loss *first, int nfirst, int 
     }
     CHECK_EQ_INT(fake_comm_recoveries(p->send), rec + port_recovery);
     if (port_recovery) {
-      CHECK(strstr(logbuf, "is active again (port event); taking the member back") != NULL);
-      CHECK(strstr(logbuf, "every member of both ends carries the connection again") != NULL);
+      CHECK(mcp_test_log_has(NCCL_LOG_WARN, "is active again (port event); taking the member back"));
+      CHECK(mcp_test_log_has(NCCL_LOG_WARN, "every member of both ends carries the connection again"));
     }
     /* Taken back, a member is looked up again: still never on the test's thread. */
     for (i = 0; roce_run && i < nfirst; i++)
@@ -441,7 +411,7 @@ static void test_member_count_mismatch(void)
   for (turn = 0; turn < FAKE_FLIGHT_TURNS && fake_comm_error(p->recv) == 0; turn++) {
     mcp_oob_progress();
     mcp_recover_poll_stream(&p->recv->link); /* what the comm's liveness check reads */
-    nap();
+    mcp_test_nap();
   }
   CHECK(fake_comm_error(p->recv) != 0);
   CHECK(strstr(fake_comm_errmsg(p->recv),
@@ -464,7 +434,7 @@ int main(void)
   cfg.socket_ifname = "lo";
   cfg.socket_af = AF_INET;
   cfg.connect_timeout_s = 5;
-  mcp_log_set_logger(capture);
+  mcp_log_set_logger(mcp_test_log_capture);
   mcp_clock_test_set(test_clock);
   if (mcp_oob_acquire(&cfg) != 0) {
     fprintf(stderr, "cannot start the out-of-band channel on lo\n");

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/rankmap.h"
@@ -1057,29 +1057,7 @@ static void test_formatting(void)
   CHECK_EQ_STR(mcp_param_type_name(MCP_PARAM_BOOL), "bool");
 }
 
-/* mcp_param_log goes through the log bridge: capture it with a fake NCCL logger. */
-static int logged_lines, logged_env_lines;
-static char logged_text[8192];
-
-static void capture_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static void capture_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
-                           const char *fmt, ...)
-{
-  char msg[512];
-  va_list ap;
-  size_t used = strlen(logged_text);
-
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  logged_lines++;
-  if (level == NCCL_LOG_INFO && flags == NCCL_ENV)
-    logged_env_lines++;
-  snprintf(logged_text + used, sizeof(logged_text) - used, "%s\n", msg);
-}
-
+/* mcp_param_log goes through the log bridge: captured as NCCL's logger would get it. */
 static void test_log(void)
 {
   struct fake f;
@@ -1089,15 +1067,16 @@ static void test_log(void)
   fake_set(&f, "MCPNET_PKEY", "0x8001");
   fake_set(&f, "NCCL_IB_RETRY_CNT", "9");
   CHECK_EQ_INT(fake_load(&f, 0), -EINVAL);
-  mcp_log_set_logger(capture_logger);
+  mcp_test_log_clear();
+  mcp_log_set_logger(mcp_test_log_capture);
   mcp_param_log(&f.cfg);
   mcp_log_set_logger(NULL);
-  CHECK_EQ_INT(logged_lines, MCP_PARAM_COUNT);
-  CHECK_EQ_INT(logged_env_lines, MCP_PARAM_COUNT);
-  CHECK(strstr(logged_text, "NCCL_IB_TIMEOUT=20 (environment)\n") != NULL);
-  CHECK(strstr(logged_text, "NCCL_IB_HCA=(unset) (default)\n") != NULL);
-  CHECK(strstr(logged_text, "MCPNET_TENANT_PKEY=0x8001 (environment, set as MCPNET_PKEY)\n") != NULL);
-  CHECK(strstr(logged_text,
+  CHECK_EQ_INT(mcp_test_log_lines(), MCP_PARAM_COUNT);
+  CHECK_EQ_INT(mcp_test_log_count_flags(NCCL_LOG_INFO, NCCL_ENV), MCP_PARAM_COUNT);
+  CHECK(strstr(mcp_test_log_text(), "NCCL_IB_TIMEOUT=20 (environment)\n") != NULL);
+  CHECK(strstr(mcp_test_log_text(), "NCCL_IB_HCA=(unset) (default)\n") != NULL);
+  CHECK(strstr(mcp_test_log_text(), "MCPNET_TENANT_PKEY=0x8001 (environment, set as MCPNET_PKEY)\n") != NULL);
+  CHECK(strstr(mcp_test_log_text(),
                "NCCL_IB_RETRY_CNT=7 (default; the value from the environment "
                "was refused)\n") != NULL);
   mcp_param_free(&f.cfg);

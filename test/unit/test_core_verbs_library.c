@@ -11,21 +11,12 @@
 #include <unistd.h>
 
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "core/verbs.h"
 
 #define UVERBS_LIB MCP_BINARY_DIR "/lib/libmcp-uverbs.so"
-
-static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                  ...)
-{
-  (void)level;
-  (void)flags;
-  (void)file;
-  (void)line;
-  (void)fmt;
-}
 
 /* The file a resolved verb lives in. */
 static const char *object_of(void *fn)
@@ -114,7 +105,7 @@ static void fabric_remove(void) { rmdir(fabric); }
 
 int main(void)
 {
-  mcp_log_set_logger(quiet);
+  mcp_log_set_logger(mcp_test_log_quiet);
   if (mkdtemp(fabric) == NULL)
     return 1;
   atexit(fabric_remove);

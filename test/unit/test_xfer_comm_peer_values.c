@@ -9,12 +9,12 @@
  *   copy enlarged) fails the receive comm: NCCL is never told a size above its buffer;
  * - a grouped receive's sizes record claiming more than a buffer holds does the same.
  */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/log.h"
 
 #define BUFSZ (1 << 20)
@@ -22,16 +22,6 @@
 
 static unsigned char *sbuf, *rbuf;
 static void *smh, *rmh;
-
-static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                  ...)
-{
-  (void)level;
-  (void)flags;
-  (void)file;
-  (void)line;
-  (void)fmt;
-}
 
 static struct fake_pair *pair(int send_devs, int recv_devs)
 {
@@ -148,7 +138,7 @@ int main(void)
 {
   sbuf = calloc(1, BUFSZ);
   rbuf = calloc(1, BUFSZ);
-  mcp_log_set_logger(quiet);
+  mcp_log_set_logger(mcp_test_log_quiet);
   RUN_TEST(test_cts_index_255);
   RUN_TEST(test_grouped_cts_index);
   RUN_TEST(test_write_larger_than_posted);

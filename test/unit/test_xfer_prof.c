@@ -10,12 +10,12 @@
  * at most 8 events per proxy step, and expects every event it was given to be stopped;
  * and NCCL's proxy passes a parent with every call whether a profiler listens or not.
  */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -79,16 +79,6 @@ static void prof_reset(int take)
 
 static uint64_t now_ns = 1000000000000ull;
 static uint64_t test_clock(void) { return now_ns; }
-
-static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                  ...)
-{
-  (void)level;
-  (void)flags;
-  (void)file;
-  (void)line;
-  (void)fmt;
-}
 
 /* Every send work request of side posted since the log's index from, each matched with an
  * event started since event index ev0 under parent, with the posted fields. Returns how
@@ -371,7 +361,7 @@ static void test_events_stop_on_failure_and_close(void)
 
 int main(void)
 {
-  mcp_log_set_logger(quiet);
+  mcp_log_set_logger(mcp_test_log_quiet);
   mcp_clock_test_set(test_clock);
   mcp_xfer_prof_set(fake_prof);
   RUN_TEST(test_every_work_request_has_its_event);

@@ -14,28 +14,18 @@
  * that irecv accepted reaches the sender without any further call on its comm: a
  * caller busy on another comm (NCCL's proxy making its sends) must not starve it.
  */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mcp_fake_verbs.h"
 #include "mcp_test.h"
+#include "mcp_test_util.h"
 #include "core/log.h"
 #include "core/param.h"
 #include "xfer/comm.h"
 
 static char buf[65536], sbuf[65536];
 static struct mcp_mr *mh, *smh;
-
-static void quiet(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt,
-                  ...)
-{
-  (void)level;
-  (void)flags;
-  (void)file;
-  (void)line;
-  (void)fmt;
-}
 
 static struct fake_pair *pair_make(void)
 {
@@ -329,7 +319,7 @@ static void test_two_ranks_busy_in_isend(void)
 
 int main(void)
 {
-  mcp_log_set_logger(quiet);
+  mcp_log_set_logger(mcp_test_log_quiet);
   RUN_TEST(test_hint_waits_for_data);
   RUN_TEST(test_written_without_hint);
   RUN_TEST(test_flush_lost_with_its_qp);
