@@ -12,7 +12,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "core/sock.h"
 #include "conn/oob.h"
 #include "conn/wire.h"
 
@@ -24,6 +26,24 @@ FAKE_FN void fake_sleep_ms(unsigned ms)
   struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
 
   nanosleep(&ts, NULL);
+}
+
+/* A listener on 127.0.0.1 (its port in *a) that never accepts on its own: the kernel
+ * completes up to backlog handshakes. The fd, or -1. */
+FAKE_FN int fake_listener(union mcp_sockaddr *a, int backlog)
+{
+  socklen_t len = sizeof(*a);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  if (fd < 0)
+    return -1;
+  mcp_sockaddr_parse("127.0.0.1:0", a);
+  if (bind(fd, &a->sa, mcp_sockaddr_len(a)) != 0 || listen(fd, backlog) != 0 ||
+      getsockname(fd, &a->sa, &len) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 /* A turn for fake peers in a child process, which must not drive the channel it

@@ -39,19 +39,6 @@ static uint64_t fake_ms = 1000000;
 /* The library's one clock (clock.h) reads this, in ns. */
 static uint64_t fake_now(void) { return fake_ms * MCP_NS_PER_MS; }
 
-/* A listener that never accepts on its own: the kernel completes the handshakes. */
-static int fake_listener(union mcp_sockaddr *a)
-{
-  socklen_t len = sizeof(*a);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-  mcp_sockaddr_parse("127.0.0.1:0", a);
-  if (fd < 0 || bind(fd, &a->sa, mcp_sockaddr_len(a)) != 0 || listen(fd, 8) != 0 ||
-      getsockname(fd, &a->sa, &len) != 0)
-    return -1;
-  return fd;
-}
-
 static void turn(void) { mcp_oob_progress(); }
 static void sleep_ms(unsigned ms) { fake_sleep_ms(ms); }
 static int send_msg(int fd, const struct mcp_wire_msg *m) { return fake_send_msg(fd, m); }
@@ -91,7 +78,7 @@ static void pass_seconds(unsigned s)
 static void test_late_acceptor_is_waited_for(void)
 {
   union mcp_sockaddr a;
-  int lfd = fake_listener(&a), fd;
+  int lfd = fake_listener(&a, 8), fd;
   struct mcp_oob_stream *s;
 
   CHECK(lfd >= 0);
@@ -179,7 +166,7 @@ static void test_stray_dropped_real_peer_kept(void)
 static void test_silent_dialler_redials(void)
 {
   union mcp_sockaddr a;
-  int lfd = fake_listener(&a), fd, fd2;
+  int lfd = fake_listener(&a, 8), fd, fd2;
   struct mcp_oob_stream *s;
   struct mcp_wire_msg m;
 
@@ -289,7 +276,7 @@ static int recv_some(struct mcp_oob_stream *s, struct mcp_wire_msg *m)
 static void test_frames_split_and_joined(void)
 {
   union mcp_sockaddr a;
-  int lfd = fake_listener(&a), fd;
+  int lfd = fake_listener(&a, 8), fd;
   struct mcp_oob_stream *s = stream_up(lfd, &a, 0x2222, &fd);
   struct mcp_wire_msg m, got;
   uint8_t buf[2 * MCP_WIRE_MSG_MAX];
@@ -377,7 +364,7 @@ static int got_tagged(struct mcp_oob_stream *s, const char *tag, int n)
 static void test_inbox_recycled(void)
 {
   union mcp_sockaddr a;
-  int lfd = fake_listener(&a), fd1 = -1, fd2 = -1, i;
+  int lfd = fake_listener(&a, 8), fd1 = -1, fd2 = -1, i;
   struct mcp_oob_stream *s1 = stream_up(lfd, &a, 0x5555, &fd1), *s2 = stream_up(lfd, &a, 0x6666, &fd2);
   struct mcp_wire_msg m;
 
@@ -429,7 +416,7 @@ out:
 static void test_peer_gone_mid_frame(int rst)
 {
   union mcp_sockaddr a;
-  int lfd = fake_listener(&a), fd;
+  int lfd = fake_listener(&a, 8), fd;
   struct mcp_oob_stream *s = stream_up(lfd, &a, rst ? 0x4444 : 0x3333, &fd);
   struct mcp_wire_msg m, got;
   uint8_t buf[2 * MCP_WIRE_MSG_MAX];

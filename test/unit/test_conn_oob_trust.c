@@ -77,18 +77,6 @@ static int tcp_from(const union mcp_sockaddr *a, int host)
   return fd;
 }
 
-static int fake_listener(union mcp_sockaddr *a)
-{
-  socklen_t len = sizeof(*a);
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-  mcp_sockaddr_parse("127.0.0.1:0", a);
-  if (fd < 0 || bind(fd, &a->sa, mcp_sockaddr_len(a)) != 0 || listen(fd, 512) != 0 ||
-      getsockname(fd, &a->sa, &len) != 0)
-    return -1;
-  return fd;
-}
-
 /* 1 when the peer closed fd (EOF or reset) within many progress turns. */
 static int closed_by_channel(int fd)
 {
@@ -152,7 +140,7 @@ static void test_nonce_replay(void)
   struct mcp_oob_listener *ours = mcp_oob_listener_add();
   union mcp_sockaddr local, b_addr;
   uint64_t our_nonce, chal_acc, chal_dial;
-  int stranger, b_lfd = fake_listener(&b_addr), b_fd;
+  int stranger, b_lfd = fake_listener(&b_addr, 512), b_fd;
   struct mcp_oob_stream *s;
   struct mcp_wire_msg m;
 
@@ -528,7 +516,7 @@ static int fd_limit_scenario(void)
   union mcp_sockaddr local, g_addr;
   struct mcp_oob_request *req = NULL;
   struct mcp_oob_stream *s;
-  int ready, g_lfd = fake_listener(&g_addr), filler[64], nfill = 0, i;
+  int ready, g_lfd = fake_listener(&g_addr, 512), filler[64], nfill = 0, i;
   pid_t strangers, genuine;
   uint64_t nonce;
   char c;
