@@ -110,7 +110,8 @@ static int flush_setup(struct mcp_comm *c, int quiet)
 
 /* One signalled read of a byte of the request's buffer through each live member's flush
  * QP: data may have landed through any of them, and a read orders only its own device's
- * earlier writes (as NCCL's transport flushes every device of a fused NIC). */
+ * earlier writes (as NCCL's transport flushes every device of a fused NIC). 0 or a
+ * negative errno. */
 static int flush_post(struct mcp_comm *c, struct mcp_request *r)
 {
   struct ibv_send_wr wr, *bad;
@@ -134,7 +135,7 @@ static int flush_post(struct mcp_comm *c, struct mcp_request *r)
     wr.wr_id = MCP_WR(MCP_WR_FLUSH, c->link.id, c->flush_gen, r->index);
     rc = ibv_post_send(*flush_qp_ref(c, k), &wr, &bad);
     if (rc != 0)
-      return rc;
+      return -rc; /* ibv_post_send returns the errno itself */
   }
   return 0;
 }
@@ -258,7 +259,7 @@ int mcp_xfer_iflush(void *recv_comm, int n, void **data, int *sizes, void **mhan
   if (rc != 0) {
     mcp_req_put(r);
     mcp_comm_fail(&c->link, MCP_ERR_SYSTEM, "%s: posting the flush read failed: %s",
-                  qp0_dev(c)->dc->info->name, strerror(rc));
+                  qp0_dev(c)->dc->info->name, strerror(-rc));
     return MCP_ERR_SYSTEM;
   }
   c->wd_progress++;
