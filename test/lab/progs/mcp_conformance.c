@@ -1003,8 +1003,11 @@ static int test_mrcache(void)
 
 /* ---- connection setup never waits on the peer ---- */
 
-/* connect toward an address nobody answers: every call returns within 100 ms, and the
- * connect fails at its deadline (MCPNET_CONNECT_TIMEOUT) naming address and port. */
+/* connect toward an address nobody answers: no call waits for the peer, and the connect
+ * fails at its deadline (MCPNET_CONNECT_TIMEOUT) naming address and port. A call that
+ * waited would take at least until the kernel's first SYN retransmission (1 s); a call of
+ * ours takes well under a millisecond, but a guest whose vCPU the host starves stretches
+ * it (116.6 ms seen with two busy loops on the host), so the bound is 500 ms. */
 static int test_unreachable(void)
 {
   char handle[NCCL_NET_HANDLE_MAXSIZE], err[MCP_WIRE_ERRLEN];
@@ -1039,8 +1042,8 @@ static int test_unreachable(void)
     FAILF("connect to an unreachable address succeeded");
   if (rc == ncclSuccess)
     FAILF("connect to an unreachable address did not fail within 60 s");
-  if (worst > 0.1)
-    FAILF("a connect call took %.1f ms (limit 100 ms)", worst * 1e3);
+  if (worst > 0.5)
+    FAILF("a connect call took %.1f ms (limit 500 ms: it waited for the peer)", worst * 1e3);
   return 0;
 }
 

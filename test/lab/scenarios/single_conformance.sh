@@ -49,8 +49,9 @@ done
 # makeVDevice's refusals are said (docs/messages.md 2.5).
 conf self vdevice 2> /tmp/vdev.err
 lab_grep 'makeVDevice: device 0 \(rxe0\) is named twice' /tmp/vdev.err "a refused makeVDevice says why"
-# A peer that never answers: SYNs into a dummy netdev vanish. Every connect call
-# returns within 100 ms and the connect fails at MCPNET_CONNECT_TIMEOUT.
+# A peer that never answers: SYNs into a dummy netdev vanish. No connect call waits for
+# the peer (each returns within 500 ms, well before a SYN's first retransmission at 1 s)
+# and the connect fails at MCPNET_CONNECT_TIMEOUT.
 ip link add mcpdrop type dummy && ip addr add 198.51.100.1/24 dev mcpdrop && ip link set mcpdrop up
 MCPNET_CONNECT_TIMEOUT=3 CONF_UNREACHABLE=198.51.100.2:9 conf self unreachable 2> /tmp/unreach.err
 cat /tmp/unreach.err
