@@ -14,7 +14,6 @@
 #define LOG_MSGS (1u << 16) /* the first LOG_KEPT messages, each NUL-terminated */
 #define LOG_KEPT 256
 #define LOG_KINDS 32 /* distinct (level, flags) pairs counted */
-#define LOG_LEVELS (NCCL_LOG_TRACE + 1)
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char log_text[LOG_TEXT];
@@ -23,8 +22,6 @@ static char log_msgs[LOG_MSGS];
 static size_t log_msgs_len;
 static size_t log_kept_at[LOG_KEPT];
 static int log_kept;
-static int log_lines;
-static int log_levels[LOG_LEVELS];
 static struct {
   ncclDebugLogLevel level;
   unsigned long flags;
@@ -48,14 +45,12 @@ static const char *level_name(ncclDebugLogLevel level)
   return level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_TRACE ? "TRACE" : "INFO";
 }
 
-/* Counts a line of level and flags (under log_lock). */
+/* Counts a line of level and flags (under log_lock): the only count kept, the others
+ * are sums of it. */
 static void count(ncclDebugLogLevel level, unsigned long flags)
 {
   int k;
 
-  log_lines++;
-  if ((unsigned)level < LOG_LEVELS)
-    log_levels[level]++;
   for (k = 0; k < log_nkinds && (log_kinds[k].level != level || log_kinds[k].flags != flags); k++)
     ;
   if (k == LOG_KINDS) {
@@ -91,7 +86,7 @@ void mcp_test_log_capture(ncclDebugLogLevel level, unsigned long flags, const ch
     log_len = 0;
   memcpy(log_text + log_len, out, n + 1);
   log_len += n;
-  if (log_lines < LOG_KEPT && log_msgs_len + mlen + 1 <= sizeof(log_msgs)) {
+  if (mcp_test_log_lines() < LOG_KEPT && log_msgs_len + mlen + 1 <= sizeof(log_msgs)) {
     memcpy(log_msgs + log_msgs_len, msg, mlen + 1);
     log_kept_at[log_kept++] = log_msgs_len;
     log_msgs_len += mlen + 1;
@@ -109,8 +104,6 @@ void mcp_test_log_clear(void)
   log_text[0] = '\0';
   log_msgs_len = 0;
   log_kept = 0;
-  log_lines = 0;
-  memset(log_levels, 0, sizeof(log_levels));
   log_nkinds = 0;
   pthread_mutex_unlock(&log_lock);
 }
@@ -135,11 +128,22 @@ int mcp_test_log_has(ncclDebugLogLevel level, const char *text)
 
 const char *mcp_test_log_line(int i) { return i >= 0 && i < log_kept ? log_msgs + log_kept_at[i] : ""; }
 
-int mcp_test_log_lines(void) { return log_lines; }
+int mcp_test_log_lines(void)
+{
+  int n = 0;
+
+  for (int k = 0; k < log_nkinds; k++)
+    n += log_kinds[k].n;
+  return n;
+}
 
 int mcp_test_log_count(ncclDebugLogLevel level)
 {
-  return (unsigned)level < LOG_LEVELS ? log_levels[level] : 0;
+  int n = 0;
+
+  for (int k = 0; k < log_nkinds; k++)
+    n += log_kinds[k].level == level ? log_kinds[k].n : 0;
+  return n;
 }
 
 int mcp_test_log_count_flags(ncclDebugLogLevel level, unsigned long flags)
